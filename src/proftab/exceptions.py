@@ -1,0 +1,43 @@
+"""Errors and warnings raised by proftab.
+
+Every error descends from `ProftabError`; errors about input files are `TraceError`, which is
+also a `ValueError` so that callers catching the stdlib type keep working.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ProftabError", "ProftabWarning", "TraceError"]
+
+
+class ProftabError(Exception):
+    """Root of every proftab error."""
+
+
+class TraceError(ProftabError, ValueError):
+    """A trace file is missing, malformed or damaged.
+
+    The message names the file, the byte offset (when known) and a short excerpt.
+    `recoverable_events` is the number of complete events that ``salvage=True`` would keep
+    (``None`` when not applicable).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None,
+                 excerpt: str | None = None, recoverable_events: int | None = None,
+                 hint: str | None = None) -> None:
+        parts = [f"{path}: {message}" if path else message]
+        if offset is not None:
+            parts.append(f"at byte {offset}")
+        text = " ".join(parts)
+        if excerpt:
+            text += f" near {excerpt!r}"
+        if hint:
+            text += f"\nHint: {hint}"
+        super().__init__(text)
+        self.path = path
+        self.offset = offset
+        self.excerpt = excerpt
+        self.recoverable_events = recoverable_events
+
+
+class ProftabWarning(UserWarning):
+    """A recoverable oddity in a trace (repaired names, salvaged events, overruns...)."""

@@ -1,0 +1,1733 @@
+/*
+ * _kineto: a streaming scanner for Kineto / Chrome trace JSON that writes Arrow-layout
+ * column buffers directly, with exact decimal -> int64 ns conversion of "ts" and "dur".
+ *
+ * Contract (used by proftab/io/kineto.py):
+ *   p = Parser(typed_keys)          typed_keys: list of (json_key: bytes, column: int, kind: int)
+ *   p.feed(chunk)                   any bytes-like; may split the text anywhere
+ *   p.finish() -> dict              columns as Buffer objects + counts, see build_result()
+ * Errors are reported, never raised from the scanner: finish() returns "error" (message,
+ * byte offset, excerpt) and "complete" (whether the top-level value was closed); the
+ * Python side decides between raising TraceError and salvaging.
+ *
+ * Every array element of traceEvents becomes one row (rejected elements included, with a
+ * reason), so row count == len(traceEvents) for a complete file.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <stdlib.h>
+
+/* ------------------------------------------------------------------ buffers */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} buf_t;
+
+static int buf_reserve(buf_t *b, size_t extra) {
+    size_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) cap *= 2;
+    char *np = realloc(b->p, cap);
+    if (!np) return -1;
+    b->p = np;
+    b->cap = cap;
+    return 0;
+}
+
+/* grow to at least `size` bytes, zero-filling new bytes; len becomes max(len, size) */
+static int buf_zero_to(buf_t *b, size_t size) {
+    if (size <= b->len) return 0;
+    size_t want = b->len * 2 > size ? b->len * 2 : size;
+    if (want < 4096) want = 4096;
+    if (buf_reserve(b, want - b->len)) return -1;
+    memset(b->p + b->len, 0, want - b->len);
+    b->len = want;
+    return 0;
+}
+
+/* exact-size variant used when handing a buffer over */
+static int buf_exact(buf_t *b, size_t size) {
+    if (size > b->len) {
+        if (buf_reserve(b, size - b->len)) return -1;
+        memset(b->p + b->len, 0, size - b->len);
+    }
+    b->len = size;
+    return 0;
+}
+
+static int buf_append(buf_t *b, const void *src, size_t n) {
+    if (buf_reserve(b, n)) return -1;
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static int buf_putc(buf_t *b, char c) {
+    if (b->len == b->cap && buf_reserve(b, 1)) return -1;
+    b->p[b->len++] = c;
+    return 0;
+}
+
+static void buf_free(buf_t *b) {
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ------------------------------------------------------------------ columns */
+
+enum { K_I64 = 0, K_U64 = 1, K_F64 = 2, K_STR = 3, K_JSON = 4, K_BOOL = 5 };
+
+/* Fixed-width column written at row index (sparse-friendly: untouched rows stay zero/null). */
+typedef struct {
+    buf_t data;   /* n * width */
+    buf_t valid;  /* bitmap */
+    int64_t nvalid;
+} fixcol_t;
+
+/* String column: offsets (int64, n+1), data, validity. Rows arrive in increasing order. */
+typedef struct {
+    buf_t offsets;
+    buf_t data;
+    buf_t valid;
+    int64_t filled;  /* offsets written for rows [0, filled) */
+    int64_t nvalid;
+    int64_t last_row;
+} strcol_t;
+
+static inline int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width) {
+    if ((size_t)(row + 1) * width > c->data.len && buf_zero_to(&c->data, (size_t)(row + 1) * width)) return -1;
+    if ((size_t)(row >> 3) + 1 > c->valid.len && buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
+    memcpy(c->data.p + (size_t)row * width, v, width);
+    unsigned char *vb = (unsigned char *)c->valid.p + (row >> 3);
+    if (!(*vb & (1u << (row & 7)))) c->nvalid++;
+    *vb |= (unsigned char)(1u << (row & 7));
+    return 0;
+}
+
+static int fix_isset(fixcol_t *c, int64_t row) {
+    if ((size_t)(row >> 3) >= c->valid.len) return 0;
+    return (((unsigned char *)c->valid.p)[row >> 3] >> (row & 7)) & 1;
+}
+
+static int str_fill_to(strcol_t *c, int64_t row) {
+    /* write offsets for rows [filled, row] so that offsets[row] is the current data length */
+    if (c->filled == 0 && c->offsets.len == 0) {
+        int64_t z = 0;
+        if (buf_append(&c->offsets, &z, 8)) return -1;
+    }
+    int64_t cur = (int64_t)c->data.len;
+    while (c->filled < row) {
+        if (buf_append(&c->offsets, &cur, 8)) return -1;
+        c->filled++;
+    }
+    return 0;
+}
+
+/* begin writing row `row` (data appended afterwards), end with str_end */
+static int str_begin(strcol_t *c, int64_t row) {
+    if (str_fill_to(c, row)) return -1;
+    if (buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
+    ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+    c->nvalid++;
+    c->last_row = row;
+    return 0;
+}
+
+static int str_end(strcol_t *c) {
+    int64_t cur = (int64_t)c->data.len;
+    if (buf_append(&c->offsets, &cur, 8)) return -1;
+    c->filled++;
+    return 0;
+}
+
+static int str_finish(strcol_t *c, int64_t nrows) {
+    if (str_fill_to(c, nrows)) return -1;
+    return buf_zero_to(&c->valid, (size_t)((nrows + 7) >> 3));
+}
+
+/* Dictionary-encoded string column (ph, cat, name, bp, s): int32 codes + valid bitmap. */
+typedef struct {
+    fixcol_t codes;
+    buf_t dict_offsets; /* int64 */
+    buf_t dict_data;
+    int32_t n;
+    uint32_t *slots;    /* hash table of code+1, 0 = empty */
+    uint64_t *hashes;   /* per code */
+    uint8_t *bad;       /* per code: raw bytes are not valid UTF-8 (repaired at finish) */
+    int32_t last_code;  /* cache of the previous lookup */
+    size_t last_n;
+    char last[48];
+    int any_bad;
+    size_t nslots;
+} dictcol_t;
+
+static int utf8_valid(const unsigned char *s, size_t n);
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 31;
+    }
+    uint64_t t = 0;
+    memcpy(&t, s + i, n - i);
+    h = (h ^ t) * 0x94d049bb133111ebULL;
+    return h ^ (h >> 29);
+}
+
+static int dict_grow(dictcol_t *d) {
+    size_t ns = d->nslots ? d->nslots * 2 : 1024;
+    uint32_t *slots = calloc(ns, sizeof(uint32_t));
+    if (!slots) return -1;
+    for (int32_t code = 0; code < d->n; code++) {
+        size_t i = d->hashes[code] & (ns - 1);
+        while (slots[i]) i = (i + 1) & (ns - 1);
+        slots[i] = (uint32_t)code + 1;
+    }
+    free(d->slots);
+    d->slots = slots;
+    d->nslots = ns;
+    uint64_t *nh = realloc(d->hashes, ns * sizeof(uint64_t));
+    if (!nh) return -1;
+    d->hashes = nh;
+    uint8_t *nb = realloc(d->bad, ns);
+    if (!nb) return -1;
+    d->bad = nb;
+    return 0;
+}
+
+static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n);
+
+static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
+    if (n == d->last_n && d->n > 0 && memcmp(d->last, s, n) == 0) return d->last_code;
+    int32_t code = dict_intern_slow(d, s, n);
+    if (code >= 0 && n <= sizeof d->last) {
+        memcpy(d->last, s, n);
+        d->last_n = n;
+        d->last_code = code;
+    } else {
+        d->last_n = (size_t)-1;
+    }
+    return code;
+}
+
+static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
+    if ((size_t)(d->n + 1) * 2 > d->nslots && dict_grow(d)) return -1;
+    uint64_t h = hash_bytes(s, n);
+    size_t mask = d->nslots - 1, i = h & mask;
+    const int64_t *offs = (const int64_t *)d->dict_offsets.p;
+    while (d->slots[i]) {
+        int32_t code = (int32_t)d->slots[i] - 1;
+        if (d->hashes[code] == h) {
+            int64_t a = offs[code], b = offs[code + 1];
+            if ((size_t)(b - a) == n && memcmp(d->dict_data.p + a, s, n) == 0) return code;
+        }
+        i = (i + 1) & mask;
+    }
+    if (d->dict_offsets.len == 0) {
+        int64_t z = 0;
+        if (buf_append(&d->dict_offsets, &z, 8)) return -1;
+    }
+    if (buf_append(&d->dict_data, s, n)) return -1;
+    int64_t end = (int64_t)d->dict_data.len;
+    if (buf_append(&d->dict_offsets, &end, 8)) return -1;
+    int32_t code = d->n++;
+    d->hashes[code] = h;
+    d->bad[code] = !utf8_valid((const unsigned char *)s, n);
+    if (d->bad[code]) d->any_bad = 1;
+    d->slots[i] = (uint32_t)code + 1;
+    return code;
+}
+
+static void dict_free(dictcol_t *d) {
+    buf_free(&d->codes.data);
+    buf_free(&d->codes.valid);
+    buf_free(&d->dict_offsets);
+    buf_free(&d->dict_data);
+    free(d->slots);
+    free(d->hashes);
+    free(d->bad);
+    d->slots = NULL;
+    d->hashes = NULL;
+    d->bad = NULL;
+}
+
+/* ------------------------------------------------------------------ parser state */
+
+#define MAX_TYPED 64
+#define KEYTAB 512
+
+typedef struct {
+    const char *key;
+    size_t keylen;
+    int col;
+    int kind;
+} typed_key_t;
+
+enum { D_PH, D_CAT, D_NAME, D_BP, D_S, D_REASON, N_DICT };
+enum { F_EVENT_INDEX, F_PID, F_TID, F_TS, F_DUR, F_ID, F_OFFSET, F_FLAGS, N_FIX };
+enum { S_PID_TEXT, S_TID_TEXT, S_ID_TEXT, S_ARGS, S_EXTRA, S_EXCERPT, S_MVALUE, N_STR };
+
+/* flags (mirror proftab.Flag) */
+#define FL_NAME_REPAIRED 1
+#define FL_TS_ROUNDED 2
+#define FL_ARGS_REPAIRED 32
+
+enum { ST_START, ST_ENVELOPE, ST_EVENTS, ST_DONE, ST_RESYNC };
+
+typedef struct {
+    /* one parsed element, committed only when complete; fields up to `ntyped` are reset per element */
+    const char *ph, *cat, *name, *bp, *s;
+    size_t ph_n, cat_n, name_n, bp_n, s_n;
+    int ph_esc, cat_esc, name_esc, bp_esc, s_esc;
+    int has_pid, has_tid, has_ts, has_dur, has_id;
+    int64_t pid, tid, ts, dur, id;
+    const char *pid_txt, *tid_txt, *id_txt;
+    size_t pid_txt_n, tid_txt_n, id_txt_n;
+    int pid_txt_str, tid_txt_str, id_txt_str; /* 1: JSON string (decode), 0: raw number text */
+    int flags;
+    int nargs, nextra;
+    const char *args_raw; size_t args_raw_n;  /* whole args object, used for C and M events */
+    int args_esc;         /* string flags over the whole args object */
+    const char *reason;   /* reject reason */
+    int ntyped;
+    /* not reset: */
+    buf_t args;   /* remainder JSON object text */
+    buf_t extra;
+    struct { int col; int kind; const char *p; size_t n; int esc; int64_t i; double f; } typed[MAX_TYPED];
+} elem_t;
+
+typedef struct {
+    PyObject_HEAD
+    /* config */
+    typed_key_t keys[MAX_TYPED];
+    int nkeys;
+    int ntypedcols;
+    int colkind[MAX_TYPED];
+    int16_t keytab[KEYTAB];   /* index into keys + 1 */
+    /* input */
+    buf_t pending;
+    int64_t consumed;         /* absolute offset of pending[0] */
+    int state;
+    int top_is_list;
+    int complete;
+    int salvage;
+    int saw_events;
+    int64_t resyncs;
+    char reason_buf[200];
+    int64_t rows;
+    int max_frac;
+    int any_ts;
+    /* error */
+    int has_error;
+    char errmsg[256];
+    int64_t err_offset;
+    char excerpt[128];
+    /* columns */
+    dictcol_t dicts[N_DICT];
+    fixcol_t fix[N_FIX];
+    strcol_t strs[N_STR];
+    fixcol_t tfix[MAX_TYPED];
+    strcol_t tstr[MAX_TYPED];
+    buf_t envelope;   /* '"key": value, ...' raw pieces */
+    int nenvelope;
+    buf_t scratch;
+    elem_t e;
+    int oom;
+} Parser;
+
+/* ------------------------------------------------------------------ scanning helpers */
+
+typedef struct {
+    const char *p, *end, *base;
+    const char *msg;  /* why the last BAD happened */
+} cur_t;
+
+enum { OK = 0, NEED_MORE = 1, BAD = 2 };
+
+/* byte classes for scalar scanning: 1 = ends a scalar, 2 = cannot appear in a scalar */
+static unsigned char DELIM[256];
+
+static void init_tables(void) {
+    const char *ends = ",}] \n\r\t:";
+    for (const char *q = ends; *q; q++) DELIM[(unsigned char)*q] = 1;
+    DELIM[(unsigned char)'"'] = 2;
+    DELIM[(unsigned char)'{'] = 2;
+    DELIM[(unsigned char)'['] = 2;
+}
+
+static inline void skip_ws(cur_t *c) {
+    const char *p = c->p, *end = c->end;
+    for (;;) {
+        if (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t x = w ^ 0x2020202020202020ULL;
+            if (!x) { p += 8; continue; }
+            p += __builtin_ctzll(x) >> 3;
+        } else {
+            while (p < end && *p == ' ') p++;
+            if (p >= end) break;
+        }
+        char ch = *p;
+        if (ch == '\n' || ch == '\r' || ch == '\t') { p++; continue; }
+        break;
+    }
+    c->p = p;
+}
+
+/*
+ * Scan a JSON string starting at '"'. On OK, s and n hold the raw content (without quotes);
+ * *esc has bit 1 if it contains a backslash escape, bit 2 if a byte >= 0x80, bit 4 if an
+ * unescaped quote was taken as content (the tolerant repair of old Kineto names).
+ * A quote closes the string only if the next non-space byte is one of , } ] : (or the end of
+ * a complete text); otherwise it is part of the string.
+ */
+#define HAS_ZERO(v) (((v) - 0x0101010101010101ULL) & ~(v) & 0x8080808080808080ULL)
+
+/* first '"' or '\\' in [p, end), or end */
+static inline const char *find_quote_or_backslash(const char *p, const char *end) {
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t m = HAS_ZERO(w ^ 0x2222222222222222ULL) | HAS_ZERO(w ^ 0x5C5C5C5C5C5C5C5CULL);
+        if (m) return p + (__builtin_ctzll(m) >> 3);
+        p += 8;
+    }
+    while (p < end && *p != '"' && *p != '\\') p++;
+    return p;
+}
+
+static int scan_string(cur_t *c, const char **s, size_t *n, int *esc) {
+    const char *p = c->p + 1;
+    int flags = 0;
+    for (;;) {
+        const char *q = find_quote_or_backslash(p, c->end);
+        if (q >= c->end) return NEED_MORE;
+        if (*q == '\\') {
+            flags |= 1;
+            if (q + 1 >= c->end) return NEED_MORE;
+            p = q + 2;
+            continue;
+        }
+        /* an unescaped quote: closing if followed by a structural char */
+        const char *f = q + 1;
+        while (f < c->end && (*f == ' ' || *f == '\n' || *f == '\r' || *f == '\t')) f++;
+        if (f >= c->end) return NEED_MORE;
+        if (*f == ',' || *f == '}' || *f == ']' || *f == ':') {
+            *s = c->p + 1;
+            *n = (size_t)(q - (c->p + 1));
+            *esc = flags;
+            c->p = q + 1;
+            return OK;
+        }
+        flags |= 4;
+        p = q + 1;
+    }
+}
+
+/* Skip one JSON value; *esc accumulates string flags. */
+static int skip_value(cur_t *c, int *esc, int depth) {
+    if (c->p >= c->end) return NEED_MORE;
+    char ch = *c->p;
+    if (ch == '"') {
+        const char *s; size_t n; int e = 0;
+        int r = scan_string(c, &s, &n, &e);
+        *esc |= e;
+        return r;
+    }
+    if (ch == '{' || ch == '[') {
+        if (depth > 200) { c->msg = "nesting deeper than 200 levels"; return BAD; }
+        char close = ch == '{' ? '}' : ']';
+        c->p++;
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (*c->p == close) { c->p++; return OK; }
+        for (;;) {
+            skip_ws(c);
+            if (ch == '{') {
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p != '"') { c->msg = "expected a string key"; return BAD; }
+                const char *s; size_t n; int e = 0;
+                int r = scan_string(c, &s, &n, &e);
+                if (r) return r;
+                *esc |= e;
+                skip_ws(c);
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p != ':') { c->msg = "expected ':' after a key"; return BAD; }
+                c->p++;
+                skip_ws(c);
+            }
+            int r = skip_value(c, esc, depth + 1);
+            if (r) return r;
+            skip_ws(c);
+            if (c->p >= c->end) return NEED_MORE;
+            if (*c->p == ',') { c->p++; continue; }
+            if (*c->p == close) { c->p++; return OK; }
+            c->msg = ch == '{' ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array";
+            return BAD;
+        }
+    }
+    /* scalar: number / literal: run until a delimiter */
+    const char *p = c->p;
+    unsigned char cls = 0;
+    while (p < c->end && !(cls = DELIM[(unsigned char)*p])) p++;
+    if (cls == 2) { c->msg = "malformed value"; return BAD; }
+    if (p >= c->end) return NEED_MORE;
+    if (p == c->p) { c->msg = "missing value"; return BAD; }
+    /* validate literal/number shape loosely */
+    char f = *c->p;
+    if (!((f >= '0' && f <= '9') || f == '-' || f == 't' || f == 'f' || f == 'n' || f == 'N' || f == 'I')) {
+        c->msg = "invalid value";
+        return BAD;
+    }
+    c->p = p;
+    return OK;
+}
+
+/* ------------------------------------------------------------------ number parsing */
+
+/* integer token -> int64; returns 0 ok, 1 not an integer, 2 overflow */
+static int parse_i64(const char *s, size_t n, int64_t *out) {
+    if (n > 0 && n <= 18 && s[0] != '-') {
+        int64_t v = 0;
+        for (size_t k = 0; k < n; k++) {
+            unsigned d = (unsigned char)s[k] - '0';
+            if (d > 9) return 1;
+            v = v * 10 + d;
+        }
+        *out = v;
+        return 0;
+    }
+    size_t i = 0;
+    int neg = 0;
+    if (n == 0) return 1;
+    if (s[0] == '-') { neg = 1; i = 1; if (n == 1) return 1; }
+    uint64_t v = 0;
+    for (; i < n; i++) {
+        unsigned d = (unsigned char)s[i] - '0';
+        if (d > 9) return 1;
+        if (v > (UINT64_MAX - d) / 10) return 2;
+        v = v * 10 + d;
+    }
+    if (neg) {
+        if (v > (uint64_t)INT64_MAX + 1) return 2;
+        *out = (int64_t)(0 - v);
+    } else {
+        if (v > (uint64_t)INT64_MAX) return 2;
+        *out = (int64_t)v;
+    }
+    return 0;
+}
+
+static int parse_u64(const char *s, size_t n, uint64_t *out) {
+    if (n == 0 || s[0] == '-') return 1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = (unsigned char)s[i] - '0';
+        if (d > 9) return 1;
+        if (v > (UINT64_MAX - d) / 10) return 2;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/*
+ * Exact decimal microseconds -> int64 nanoseconds. Accepts -?digits(.digits)?([eE][+-]?digits)?
+ * Rounds to the nearest ns, ties to even; sets *rounded when discarded digits were non-zero.
+ * *frac is the number of fraction digits after applying the exponent (for the resolution).
+ * Returns 0 ok, 1 not a number, 2 out of range.
+ */
+static int parse_us_to_ns(const char *s, size_t n, int64_t *out, int *frac, int *rounded) {
+    /* fast path: digits[.ddd] with at most 15 integer digits and 0-3 fraction digits */
+    {
+        size_t i = 0;
+        int64_t v = 0;
+        while (i < n && i < 16 && (unsigned)(s[i] - '0') <= 9) v = v * 10 + (s[i++] - '0');
+        if (i > 0 && (i == n || s[i] == '.') && v < 9000000000000000LL) {
+            int nf = 0;
+            if (i < n) {
+                i++;
+                while (i < n && nf < 3 && (unsigned)(s[i] - '0') <= 9) { v = v * 10 + (s[i++] - '0'); nf++; }
+            }
+            if (i == n) {
+                static const int64_t scale[4] = {1000, 100, 10, 1};
+                *out = v * scale[nf];
+                *frac = nf;
+                *rounded = 0;
+                return 0;
+            }
+        }
+    }
+    char digits[72];
+    int nd = 0, nint = 0, nfrac = 0, neg = 0, seen = 0;
+    size_t i = 0;
+    if (i < n && (s[i] == '-' || s[i] == '+')) { neg = s[i] == '-'; i++; }
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (nd == 0 && s[i] == '0') { seen = 1; continue; }  /* leading zeros */
+        if (nd >= 70) return 2;
+        digits[nd++] = s[i];
+        nint++;
+        seen = 1;
+    }
+    if (i < n && s[i] == '.') {
+        i++;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+            if (nd >= 70) {
+                /* beyond 70 significant digits only matters for rounding: keep a sticky digit */
+                if (s[i] != '0') digits[69] = digits[69] == '0' ? '1' : digits[69];
+                nfrac++;
+                seen = 1;
+                continue;
+            }
+            digits[nd++] = s[i];
+            nfrac++;
+            seen = 1;
+        }
+    }
+    if (!seen) return 1;
+    long e = 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        int eneg = 0;
+        if (i < n && (s[i] == '-' || s[i] == '+')) { eneg = s[i] == '-'; i++; }
+        if (i >= n) return 1;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+            if (e > 100000) return 2;
+            e = e * 10 + (s[i] - '0');
+        }
+        if (eneg) e = -e;
+    }
+    if (i != n) return 1;
+    long f = (long)nfrac - e;
+    *frac = f > 0 ? (int)(f > 1000 ? 1000 : f) : 0;
+    /* value = 0.digits * 10^(nint + e) µs; ns integer digits = first (nint + e + 3) digits */
+    long point = (long)nint + e + 3;
+    if (nd == 0) { *out = 0; *rounded = 0; return 0; }
+    uint64_t v = 0;
+    long k;
+    long ip = point < 0 ? 0 : point;
+    for (k = 0; k < ip; k++) {
+        unsigned d = k < nd ? (unsigned)(digits[k] - '0') : 0;
+        if (v > (UINT64_MAX - d) / 10) return 2;
+        v = v * 10 + d;
+    }
+    int rnd = 0, up = 0;
+    if (point < nd) {
+        /* discarded digits start at index point (may be negative: implicit zeros) */
+        int any = 0;
+        for (k = point < 0 ? 0 : point; k < nd; k++) if (digits[k] != '0') { any = 1; break; }
+        rnd = any;
+        if (point >= 0) {
+            unsigned first = (unsigned)(digits[point] - '0');
+            int rest = 0;
+            for (k = point + 1; k < nd; k++) if (digits[k] != '0') { rest = 1; break; }
+            if (first > 5 || (first == 5 && rest)) up = 1;
+            else if (first == 5 && !rest) up = (int)(v & 1);  /* tie: to even */
+        }
+    }
+    if (up) {
+        if (v == UINT64_MAX) return 2;
+        v++;
+    }
+    if (neg) {
+        if (v > (uint64_t)INT64_MAX) return 2;
+        *out = -(int64_t)v;
+    } else {
+        if (v > (uint64_t)INT64_MAX) return 2;
+        *out = (int64_t)v;
+    }
+    *rounded = rnd;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ string output */
+
+static int utf8_valid(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ULL) break;
+    }
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) { i++; continue; }
+        size_t len;
+        unsigned min;
+        if ((c & 0xE0) == 0xC0) { len = 2; min = 0x80; c &= 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; min = 0x800; c &= 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; min = 0x10000; c &= 0x07; }
+        else return 0;
+        if (i + len > n) return 0;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+            c = (c << 6) | (s[i + k] & 0x3F);
+        }
+        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* append bytes replacing invalid UTF-8 sequences with U+FFFD; returns 1 if anything replaced */
+static int append_utf8_repaired(buf_t *b, const unsigned char *s, size_t n, int *oom) {
+    int repaired = 0;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) { if (buf_putc(b, (char)c)) *oom = 1; i++; continue; }
+        size_t len = 0;
+        unsigned min = 0, v = 0;
+        if ((c & 0xE0) == 0xC0) { len = 2; min = 0x80; v = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; min = 0x800; v = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; min = 0x10000; v = c & 0x07; }
+        int ok = len && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) ok = 0;
+            else v = (v << 6) | (s[i + k] & 0x3F);
+        }
+        if (ok && (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))) ok = 0;
+        if (ok) {
+            if (buf_append(b, s + i, len)) *oom = 1;
+            i += len;
+        } else {
+            if (buf_append(b, "\xEF\xBF\xBD", 3)) *oom = 1;
+            repaired = 1;
+            i++;
+        }
+    }
+    return repaired;
+}
+
+static void put_utf8(buf_t *b, unsigned cp, int *oom) {
+    char t[4];
+    size_t n;
+    if (cp < 0x80) { t[0] = (char)cp; n = 1; }
+    else if (cp < 0x800) { t[0] = (char)(0xC0 | (cp >> 6)); t[1] = (char)(0x80 | (cp & 0x3F)); n = 2; }
+    else if (cp < 0x10000) {
+        t[0] = (char)(0xE0 | (cp >> 12)); t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        t[2] = (char)(0x80 | (cp & 0x3F)); n = 3;
+    } else {
+        t[0] = (char)(0xF0 | (cp >> 18)); t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        t[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); t[3] = (char)(0x80 | (cp & 0x3F)); n = 4;
+    }
+    if (buf_append(b, t, n)) *oom = 1;
+}
+
+static int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/*
+ * Decode a raw JSON string body into b (escapes resolved, invalid UTF-8 replaced).
+ * Returns 1 if a repair was needed (bad escape, invalid UTF-8, lone surrogate).
+ */
+static int decode_string(buf_t *b, const char *s, size_t n, int esc, int *oom) {
+    if (!(esc & 1)) {
+        if (utf8_valid((const unsigned char *)s, n)) {
+            if (buf_append(b, s, n)) *oom = 1;
+            return (esc & 4) ? 1 : 0;
+        }
+        return append_utf8_repaired(b, (const unsigned char *)s, n, oom) | ((esc & 4) ? 1 : 0);
+    }
+    int repaired = (esc & 4) ? 1 : 0;
+    size_t start = b->len;
+    size_t i = 0;
+    while (i < n) {
+        char ch = s[i];
+        if (ch != '\\') { if (buf_putc(b, ch)) *oom = 1; i++; continue; }
+        if (i + 1 >= n) { repaired = 1; i++; continue; }
+        char x = s[i + 1];
+        i += 2;
+        switch (x) {
+        case '"': buf_putc(b, '"'); break;
+        case '\\': buf_putc(b, '\\'); break;
+        case '/': buf_putc(b, '/'); break;
+        case 'b': buf_putc(b, '\b'); break;
+        case 'f': buf_putc(b, '\f'); break;
+        case 'n': buf_putc(b, '\n'); break;
+        case 'r': buf_putc(b, '\r'); break;
+        case 't': buf_putc(b, '\t'); break;
+        case 'u': {
+            int h[4];
+            if (i + 4 > n) { repaired = 1; put_utf8(b, 0xFFFD, oom); i = n; break; }
+            for (int k = 0; k < 4; k++) h[k] = hexval(s[i + k]);
+            if (h[0] < 0 || h[1] < 0 || h[2] < 0 || h[3] < 0) { repaired = 1; put_utf8(b, 0xFFFD, oom); break; }
+            unsigned cp = (unsigned)((h[0] << 12) | (h[1] << 8) | (h[2] << 4) | h[3]);
+            i += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (i + 6 <= n && s[i] == '\\' && s[i + 1] == 'u') {
+                    int g[4];
+                    for (int k = 0; k < 4; k++) g[k] = hexval(s[i + 2 + k]);
+                    if (g[0] >= 0 && g[1] >= 0 && g[2] >= 0 && g[3] >= 0) {
+                        unsigned lo = (unsigned)((g[0] << 12) | (g[1] << 8) | (g[2] << 4) | g[3]);
+                        if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                            i += 6;
+                            put_utf8(b, cp, oom);
+                            break;
+                        }
+                    }
+                }
+                repaired = 1;
+                cp = 0xFFFD;
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                repaired = 1;
+                cp = 0xFFFD;
+            }
+            put_utf8(b, cp, oom);
+            break;
+        }
+        default:
+            repaired = 1;
+            buf_putc(b, '\\');
+            buf_putc(b, x);
+        }
+    }
+    {
+        /* validate what we produced */
+        if (!utf8_valid((const unsigned char *)b->p + start, b->len - start)) {
+            size_t len = b->len - start;
+            char *tmp = malloc(len ? len : 1);
+            if (!tmp) { *oom = 1; return repaired; }
+            memcpy(tmp, b->p + start, len);
+            b->len = start;
+            append_utf8_repaired(b, (const unsigned char *)tmp, len, oom);
+            free(tmp);
+            repaired = 1;
+        }
+    }
+    return repaired;
+}
+
+/*
+ * Append a raw JSON value span as valid JSON text: strings with unescaped inner quotes get
+ * them escaped, invalid UTF-8 is replaced. Only used when a span carries repair flags.
+ */
+static void append_json_repaired(buf_t *b, const char *s, size_t n, int *oom) {
+    cur_t c = {s, s + n + 1, s, NULL};  /* end+1 lets scan_string see the closing delimiter */
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] != '"') {
+            size_t j = i;
+            while (j < n && s[j] != '"') j++;
+            append_utf8_repaired(b, (const unsigned char *)s + i, j - i, oom);
+            i = j;
+            continue;
+        }
+        c.p = s + i;
+        c.end = s + n;
+        const char *body; size_t bn; int e = 0;
+        int r = scan_string(&c, &body, &bn, &e);
+        if (r != OK) {
+            /* string reaching the end of the span: take the rest as its body */
+            body = s + i + 1;
+            bn = n - i - 1;
+            if (bn && body[bn - 1] == '"') bn--;
+            c.p = s + n;
+        }
+        buf_putc(b, '"');
+        for (size_t k = 0; k < bn; k++) {
+            if (body[k] == '\\' && k + 1 < bn) { buf_putc(b, body[k]); buf_putc(b, body[k + 1]); k++; continue; }
+            if (body[k] == '"' ) { buf_putc(b, '\\'); buf_putc(b, '"'); continue; }
+            size_t j = k;
+            while (j < bn && body[j] != '"' && body[j] != '\\') j++;
+            append_utf8_repaired(b, (const unsigned char *)body + k, j - k, oom);
+            k = j - 1;
+        }
+        buf_putc(b, '"');
+        i = (size_t)(c.p - s);
+    }
+}
+
+/* append raw JSON span, repairing only when needed */
+static int append_json(buf_t *b, const char *s, size_t n, int esc, int *oom) {
+    if ((esc & 4) || !utf8_valid((const unsigned char *)s, n)) {
+        append_json_repaired(b, s, n, oom);
+        return 1;
+    }
+    if (buf_append(b, s, n)) *oom = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ element parsing */
+
+static int key_is(const char *k, size_t n, const char *lit) {
+    size_t m = strlen(lit);
+    return n == m && memcmp(k, lit, n) == 0;
+}
+
+static int lookup_typed(Parser *P, const char *k, size_t n, int esc) {
+    if (esc) return -1;
+    uint64_t h = hash_bytes(k, n);
+    size_t i = h & (KEYTAB - 1);
+    while (P->keytab[i]) {
+        typed_key_t *t = &P->keys[P->keytab[i] - 1];
+        if (t->keylen == n && memcmp(t->key, k, n) == 0) return P->keytab[i] - 1;
+        i = (i + 1) & (KEYTAB - 1);
+    }
+    return -1;
+}
+
+static inline void elem_reset(elem_t *e) {
+    memset(e, 0, offsetof(elem_t, ntyped) + sizeof(int));
+    e->args.len = 0;
+    e->extra.len = 0;
+}
+
+static void append_kv(buf_t *b, int *count, const char *k, size_t kn, int kesc,
+                      const char *v, size_t vn, int vesc, int *oom, int *repaired) {
+    if (*count == 0) buf_putc(b, '{');
+    else buf_append(b, ", ", 2);
+    buf_putc(b, '"');
+    *repaired |= append_json(b, k, kn, kesc, oom);
+    buf_append(b, "\": ", 3);
+    *repaired |= append_json(b, v, vn, vesc, oom);
+    (*count)++;
+}
+
+/* scalar token at c->p (number/literal) -> span */
+static int scan_scalar(cur_t *c, const char **s, size_t *n) {
+    const char *p = c->p;
+    int esc = 0;
+    int r = skip_value(c, &esc, 0);
+    if (r) return r;
+    *s = p;
+    *n = (size_t)(c->p - p);
+    return OK;
+}
+
+/* parse a value that should be an integer id / pid / tid */
+static int parse_idlike(cur_t *c, int *has, int64_t *v, const char **txt, size_t *txtn, int *is_str) {
+    if (c->p >= c->end) return NEED_MORE;
+    if (*c->p == '"') {
+        const char *s; size_t n; int e = 0;
+        int r = scan_string(c, &s, &n, &e);
+        if (r) return r;
+        *txt = s; *txtn = n; *is_str = 1 | (e << 1);
+        return OK;
+    }
+    const char *s; size_t n;
+    int r = scan_scalar(c, &s, &n);
+    if (r) return r;
+    if (n == 4 && memcmp(s, "null", 4) == 0) return OK;
+    if (parse_i64(s, n, v) == 0) { *has = 1; return OK; }
+    *txt = s; *txtn = n; *is_str = 0;
+    return OK;
+}
+
+static int parse_time_value(Parser *P, cur_t *c, int *has, int64_t *v, elem_t *e, const char *which) {
+    if (c->p >= c->end) return NEED_MORE;
+    const char *s; size_t n;
+    if (*c->p == '"') {
+        int es = 0;
+        int r = scan_string(c, &s, &n, &es);
+        if (r) return r;
+    } else {
+        int r = scan_scalar(c, &s, &n);
+        if (r) return r;
+    }
+    if (n == 4 && memcmp(s, "null", 4) == 0) return OK;
+    int frac = 0, rounded = 0;
+    int r = parse_us_to_ns(s, n, v, &frac, &rounded);
+    if (r == 1) { e->reason = which[0] == 't' ? "ts is not a number" : "dur is not a number"; return OK; }
+    if (r == 2) { e->reason = which[0] == 't' ? "ts out of the int64 ns range" : "dur out of the int64 ns range"; return OK; }
+    *has = 1;
+    if (frac > P->max_frac) P->max_frac = frac;
+    if (rounded) e->flags |= FL_TS_ROUNDED;
+    return OK;
+}
+
+static int parse_string_field(cur_t *c, const char **s, size_t *n, int *esc, elem_t *e, const char *why) {
+    if (c->p >= c->end) return NEED_MORE;
+    if (*c->p != '"') {
+        const char *v; size_t vn;
+        int r = scan_scalar(c, &v, &vn);
+        if (r) {
+            /* an object/array where a string is expected */
+            int ee = 0;
+            r = skip_value(c, &ee, 0);
+            if (r) return r;
+        }
+        e->reason = why;
+        return OK;
+    }
+    return scan_string(c, s, n, esc);
+}
+
+static int parse_args(Parser *P, cur_t *c, elem_t *e, int extract) {
+    const char *start = c->p;
+    if (c->p >= c->end) return NEED_MORE;
+    if (*c->p != '{') {
+        int esc = 0;
+        int r = skip_value(c, &esc, 0);
+        if (r) return r;
+        /* non-object args: keep verbatim in extra */
+        int rep = 0;
+        append_kv(&e->extra, &e->nextra, "args", 4, 0, start, (size_t)(c->p - start), esc, &P->oom, &rep);
+        if (rep) e->flags |= FL_ARGS_REPAIRED;
+        return OK;
+    }
+    c->p++;
+    int rep = 0;
+    for (;;) {
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (*c->p == '}') { c->p++; break; }
+        if (*c->p != '"') { c->msg = "expected a string key in args"; return BAD; }
+        const char *k; size_t kn; int kesc = 0;
+        int r = scan_string(c, &k, &kn, &kesc);
+        if (r) return r;
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (*c->p != ':') { c->msg = "expected ':' after a key in args"; return BAD; }
+        c->p++;
+        skip_ws(c);
+        const char *v = c->p;
+        int vesc = 0;
+        r = skip_value(c, &vesc, 1);
+        if (r) return r;
+        size_t vn = (size_t)(c->p - v);
+        int ti = extract ? lookup_typed(P, k, kn, kesc) : -1;
+        int taken = 0;
+        if (ti >= 0 && e->ntyped < MAX_TYPED) {
+            typed_key_t *t = &P->keys[ti];
+            int dup = 0;
+            for (int q = 0; q < e->ntyped; q++) if (e->typed[q].col == t->col) dup = 1;
+            if (!dup) {
+                int slot = e->ntyped;
+                e->typed[slot].col = t->col;
+                e->typed[slot].kind = t->kind;
+                e->typed[slot].p = v;
+                e->typed[slot].n = vn;
+                e->typed[slot].esc = vesc;
+                switch (t->kind) {
+                case K_I64:
+                    if (parse_i64(v, vn, &e->typed[slot].i) == 0) taken = 1;
+                    break;
+                case K_U64: {
+                    uint64_t u;
+                    if (parse_u64(v, vn, &u) == 0) { e->typed[slot].i = (int64_t)u; taken = 1; }
+                    break;
+                }
+                case K_F64:
+                    if (vn > 0 && vn < 64 && ((v[0] >= '0' && v[0] <= '9') || v[0] == '-')) {
+                        char tmp[64];
+                        memcpy(tmp, v, vn);
+                        tmp[vn] = 0;
+                        char *endp;
+                        double d = strtod(tmp, &endp);
+                        if (endp == tmp + vn) { e->typed[slot].f = d; taken = 1; }
+                    }
+                    break;
+                case K_STR:
+                    if (vn >= 2 && v[0] == '"') { e->typed[slot].p = v + 1; e->typed[slot].n = vn - 2; taken = 1; }
+                    break;
+                case K_JSON:
+                    if (!(vn == 4 && memcmp(v, "null", 4) == 0)) taken = 1;
+                    break;
+                case K_BOOL:
+                    if (vn == 4 && memcmp(v, "true", 4) == 0) { e->typed[slot].i = 1; taken = 1; }
+                    else if (vn == 5 && memcmp(v, "false", 5) == 0) { e->typed[slot].i = 0; taken = 1; }
+                    else if (vn == 6 && memcmp(v, "\"true\"", 6) == 0) { e->typed[slot].i = 1; taken = 1; }
+                    else if (vn == 7 && memcmp(v, "\"false\"", 7) == 0) { e->typed[slot].i = 0; taken = 1; }
+                    break;
+                }
+                if (taken) e->ntyped++;
+            }
+        }
+        e->args_esc |= kesc | vesc;
+        if (!taken) append_kv(&e->args, &e->nargs, k, kn, kesc, v, vn, vesc, &P->oom, &rep);
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == '}') { c->p++; break; }
+        c->msg = "expected ',' or '}' in args";
+        return BAD;
+    }
+    if (rep) e->flags |= FL_ARGS_REPAIRED;
+    e->args_raw = start;
+    e->args_raw_n = (size_t)(c->p - start);
+    return OK;
+}
+
+/* parse one traceEvents element into P->e (not committed) */
+static int parse_element(Parser *P, cur_t *c) {
+    elem_t *e = &P->e;
+    elem_reset(e);
+    if (c->p >= c->end) return NEED_MORE;
+    if (*c->p != '{') {
+        int esc = 0;
+        int r = skip_value(c, &esc, 0);
+        if (r) return r;
+        e->reason = "element is not an object";
+        return OK;
+    }
+    c->p++;
+    const char *args_start = NULL;
+    for (;;) {
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (*c->p == '}') { c->p++; break; }
+        if (*c->p != '"') { c->msg = "expected a string key in an event"; return BAD; }
+        const char *k; size_t kn; int kesc = 0;
+        int r = scan_string(c, &k, &kn, &kesc);
+        if (r) return r;
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (*c->p != ':') { c->msg = "expected ':' after a key in an event"; return BAD; }
+        c->p++;
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (kn == 2 && k[0] == 'p' && k[1] == 'h') r = parse_string_field(c, &e->ph, &e->ph_n, &e->ph_esc, e, "ph is not a string");
+        else if (kn == 3 && memcmp(k, "cat", 3) == 0) r = parse_string_field(c, &e->cat, &e->cat_n, &e->cat_esc, e, "cat is not a string");
+        else if (kn == 4 && memcmp(k, "name", 4) == 0) {
+            r = parse_string_field(c, &e->name, &e->name_n, &e->name_esc, e, "name is not a string");
+        }
+        else if (kn == 3 && memcmp(k, "pid", 3) == 0) r = parse_idlike(c, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str);
+        else if (kn == 3 && memcmp(k, "tid", 3) == 0) r = parse_idlike(c, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str);
+        else if (kn == 2 && k[0] == 't' && k[1] == 's') r = parse_time_value(P, c, &e->has_ts, &e->ts, e, "ts");
+        else if (kn == 3 && memcmp(k, "dur", 3) == 0) r = parse_time_value(P, c, &e->has_dur, &e->dur, e, "dur");
+        else if (kn == 2 && k[0] == 'i' && k[1] == 'd') r = parse_idlike(c, &e->has_id, &e->id, &e->id_txt, &e->id_txt_n, &e->id_txt_str);
+        else if (kn == 2 && k[0] == 'b' && k[1] == 'p') r = parse_string_field(c, &e->bp, &e->bp_n, &e->bp_esc, e, "bp is not a string");
+        else if (kn == 1 && k[0] == 's') r = parse_string_field(c, &e->s, &e->s_n, &e->s_esc, e, "s is not a string");
+        else if (kn == 4 && memcmp(k, "args", 4) == 0) {
+            args_start = c->p;
+            /* typed extraction is decided after ph is known; parse generically now */
+            r = parse_args(P, c, e, 1);
+        } else {
+            const char *v = c->p;
+            int vesc = 0;
+            r = skip_value(c, &vesc, 0);
+            if (r == OK) {
+                int rep = 0;
+                append_kv(&e->extra, &e->nextra, k, kn, kesc, v, (size_t)(c->p - v), vesc, &P->oom, &rep);
+                if (rep) e->flags |= FL_ARGS_REPAIRED;
+            }
+        }
+        if (r) return r;
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == '}') { c->p++; break; }
+        c->msg = "expected ',' or '}' after an event field";
+        return BAD;
+    }
+    (void)args_start;
+    if (!e->reason) {
+        if (!e->ph) e->reason = "missing ph";
+    }
+    return OK;
+}
+
+static int commit_dict(Parser *P, int which, int64_t row, const char *s, size_t n, int esc, int *flags) {
+    dictcol_t *d = &P->dicts[which];
+    int32_t code;
+    if (esc) {
+        P->scratch.len = 0;
+        if (decode_string(&P->scratch, s, n, esc, &P->oom)) *flags |= FL_NAME_REPAIRED;
+        code = dict_intern(d, P->scratch.p ? P->scratch.p : "", P->scratch.len);
+    } else {
+        code = dict_intern(d, s, n);
+    }
+    if (code < 0) return -1;
+    if (d->bad[code]) *flags |= FL_NAME_REPAIRED;
+    return fix_set(&d->codes, row, &code, 4);
+}
+
+static int commit_text(Parser *P, strcol_t *col, int64_t row, const char *s, size_t n, int is_str, int *flags) {
+    if (str_begin(col, row)) return -1;
+    if (is_str & 1) {
+        if (decode_string(&col->data, s, n, is_str >> 1, &P->oom)) *flags |= FL_NAME_REPAIRED;
+    } else {
+        if (buf_append(&col->data, s, n)) return -1;
+    }
+    return str_end(col);
+}
+
+static int is_ph(elem_t *e, char ch) {
+    return e->ph && e->ph_n == 1 && e->ph[0] == ch;
+}
+
+static int commit_element(Parser *P, int64_t offset, const char *from, const char *to) {
+    elem_t *e = &P->e;
+    int64_t row = P->rows;
+    int flags = e->flags;
+    int bad = 0;
+    if (fix_set(&P->fix[F_EVENT_INDEX], row, &row, 8)) return -1;
+    if (e->ph && commit_dict(P, D_PH, row, e->ph, e->ph_n, e->ph_esc, &flags)) bad = 1;
+    if (e->cat && commit_dict(P, D_CAT, row, e->cat, e->cat_n, e->cat_esc, &flags)) bad = 1;
+    if (e->name && commit_dict(P, D_NAME, row, e->name, e->name_n, e->name_esc, &flags)) bad = 1;
+    if (e->bp && commit_dict(P, D_BP, row, e->bp, e->bp_n, e->bp_esc, &flags)) bad = 1;
+    if (e->s && commit_dict(P, D_S, row, e->s, e->s_n, e->s_esc, &flags)) bad = 1;
+    if (e->has_pid && fix_set(&P->fix[F_PID], row, &e->pid, 8)) bad = 1;
+    if (e->has_tid && fix_set(&P->fix[F_TID], row, &e->tid, 8)) bad = 1;
+    if (e->has_ts && fix_set(&P->fix[F_TS], row, &e->ts, 8)) bad = 1;
+    if (e->has_dur && fix_set(&P->fix[F_DUR], row, &e->dur, 8)) bad = 1;
+    if (e->has_id && fix_set(&P->fix[F_ID], row, &e->id, 8)) bad = 1;
+    if (e->pid_txt && commit_text(P, &P->strs[S_PID_TEXT], row, e->pid_txt, e->pid_txt_n, e->pid_txt_str, &flags)) bad = 1;
+    if (e->tid_txt && commit_text(P, &P->strs[S_TID_TEXT], row, e->tid_txt, e->tid_txt_n, e->tid_txt_str, &flags)) bad = 1;
+    if (e->id_txt && commit_text(P, &P->strs[S_ID_TEXT], row, e->id_txt, e->id_txt_n, e->id_txt_str, &flags)) bad = 1;
+    int whole_args = is_ph(e, 'C') || is_ph(e, 'M');
+    if (is_ph(e, 'M') && e->args_raw) {
+        /* metadata value: args.name / args.labels / args.sort_index (strings decoded, numbers as text) */
+        cur_t t = {e->args_raw + 1, e->args_raw + e->args_raw_n, e->args_raw, NULL};
+        for (;;) {
+            skip_ws(&t);
+            if (t.p >= t.end || *t.p != '"') break;
+            const char *k; size_t kn; int kesc = 0;
+            if (scan_string(&t, &k, &kn, &kesc)) break;
+            skip_ws(&t);
+            if (t.p >= t.end || *t.p != ':') break;
+            t.p++;
+            skip_ws(&t);
+            const char *v = t.p;
+            int vesc = 0;
+            if (skip_value(&t, &vesc, 1)) break;
+            if (key_is(k, kn, "name") || key_is(k, kn, "labels") || key_is(k, kn, "sort_index")) {
+                strcol_t *col = &P->strs[S_MVALUE];
+                if (str_begin(col, row)) return -1;
+                if (*v == '"') decode_string(&col->data, v + 1, (size_t)(t.p - v) - 2, vesc, &P->oom);
+                else append_json(&col->data, v, (size_t)(t.p - v), vesc, &P->oom);
+                if (str_end(col)) return -1;
+                break;
+            }
+            skip_ws(&t);
+            if (t.p < t.end && *t.p == ',') { t.p++; continue; }
+            break;
+        }
+    }
+    if (whole_args && e->args_raw) {
+        strcol_t *col = &P->strs[S_ARGS];
+        if (str_begin(col, row)) return -1;
+        int rep = append_json(&col->data, e->args_raw, e->args_raw_n, e->args_esc, &P->oom);
+        if (rep) flags |= FL_ARGS_REPAIRED;
+        if (str_end(col)) return -1;
+    } else {
+        for (int q = 0; q < e->ntyped; q++) {
+            int col = e->typed[q].col;
+            switch (e->typed[q].kind) {
+            case K_I64:
+            case K_U64:
+            case K_BOOL:
+                if (fix_set(&P->tfix[col], row, &e->typed[q].i, 8)) bad = 1;
+                break;
+            case K_F64:
+                if (fix_set(&P->tfix[col], row, &e->typed[q].f, 8)) bad = 1;
+                break;
+            case K_STR: {
+                strcol_t *sc = &P->tstr[col];
+                if (str_begin(sc, row)) return -1;
+                if (decode_string(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
+                    flags |= FL_ARGS_REPAIRED;
+                if (str_end(sc)) return -1;
+                break;
+            }
+            case K_JSON: {
+                strcol_t *sc = &P->tstr[col];
+                if (str_begin(sc, row)) return -1;
+                if (append_json(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
+                    flags |= FL_ARGS_REPAIRED;
+                if (str_end(sc)) return -1;
+                break;
+            }
+            }
+        }
+        if (e->nargs) {
+            buf_putc(&e->args, '}');
+            strcol_t *col = &P->strs[S_ARGS];
+            if (str_begin(col, row) || buf_append(&col->data, e->args.p, e->args.len) || str_end(col)) return -1;
+        }
+    }
+    if (e->nextra) {
+        buf_putc(&e->extra, '}');
+        strcol_t *col = &P->strs[S_EXTRA];
+        if (str_begin(col, row) || buf_append(&col->data, e->extra.p, e->extra.len) || str_end(col)) return -1;
+    }
+    if (e->reason) {
+        int dummy = 0;
+        if (fix_set(&P->fix[F_OFFSET], row, &offset, 8)) return -1;
+        if (commit_dict(P, D_REASON, row, e->reason, strlen(e->reason), 0, &dummy)) bad = 1;
+        strcol_t *col = &P->strs[S_EXCERPT];
+        size_t n = (size_t)(to - from);
+        if (n > 160) n = 160;
+        if (str_begin(col, row)) return -1;
+        for (size_t i = 0; i < n; i++) {
+            unsigned char ch = (unsigned char)from[i];
+            buf_putc(&col->data, (ch < 0x20 || ch >= 0x7f) ? ' ' : (char)ch);
+        }
+        if (str_end(col)) return -1;
+    }
+    if (flags) {
+        uint16_t f16 = (uint16_t)flags;
+        if (fix_set(&P->fix[F_FLAGS], row, &f16, 2)) bad = 1;
+    }
+    if (e->has_ts) P->any_ts = 1;
+    P->rows++;
+    if (bad || P->oom) return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ driver */
+
+static void set_error(Parser *P, const char *msg, const char *at, const char *base, const char *end) {
+    if (P->has_error) return;
+    P->has_error = 1;
+    snprintf(P->errmsg, sizeof P->errmsg, "%s", msg);
+    P->err_offset = P->consumed + (int64_t)(at - base);
+    const char *from = at - 40 > base ? at - 40 : base;
+    size_t n = (size_t)(end - from);
+    if (n > 100) n = 100;
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof P->excerpt - 1; i++) {
+        unsigned char ch = (unsigned char)from[i];
+        P->excerpt[k++] = (ch < 0x20 || ch >= 0x7f) ? (ch == '\n' ? ' ' : '?') : (char)ch;
+    }
+    P->excerpt[k] = 0;
+}
+
+/*
+ * Parse as much of [base, end) as possible. Returns the number of bytes consumed (the start
+ * of the first incomplete top-level item). `final` = no more data will come.
+ */
+static size_t run(Parser *P, const char *base, const char *end, int final) {
+    cur_t c = {base, end, base, NULL};
+    const char *mark = base;
+    while (!P->has_error) {
+        skip_ws(&c);
+        mark = c.p;
+        if (c.p >= c.end) break;
+        if (P->state == ST_START) {
+            if (*c.p == '{') { P->state = ST_ENVELOPE; c.p++; mark = c.p; continue; }
+            if (*c.p == '[') { P->state = ST_EVENTS; P->top_is_list = 1; c.p++; mark = c.p; continue; }
+            if ((unsigned char)c.p[0] == 0xEF && c.end - c.p >= 3 && (unsigned char)c.p[1] == 0xBB && (unsigned char)c.p[2] == 0xBF) { c.p += 3; continue; }
+            set_error(P, "not a JSON trace: expected '{' or '[' at the start", c.p, base, end);
+            break;
+        }
+        if (P->state == ST_DONE) {
+            set_error(P, "unexpected data after the end of the trace", c.p, base, end);
+            break;
+        }
+        if (P->state == ST_RESYNC) {
+            /* next '{' whose previous non-space byte is ',' and which opens an object key */
+            const char *q = c.p;
+            int found = 0;
+            for (; q < c.end; q++) {
+                if (*q != '{') continue;
+                const char *b = q - 1;
+                while (b >= base && (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t')) b--;
+                if (b < base || *b != ',') continue;
+                const char *f = q + 1;
+                while (f < c.end && (*f == ' ' || *f == '\n' || *f == '\r' || *f == '\t')) f++;
+                if (f >= c.end) break;
+                if (*f == '"') { found = 1; break; }
+            }
+            if (found) { c.p = q; P->state = ST_EVENTS; continue; }
+            /* keep a small tail so that a ',' before the next '{' is still visible */
+            if (c.end - c.p > 256) c.p = c.end - 256;
+            mark = c.p;
+            break;
+        }
+        if (P->state == ST_EVENTS) {
+            if (*c.p == ',') { c.p++; continue; }
+            if (*c.p == ']') {
+                c.p++;
+                if (P->top_is_list) { P->state = ST_DONE; P->complete = 1; }
+                else P->state = ST_ENVELOPE;
+                continue;
+            }
+            c.msg = NULL;
+            int r = parse_element(P, &c);
+            if (r == NEED_MORE) { c.p = mark; break; }
+            if (r == BAD) {
+                if (P->salvage) {
+                    /* keep a rejected row for the damaged element and resynchronise */
+                    elem_reset(&P->e);
+                    snprintf(P->reason_buf, sizeof P->reason_buf, "malformed JSON at byte %lld: %s",
+                             (long long)(P->consumed + (c.p - base)), c.msg ? c.msg : "malformed event");
+                    P->e.reason = P->reason_buf;
+                    if (commit_element(P, P->consumed + (int64_t)(mark - base), mark, c.p)) { P->oom = 1; break; }
+                    P->resyncs++;
+                    P->state = ST_RESYNC;
+                    continue;
+                }
+                set_error(P, c.msg ? c.msg : "malformed event", c.p, base, end);
+                c.p = mark;
+                break;
+            }
+            if (commit_element(P, P->consumed + (int64_t)(mark - base), mark, c.p)) { P->oom = 1; set_error(P, "out of memory", c.p, base, end); break; }
+            /* after an element: expect , or ] */
+            skip_ws(&c);
+            if (c.p >= c.end) continue;
+            if (*c.p != ',' && *c.p != ']') {
+                set_error(P, "expected ',' or ']' after an event", c.p, base, end);
+                break;
+            }
+            continue;
+        }
+        /* ST_ENVELOPE */
+        if (*c.p == ',') { c.p++; continue; }
+        if (*c.p == '}') { c.p++; P->state = ST_DONE; P->complete = 1; continue; }
+        if (*c.p != '"') { set_error(P, "expected a key in the top-level object", c.p, base, end); break; }
+        const char *k; size_t kn; int kesc = 0;
+        int r = scan_string(&c, &k, &kn, &kesc);
+        if (r == NEED_MORE) { c.p = mark; break; }
+        skip_ws(&c);
+        if (c.p >= c.end) { c.p = mark; break; }
+        if (*c.p != ':') { set_error(P, "expected ':' after a top-level key", c.p, base, end); break; }
+        c.p++;
+        skip_ws(&c);
+        if (c.p >= c.end) { c.p = mark; break; }
+        if (key_is(k, kn, "traceEvents") && *c.p == '[') {
+            c.p++;
+            P->state = ST_EVENTS;
+            P->saw_events = 1;
+            continue;
+        }
+        const char *v = c.p;
+        int vesc = 0;
+        c.msg = NULL;
+        r = skip_value(&c, &vesc, 0);
+        if (r == NEED_MORE) { c.p = mark; break; }
+        if (r == BAD) { set_error(P, c.msg ? c.msg : "malformed top-level value", c.p, base, end); break; }
+        int rep = 0;
+        append_kv(&P->envelope, &P->nenvelope, k, kn, kesc, v, (size_t)(c.p - v), vesc, &P->oom, &rep);
+    }
+    (void)final;
+    return (size_t)((P->has_error ? mark : c.p) - base);
+}
+
+/* ------------------------------------------------------------------ Buffer type */
+
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t size;
+    Py_ssize_t exports;
+} BufferObject;
+
+static void Buffer_dealloc(BufferObject *self) {
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data ? self->data : (char *)"", self->size, 1, flags);
+}
+
+static PyBufferProcs Buffer_as_buffer = {(getbufferproc)Buffer_getbuffer, NULL};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "proftab.io._kineto.Buffer",
+    .tp_basicsize = sizeof(BufferObject),
+    .tp_dealloc = (destructor)Buffer_dealloc,
+    .tp_as_buffer = &Buffer_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "owned memory exposed through the buffer protocol",
+};
+
+/* steal the buffer's memory into a Buffer object, truncated/extended (zeroed) to size */
+static PyObject *take_buf(buf_t *b, size_t size) {
+    if (buf_exact(b, size)) return PyErr_NoMemory();
+    BufferObject *o = PyObject_New(BufferObject, &BufferType);
+    if (!o) return NULL;
+    o->data = b->p;
+    o->size = (Py_ssize_t)size;
+    o->exports = 0;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)o;
+}
+
+/* ------------------------------------------------------------------ Parser type */
+
+static void Parser_dealloc(Parser *P) {
+    buf_free(&P->pending);
+    for (int i = 0; i < N_DICT; i++) dict_free(&P->dicts[i]);
+    for (int i = 0; i < N_FIX; i++) { buf_free(&P->fix[i].data); buf_free(&P->fix[i].valid); }
+    for (int i = 0; i < N_STR; i++) { buf_free(&P->strs[i].offsets); buf_free(&P->strs[i].data); buf_free(&P->strs[i].valid); }
+    for (int i = 0; i < MAX_TYPED; i++) {
+        buf_free(&P->tfix[i].data); buf_free(&P->tfix[i].valid);
+        buf_free(&P->tstr[i].offsets); buf_free(&P->tstr[i].data); buf_free(&P->tstr[i].valid);
+    }
+    for (int i = 0; i < P->nkeys; i++) free((void *)P->keys[i].key);
+    buf_free(&P->envelope);
+    buf_free(&P->scratch);
+    buf_free(&P->e.args);
+    buf_free(&P->e.extra);
+    Py_TYPE(P)->tp_free((PyObject *)P);
+}
+
+static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
+    PyObject *spec;
+    int salvage = 0;
+    static char *kwlist[] = {"typed_keys", "salvage", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p", kwlist, &spec, &salvage)) return -1;
+    P->salvage = salvage;
+    for (int i = 0; i < N_DICT; i++) P->dicts[i].last_n = (size_t)-1;
+    PyObject *seq = PySequence_Fast(spec, "typed_keys must be a sequence");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > MAX_TYPED) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many typed keys"); return -1; }
+    memset(P->keytab, 0, sizeof P->keytab);
+    P->ntypedcols = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *k; Py_ssize_t kn; int col, kind;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "y#ii", &k, &kn, &col, &kind)) { Py_DECREF(seq); return -1; }
+        if (col < 0 || col >= MAX_TYPED || kind < 0 || kind > K_BOOL) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "bad typed key"); return -1; }
+        char *kc = malloc((size_t)kn + 1);
+        memcpy(kc, k, (size_t)kn);
+        kc[kn] = 0;
+        P->keys[i].key = kc;
+        P->keys[i].keylen = (size_t)kn;
+        P->keys[i].col = col;
+        P->keys[i].kind = kind;
+        P->colkind[col] = kind;
+        if (col + 1 > P->ntypedcols) P->ntypedcols = col + 1;
+        uint64_t h = hash_bytes(kc, (size_t)kn);
+        size_t s = h & (KEYTAB - 1);
+        while (P->keytab[s]) s = (s + 1) & (KEYTAB - 1);
+        P->keytab[s] = (int16_t)(i + 1);
+        P->nkeys = (int)i + 1;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *Parser_feed(Parser *P, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (P->has_error) { PyBuffer_Release(&view); Py_RETURN_NONE; }
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (P->pending.len == 0) {
+        size_t used = run(P, (const char *)view.buf, (const char *)view.buf + view.len, 0);
+        P->consumed += (int64_t)used;
+        if (!P->has_error && used < (size_t)view.len) {
+            if (buf_append(&P->pending, (const char *)view.buf + used, (size_t)view.len - used)) oom = 1;
+        }
+    } else {
+        if (buf_append(&P->pending, view.buf, (size_t)view.len)) oom = 1;
+        else {
+            size_t used = run(P, P->pending.p, P->pending.p + P->pending.len, 0);
+            P->consumed += (int64_t)used;
+            if (!P->has_error) {
+                memmove(P->pending.p, P->pending.p + used, P->pending.len - used);
+                P->pending.len -= used;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (oom || P->oom) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *fix_result(fixcol_t *c, int64_t nrows, size_t width) {
+    PyObject *valid = NULL, *data = NULL;
+    int64_t nvalid = c->nvalid;
+    data = take_buf(&c->data, (size_t)nrows * width);
+    if (!data) return NULL;
+    if (nvalid == nrows) {
+        buf_free(&c->valid);
+        valid = Py_None;
+        Py_INCREF(valid);
+    } else {
+        valid = take_buf(&c->valid, (size_t)((nrows + 7) >> 3));
+        if (!valid) { Py_DECREF(data); return NULL; }
+    }
+    return Py_BuildValue("(NNL)", data, valid, (long long)(nrows - nvalid));
+}
+
+static PyObject *str_result(strcol_t *c, int64_t nrows) {
+    if (str_finish(c, nrows)) return PyErr_NoMemory();
+    int64_t nvalid = c->nvalid;
+    PyObject *offsets = take_buf(&c->offsets, (size_t)(nrows + 1) * 8);
+    PyObject *data = take_buf(&c->data, c->data.len);
+    PyObject *valid;
+    if (nvalid == nrows) { buf_free(&c->valid); valid = Py_None; Py_INCREF(valid); }
+    else valid = take_buf(&c->valid, (size_t)((nrows + 7) >> 3));
+    if (!offsets || !data || !valid) { Py_XDECREF(offsets); Py_XDECREF(data); Py_XDECREF(valid); return NULL; }
+    return Py_BuildValue("(NNNL)", offsets, data, valid, (long long)(nrows - nvalid));
+}
+
+static PyObject *dict_result(dictcol_t *d, int64_t nrows) {
+    PyObject *codes = fix_result(&d->codes, nrows, 4);
+    if (!codes) return NULL;
+    if (d->any_bad) {
+        buf_t no = {0}, nd = {0};
+        int oom = 0;
+        const int64_t *offs = (const int64_t *)d->dict_offsets.p;
+        int64_t z = 0;
+        buf_append(&no, &z, 8);
+        for (int32_t k = 0; k < d->n; k++) {
+            const char *e = d->dict_data.p + offs[k];
+            size_t len = (size_t)(offs[k + 1] - offs[k]);
+            if (d->bad[k]) append_utf8_repaired(&nd, (const unsigned char *)e, len, &oom);
+            else buf_append(&nd, e, len);
+            int64_t end = (int64_t)nd.len;
+            buf_append(&no, &end, 8);
+        }
+        buf_free(&d->dict_offsets);
+        buf_free(&d->dict_data);
+        d->dict_offsets = no;
+        d->dict_data = nd;
+        d->any_bad = 0;
+    }
+    if (d->dict_offsets.len == 0) { int64_t z = 0; buf_append(&d->dict_offsets, &z, 8); }
+    PyObject *offs = take_buf(&d->dict_offsets, d->dict_offsets.len);
+    PyObject *data = take_buf(&d->dict_data, d->dict_data.len);
+    if (!offs || !data) { Py_DECREF(codes); Py_XDECREF(offs); Py_XDECREF(data); return NULL; }
+    return Py_BuildValue("(NNNi)", codes, offs, data, (int)d->n);
+}
+
+static PyObject *Parser_finish(Parser *P, PyObject *unused) {
+    (void)unused;
+    /* a remaining pending tail means truncation (or garbage) */
+    if (!P->has_error && P->pending.len) {
+        /* try once more with final=1 to report a precise error */
+        const char *base = P->pending.p, *end = base + P->pending.len;
+        cur_t c = {base, end, base, NULL};
+        skip_ws(&c);
+        if (c.p < c.end) {
+            if (P->state == ST_EVENTS || P->state == ST_ENVELOPE)
+                set_error(P, "the file ends inside an event (truncated trace)", c.p, base, end);
+            else
+                set_error(P, "the file ends inside the top-level value (truncated trace)", c.p, base, end);
+            P->err_offset = P->consumed + (int64_t)(c.p - base);
+        }
+    }
+    if (!P->has_error && !P->complete) {
+        if (P->state == ST_START) set_error(P, "empty input: no JSON value", "", "", "");
+        else set_error(P, "the file ends before the trace is closed (truncated trace)", "", "", "");
+        P->err_offset = P->consumed + (int64_t)P->pending.len;
+    }
+    int64_t n = P->rows;
+    PyObject *res = PyDict_New();
+    if (!res) return NULL;
+    static const char *dict_names[N_DICT] = {"ph", "cat", "name", "bp", "s", "reason"};
+    static const char *fix_names[N_FIX] = {"event_index", "pid", "tid", "ts", "dur", "id", "offset", "flags"};
+    static const size_t fix_width[N_FIX] = {8, 8, 8, 8, 8, 8, 8, 2};
+    static const char *str_names[N_STR] = {"pid_text", "tid_text", "id_text", "args", "extra", "excerpt", "mvalue"};
+    for (int i = 0; i < N_DICT; i++) {
+        PyObject *o = dict_result(&P->dicts[i], n);
+        if (!o || PyDict_SetItemString(res, dict_names[i], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
+        Py_DECREF(o);
+    }
+    for (int i = 0; i < N_FIX; i++) {
+        PyObject *o = fix_result(&P->fix[i], n, fix_width[i]);
+        if (!o || PyDict_SetItemString(res, fix_names[i], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
+        Py_DECREF(o);
+    }
+    for (int i = 0; i < N_STR; i++) {
+        PyObject *o = str_result(&P->strs[i], n);
+        if (!o || PyDict_SetItemString(res, str_names[i], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
+        Py_DECREF(o);
+    }
+    PyObject *typed = PyList_New(P->ntypedcols);
+    for (int col = 0; col < P->ntypedcols; col++) {
+        int kind = P->colkind[col];
+        PyObject *o;
+        if (kind == K_STR || kind == K_JSON) {
+            if (P->tstr[col].nvalid == 0) { o = Py_None; Py_INCREF(o); }
+            else o = str_result(&P->tstr[col], n);
+        } else {
+            if (P->tfix[col].nvalid == 0) { o = Py_None; Py_INCREF(o); }
+            else o = fix_result(&P->tfix[col], n, 8);
+        }
+        if (!o) { Py_DECREF(typed); Py_DECREF(res); return NULL; }
+        PyList_SET_ITEM(typed, col, o);
+    }
+    PyDict_SetItemString(res, "typed", typed);
+    Py_DECREF(typed);
+    PyObject *env = PyBytes_FromStringAndSize(P->envelope.p ? P->envelope.p : "", (Py_ssize_t)P->envelope.len);
+    PyDict_SetItemString(res, "envelope", env);
+    Py_DECREF(env);
+    PyObject *v;
+    v = PyLong_FromLongLong(n); PyDict_SetItemString(res, "rows", v); Py_DECREF(v);
+    v = PyLong_FromLong(P->max_frac); PyDict_SetItemString(res, "max_frac", v); Py_DECREF(v);
+    v = PyBool_FromLong(P->complete); PyDict_SetItemString(res, "complete", v); Py_DECREF(v);
+    v = PyBool_FromLong(P->top_is_list); PyDict_SetItemString(res, "top_is_list", v); Py_DECREF(v);
+    v = PyBool_FromLong(P->saw_events || P->top_is_list); PyDict_SetItemString(res, "saw_events", v); Py_DECREF(v);
+    v = PyLong_FromLongLong(P->resyncs); PyDict_SetItemString(res, "resyncs", v); Py_DECREF(v);
+    v = PyLong_FromLongLong(P->consumed + (int64_t)P->pending.len); PyDict_SetItemString(res, "bytes", v); Py_DECREF(v);
+    if (P->has_error) {
+        v = Py_BuildValue("(sLs)", P->errmsg, (long long)P->err_offset, P->excerpt);
+        PyDict_SetItemString(res, "error", v);
+        Py_DECREF(v);
+    } else {
+        PyDict_SetItemString(res, "error", Py_None);
+    }
+    return res;
+}
+
+static PyMethodDef Parser_methods[] = {
+    {"feed", (PyCFunction)Parser_feed, METH_O, "feed(chunk): scan more JSON text"},
+    {"finish", (PyCFunction)Parser_finish, METH_NOARGS, "finish() -> dict of column buffers"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ParserType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "proftab.io._kineto.Parser",
+    .tp_basicsize = sizeof(Parser),
+    .tp_dealloc = (destructor)Parser_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Parser(typed_keys): streaming Kineto JSON scanner",
+    .tp_methods = Parser_methods,
+    .tp_init = (initproc)Parser_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* exposed for tests: exact µs text -> (ns, frac_digits, rounded) or None */
+static PyObject *py_us_to_ns(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *s; Py_ssize_t n;
+    if (!PyArg_Parse(arg, "s#", &s, &n)) return NULL;
+    int64_t v; int frac = 0, rounded = 0;
+    int r = parse_us_to_ns(s, (size_t)n, &v, &frac, &rounded);
+    if (r) Py_RETURN_NONE;
+    return Py_BuildValue("(LiO)", (long long)v, frac, rounded ? Py_True : Py_False);
+}
+
+static PyMethodDef module_methods[] = {
+    {"us_to_ns", py_us_to_ns, METH_O, "us_to_ns(text) -> (ns, fraction_digits, rounded) or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_kineto", "Streaming Kineto JSON scanner writing Arrow buffers.", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__kineto(void) {
+    if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&ParserType) < 0) return NULL;
+    init_tables();
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m) return NULL;
+    Py_INCREF(&ParserType);
+    PyModule_AddObject(m, "Parser", (PyObject *)&ParserType);
+    Py_INCREF(&BufferType);
+    PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType);
+    PyModule_AddIntConstant(m, "I64", K_I64);
+    PyModule_AddIntConstant(m, "U64", K_U64);
+    PyModule_AddIntConstant(m, "F64", K_F64);
+    PyModule_AddIntConstant(m, "STR", K_STR);
+    PyModule_AddIntConstant(m, "JSON", K_JSON);
+    PyModule_AddIntConstant(m, "BOOL", K_BOOL);
+    return m;
+}

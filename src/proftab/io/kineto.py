@@ -1,0 +1,508 @@
+"""Read one Kineto / Chrome trace file into proftab's tables.
+
+The JSON text is scanned by the C extension `proftab.io._kineto`, which writes Arrow column
+buffers directly and converts `ts`/`dur` from their decimal text to int64 ns exactly.
+Decompression runs on a second thread while the scanner consumes chunks, so a gzipped trace
+is never held in memory whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import threading
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import pyarrow as pa
+
+from proftab import schema
+from proftab.exceptions import ProftabWarning, TraceError
+from proftab.io import _kineto
+from proftab.schema import Flag
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["FileTables", "read_kineto"]
+
+CHUNK = 8 << 20
+_TYPED_SPEC = [(k.encode(), list(schema.TYPED_COLUMNS).index(c), kind) for k, c, kind in schema.TYPED_ARGS]
+_TYPED_NAMES = list(schema.TYPED_COLUMNS)
+_EVENT_PH = ("X", "B", "E", "b", "e")
+_INSTANT_PH = ("i", "I", "n", "R")
+_FLOW_PH = ("s", "t", "f")
+
+
+@dataclass
+class FileTables:
+    """Everything read from one trace file (before ranks are merged)."""
+
+    path: str
+    rank: int
+    meta: dict[str, Any]
+    events: pl.DataFrame
+    instants: pl.DataFrame
+    flows: pl.DataFrame
+    counters: pl.DataFrame
+    threads: pl.DataFrame
+    rejected: pl.DataFrame
+    accounting: pl.DataFrame
+    warnings: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _raw_chunks(path: str) -> Iterator[bytes]:
+    """Yield the decompressed bytes of `path` (gzip detected by magic bytes)."""
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head != b"\x1f\x8b":
+            while chunk := fh.read(CHUNK):
+                yield chunk
+            return
+        dec = zlib.decompressobj(wbits=31)
+        consumed = 0
+        while True:
+            raw = fh.read(1 << 20)
+            if not raw:
+                break
+            data = raw
+            while data:
+                try:
+                    out = dec.decompress(data, CHUNK)
+                except zlib.error as exc:
+                    msg = f"corrupt gzip data ({exc})"
+                    raise TraceError(msg, path=path, offset=consumed) from None
+                if out:
+                    yield out
+                if dec.eof:
+                    # concatenated gzip members: continue with the rest
+                    data = dec.unused_data
+                    dec = zlib.decompressobj(wbits=31)
+                    if not data.strip(b"\x00"):
+                        data = b""
+                    continue
+                data = dec.unconsumed_tail
+            consumed += len(raw)
+        tail = dec.flush()
+        if tail:
+            yield tail
+        if not dec.eof and consumed:
+            # a truncated gzip stream: the JSON scanner reports the truncation itself
+            yield b""
+
+
+def _threaded(gen: Iterator[bytes]) -> Iterator[bytes]:
+    """Run a chunk generator on a helper thread (zlib releases the GIL)."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=3)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in gen:
+                if stop.is_set():
+                    return
+                q.put(item)
+            q.put(None)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the consumer side
+            q.put(exc)
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.01)
+
+
+def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
+    """Run the C scanner over a file; returns its raw column buffers."""
+    parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage)
+    for chunk in _threaded(_raw_chunks(path)):
+        parser.feed(chunk)
+    return parser.finish()
+
+
+def scan_bytes(data: bytes, *, salvage: bool = False) -> dict[str, Any]:
+    """Run the C scanner over JSON text in memory."""
+    parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage)
+    parser.feed(data)
+    return parser.finish()
+
+
+# ----------------------------------------------------------------------------- columns
+
+
+def _fixed(spec: tuple[Any, Any, int], n: int, typ: pa.DataType) -> pa.Array:
+    data, valid, nulls = spec
+    return pa.Array.from_buffers(typ, n, [None if valid is None else pa.py_buffer(valid), pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
+def _string(spec: tuple[Any, Any, Any, int], n: int) -> pa.Array:
+    offsets, data, valid, nulls = spec
+    return pa.Array.from_buffers(pa.large_string(), n,
+                                 [None if valid is None else pa.py_buffer(valid), pa.py_buffer(offsets),
+                                  pa.py_buffer(data)], null_count=nulls)
+
+
+def _dict(spec: tuple[Any, Any, Any, int], n: int, *, decode: bool) -> pa.Array:
+    codes, offsets, data, size = spec
+    dictionary = pa.Array.from_buffers(pa.large_string(), size, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    idx = _fixed(codes, n, pa.int32())
+    arr = pa.DictionaryArray.from_arrays(idx, dictionary)
+    return arr.dictionary_decode() if decode else arr
+
+
+def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
+    """All scanned rows as one frame (columns of every table; split later by ph)."""
+    n = res["rows"]
+    cols: dict[str, pa.Array] = {
+        "event_id": _fixed(res["event_index"], n, pa.int64()),
+        "ph": _dict(res["ph"], n, decode=False),
+        "cat": _dict(res["cat"], n, decode=False),
+        "name": _dict(res["name"], n, decode=True),
+        "pid": _fixed(res["pid"], n, pa.int64()),
+        "pid_text": _string(res["pid_text"], n),
+        "tid": _fixed(res["tid"], n, pa.int64()),
+        "tid_text": _string(res["tid_text"], n),
+        "ts": _fixed(res["ts"], n, pa.int64()),
+        "dur": _fixed(res["dur"], n, pa.int64()),
+        "id": _fixed(res["id"], n, pa.int64()),
+        "id_text": _string(res["id_text"], n),
+        "bp": _dict(res["bp"], n, decode=False),
+        "s": _dict(res["s"], n, decode=False),
+        "reason": _dict(res["reason"], n, decode=True),
+        "excerpt": _string(res["excerpt"], n),
+        "byte_offset": _fixed(res["offset"], n, pa.int64()),
+        "flags": _fixed(res["flags"], n, pa.uint16()),
+        "args": _string(res["args"], n),
+        "extra": _string(res["extra"], n),
+        "mvalue": _string(res["mvalue"], n),
+    }
+    typed = res["typed"]
+    for i, name in enumerate(_TYPED_NAMES):
+        spec = typed[i] if i < len(typed) else None
+        if spec is None:
+            continue
+        kind = schema.TYPED_COLUMNS[name][1]
+        if kind in (3, 4):
+            cols[name] = _string(spec, n)
+        else:
+            cols[name] = _fixed(spec, n, {0: pa.int64(), 1: pa.uint64(), 2: pa.float64(), 5: pa.int64()}[kind])
+    df = pl.from_arrow(pa.table(cols), rechunk=False)
+    assert isinstance(df, pl.DataFrame)
+    casts = [pl.col("flags").fill_null(0)]
+    if "finished" in df.columns:
+        casts.append(pl.col("finished").cast(pl.Boolean))
+    return df.with_columns(casts)
+
+
+def _ensure(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Select `columns` in order, adding absent ones as typed nulls."""
+    return df.select([
+        (pl.col(c) if c in df.columns else pl.lit(None)).cast(dt).alias(c) for c, dt in columns.items()
+    ])
+
+
+# ----------------------------------------------------------------------------- B/E pairing
+
+_TRACK = ["pid", "pid_text", "tid", "tid_text"]
+
+
+def _pair_begin_end(rows: pl.DataFrame, begin: str, end: str, keys: list[str],
+                    last_ts: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Join begin/end rows into complete events (stack semantics per key, file order).
+
+    Returns (events, rejected ends). An unmatched begin runs to `last_ts` and is flagged.
+    """
+    be = rows.filter(pl.col("ph").cast(pl.String).is_in([begin, end])).sort("event_id")
+    if be.is_empty():
+        return be.clear(), be.clear()
+    step = pl.when(pl.col("ph").cast(pl.String) == begin).then(1).otherwise(-1)
+    be = be.with_columns(_level=step.cum_sum().over(keys, order_by="event_id"))
+    be = be.with_columns(
+        _min=pl.col("_level").cum_min().over(keys, order_by="event_id"),
+    )
+    if be.select((pl.col("_min") < 0).any()).item():
+        be = _pair_with_stack(be, begin, keys)
+    begins = be.filter(pl.col("ph").cast(pl.String) == begin)
+    ends = be.filter(pl.col("ph").cast(pl.String) == end).with_columns(_level=pl.col("_level") + 1)
+    begins = begins.sort("event_id")
+    ends = ends.select([*keys, "_level", pl.col("event_id").alias("_end_id"), pl.col("ts").alias("_end_ts"),
+                        pl.col("args").alias("_end_args")]).sort("_end_id")
+    joined = begins.join_asof(ends, left_on="event_id", right_on="_end_id", by=[*keys, "_level"],
+                              strategy="forward", check_sortedness=False)
+    used = joined.filter(pl.col("_end_id").is_not_null()).select("_end_id")
+    unmatched_end = (
+        be.filter(pl.col("ph").cast(pl.String) == end)
+        .join(used, left_on="event_id", right_on="_end_id", how="anti")
+        .with_columns(reason=pl.lit(f"'{end}' event without a matching '{begin}'"))
+    )
+    unmatched = pl.col("_end_id").is_null()
+    end_ts = pl.when(unmatched).then(pl.lit(last_ts, pl.Int64)).otherwise(pl.col("_end_ts"))
+    events = joined.with_columns(
+        dur=(end_ts - pl.col("ts")),
+        flags=pl.when(unmatched).then(pl.col("flags") | int(Flag.UNMATCHED_BEGIN)).otherwise(pl.col("flags")),
+        extra=pl.when(pl.col("_end_args").is_not_null()).then(
+            pl.when(pl.col("extra").is_null()).then(pl.lit("{"))
+            .otherwise(pl.col("extra").str.strip_suffix("}") + pl.lit(", "))
+            + pl.lit('"end_args": ') + pl.col("_end_args") + pl.lit("}")
+        ).otherwise(pl.col("extra")),
+    ).drop("_level", "_min", "_end_id", "_end_ts", "_end_args")
+    return events, unmatched_end.drop("_level", "_min")
+
+
+def _pair_with_stack(be: pl.DataFrame, begin: str, keys: list[str]) -> pl.DataFrame:
+    """Exact stack levels when some track has more ends than begins (rare; small loop)."""
+    levels: list[int] = []
+    depth: dict[tuple[Any, ...], int] = {}
+    for row in be.select([*keys, pl.col("ph").cast(pl.String)]).iter_rows():
+        key, ph = row[:-1], row[-1]
+        d = depth.get(key, 0)
+        if ph == begin:
+            d += 1
+            levels.append(d)
+        elif d > 0:
+            levels.append(d - 1)
+            d -= 1
+        else:
+            levels.append(-(10**9))  # an end with nothing open: never matches
+        depth[key] = d
+    return be.with_columns(_level=pl.Series(levels, dtype=pl.Int64))
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def _meta_from_envelope(raw: bytes, path: str) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        meta = json.loads(raw + b"}")
+    except ValueError as exc:
+        msg = f"the top-level keys are not valid JSON ({exc})"
+        raise TraceError(msg, path=path) from None
+    return meta if isinstance(meta, dict) else {}
+
+
+_RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def infer_rank(meta: dict[str, Any], path: str, position: int) -> tuple[int, str]:
+    """Rank from distributedInfo, else a rank-N pattern in the file name, else position."""
+    info = meta.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return info["rank"], "distributedInfo"
+    m = _RANK_RE.search(os.path.basename(path))
+    if m:
+        return int(m.group(1)), "file name"
+    return position, "file position"
+
+
+def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, position: int = 0,
+                 rank: int | None = None) -> FileTables:
+    """Turn the scanner's buffers into proftab tables (raises TraceError on bad input)."""
+    notes: list[str] = []
+    err = res["error"]
+    if err is not None:
+        message, offset, excerpt = err
+        complete_rows = res["rows"]
+        if not salvage:
+            hint = (f"{complete_rows} complete events can be recovered with "
+                    "pt.load(..., salvage=True) (CLI: --salvage)") if complete_rows else None
+            raise TraceError(message, path=path, offset=offset, excerpt=excerpt or None,
+                             recoverable_events=complete_rows, hint=hint)
+        lost = res["bytes"] - offset
+        notes.append(f"{path}: {message} at byte {offset}; kept {complete_rows} complete events, "
+                     f"dropped the last {lost} bytes")
+    elif res["resyncs"]:
+        notes.append(f"{path}: skipped {res['resyncs']} damaged region(s); see Trace.rejected")
+    if not res["saw_events"] and err is None:
+        meta_keys = sorted(_meta_from_envelope(res["envelope"], path))
+        msg = f"not a Kineto/Chrome trace: no 'traceEvents' array (top-level keys: {meta_keys})"
+        raise TraceError(msg, path=path)
+
+    meta = _meta_from_envelope(res["envelope"], path)
+    if rank is None:
+        rank, rank_source = infer_rank(meta, path, position)
+    else:
+        rank_source = "given"
+    base = meta.get("baseTimeNanoseconds")
+    max_frac = res["max_frac"]
+    resolution = 10 ** (3 - min(3, max_frac))
+    meta = {
+        **meta,
+        "source_file": path,
+        "json_bytes": res["bytes"],
+        "rank": rank,
+        "rank_source": rank_source,
+        "base_time_ns": int(base) if isinstance(base, int) else 0,
+        "time_resolution_ns": resolution,
+        "legacy_list_format": res["top_is_list"],
+        "complete": err is None,
+    }
+
+    df = _to_frame(res).with_columns(rank=pl.lit(rank, pl.Int32))
+    ph = pl.col("ph").cast(pl.String)
+    reason = pl.col("reason")
+    ok = reason.is_null()
+
+    # ---- events: X, joined B/E and b/e
+    needs_ts = ok & ph.is_in([*_EVENT_PH, *_INSTANT_PH, *_FLOW_PH, "C"]) & pl.col("ts").is_null()
+    df = df.with_columns(reason=pl.when(needs_ts).then(pl.lit("missing ts")).otherwise(reason))
+    ok = pl.col("reason").is_null()
+    known = ph.is_in([*_EVENT_PH, *_INSTANT_PH, *_FLOW_PH, "C", "M"])
+    df = df.with_columns(
+        reason=pl.when(ok & ~known).then(pl.format("unsupported phase '{}'", ph)).otherwise(pl.col("reason"))
+    )
+    ok = pl.col("reason").is_null()
+    good = df.filter(ok)
+    last_ts = good.select(pl.max_horizontal(pl.col("ts").max(), (pl.col("ts") + pl.col("dur")).max())).item()
+
+    x = good.filter(ph == "X")
+    x = x.with_columns(
+        flags=pl.col("flags") | pl.when(pl.col("dur").is_null()).then(int(Flag.DUR_MISSING)).otherwise(0),
+        dur=pl.col("dur").fill_null(0),
+    )
+    pieces = [x]
+    bad_pieces = []
+    if good.select(ph.is_in(["B", "E"]).any()).item():
+        ev, bad = _pair_begin_end(good, "B", "E", _TRACK, last_ts)
+        pieces.append(ev)
+        bad_pieces.append(bad)
+    if good.select(ph.is_in(["b", "e"]).any()).item():
+        ev, bad = _pair_begin_end(good, "b", "e", ["pid", "pid_text", "cat", "id", "id_text"], last_ts)
+        pieces.append(ev)
+        bad_pieces.append(bad)
+    events = pl.concat(pieces, how="vertical_relaxed") if len(pieces) > 1 else x
+    events = events.with_columns(
+        start_ns=pl.col("ts"),
+        dur_ns=pl.col("dur"),
+        end_ns=pl.col("ts") + pl.col("dur"),
+        flags=pl.col("flags") | pl.when(pl.col("dur") < 0).then(int(Flag.NEGATIVE_DUR)).otherwise(0),
+    )
+    if len(pieces) > 1:
+        events = events.sort("event_id")
+    events = _ensure(events, schema.EVENT_COLUMNS)
+
+    instants = _ensure(good.filter(ph.is_in(_INSTANT_PH)).rename({"ts": "ts_ns", "s": "scope"}),
+                       schema.INSTANT_COLUMNS)
+    flows = _ensure(good.filter(ph.is_in(_FLOW_PH)).rename({"ts": "ts_ns"}), schema.FLOW_COLUMNS)
+    counters = _counters(good.filter(ph == "C"))
+    meta_rows = good.filter(ph == "M")
+    threads = _threads(meta_rows)
+
+    rejected = df.filter(pl.col("reason").is_not_null())
+    if bad_pieces:
+        rejected = pl.concat([rejected, *[b.select(rejected.columns) for b in bad_pieces]], how="vertical_relaxed")
+    rejected = _ensure(rejected, schema.REJECTED_COLUMNS).sort("event_id")
+
+    n_events_in = good.select(ph.is_in(_EVENT_PH).sum()).item() - sum(len(b) for b in bad_pieces)
+    accounting = pl.DataFrame(
+        {
+            "path": [path], "rank": [rank], "trace_events": [res["rows"]], "events_in": [n_events_in],
+            "instants": [len(instants)], "flows": [len(flows)],
+            "counters": [good.select((ph == "C").sum()).item()], "metadata": [len(meta_rows)],
+            "rejected": [len(rejected)],
+        },
+        schema=schema.ACCOUNTING_COLUMNS,
+    )
+    repaired = events.select((pl.col("flags") & int(Flag.NAME_REPAIRED | Flag.ARGS_REPAIRED) != 0).sum()).item()
+    if repaired:
+        notes.append(f"{path}: repaired {repaired} event names/args (invalid UTF-8 or unescaped quotes); "
+                     "see the flags column")
+    if len(rejected):
+        notes.append(f"{path}: {len(rejected)} input events rejected; see Trace.rejected")
+    if not isinstance(base, int) and max_frac > 0 and not res["top_is_list"] and err is None:
+        pass  # relative times without a base are legal in generic Chrome traces
+    for note in notes:
+        warnings.warn(note, ProftabWarning, stacklevel=3)
+    return FileTables(path=path, rank=rank, meta=meta, events=events, instants=instants, flows=flows,
+                      counters=counters, threads=threads, rejected=rejected, accounting=accounting,
+                      warnings=notes)
+
+
+def _counters(rows: pl.DataFrame) -> pl.DataFrame:
+    """One row per (counter event, series); values as Float64."""
+    rows = rows.filter(pl.col("args").is_not_null())
+    if rows.is_empty():
+        return schema.empty(schema.COUNTER_COLUMNS)
+    base_cols = [c for c in schema.COUNTER_COLUMNS if c not in ("ts_ns", "series", "value")]
+    decoded = rows.select([*base_cols, pl.col("ts").alias("ts_ns"),
+                           pl.col("args").str.json_decode(infer_schema_length=None).alias("_v")])
+    fields = decoded.schema["_v"]
+    if not isinstance(fields, pl.Struct) or not fields.fields:
+        return schema.empty(schema.COUNTER_COLUMNS)
+    wide = decoded.with_columns([
+        pl.col("_v").struct.field(f.name).cast(pl.Float64, strict=False).alias(f"_s{i}")
+        for i, f in enumerate(fields.fields)
+    ]).drop("_v")
+    names = {f"_s{i}": f.name for i, f in enumerate(fields.fields)}
+    long = wide.unpivot(index=[*base_cols, "ts_ns"], variable_name="series", value_name="value")
+    long = long.filter(pl.col("value").is_not_null()).with_columns(pl.col("series").replace_strict(names))
+    return long.sort("event_id", maintain_order=True).select(list(schema.COUNTER_COLUMNS)).cast(
+        schema.COUNTER_COLUMNS)  # type: ignore[arg-type]
+
+
+_THREAD_FIELDS = {
+    "process_name": "name",
+    "process_labels": "labels",
+    "process_sort_index": "sort_index",
+    "thread_name": "name",
+    "thread_sort_index": "sort_index",
+}
+
+
+def _threads(rows: pl.DataFrame) -> pl.DataFrame:
+    """Wide process/thread naming table from ph "M" rows (the last value of a field wins)."""
+    keys = ["rank", "pid", "pid_text", "tid", "tid_text"]
+    rows = rows.filter(pl.col("name").is_in(list(_THREAD_FIELDS)))
+    if rows.is_empty():
+        return schema.empty(schema.THREAD_COLUMNS)
+    rows = rows.select([*keys, "name", "event_id", pl.col("mvalue").alias("value")])
+    is_proc = pl.col("name").str.starts_with("process")
+    procs = (rows.filter(is_proc).sort("event_id")
+             .pivot(on="name", index=keys[:3], values="value", aggregate_function="last"))
+    threads = (rows.filter(~is_proc).sort("event_id")
+               .pivot(on="name", index=keys, values="value", aggregate_function="last"))
+    for col in ("process_name", "process_labels", "process_sort_index"):
+        if col not in procs.columns:
+            procs = procs.with_columns(pl.lit(None, pl.String).alias(col))
+    for col in ("thread_name", "thread_sort_index"):
+        if col not in threads.columns:
+            threads = threads.with_columns(pl.lit(None, pl.String).alias(col))
+    out = threads.join(procs, on=keys[:3], how="full", coalesce=True, nulls_equal=True)
+    out = out.with_columns(pl.col("process_sort_index", "thread_sort_index").cast(pl.Int64, strict=False))
+    return _ensure(out, schema.THREAD_COLUMNS).sort(keys, nulls_last=True)
+
+
+def read_kineto(path: str | os.PathLike[str], *, salvage: bool = False, position: int = 0,
+                rank: int | None = None) -> FileTables:
+    """Read one trace file (plain or gzipped JSON) into tables."""
+    path = os.fspath(path)
+    try:
+        res = scan_file(path, salvage=salvage)
+    except OSError as exc:
+        msg = f"cannot read the file ({exc.strerror or exc})"
+        raise TraceError(msg, path=path) from None
+    return build_tables(res, path, salvage=salvage, position=position, rank=rank)

@@ -1,0 +1,190 @@
+"""Column names and dtypes of proftab's tables (documented in docs/schema.md).
+
+`TYPED_ARGS` is the single source of truth for which trace `args` keys become typed columns;
+the C scanner is configured from it.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import polars as pl
+
+__all__ = ["EVENT_COLUMNS", "Flag", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS"]
+
+
+class Flag(enum.IntFlag):
+    """Bits of the `flags` column."""
+
+    NAME_REPAIRED = 1
+    """a name/cat had invalid UTF-8 or an unescaped quote and was repaired"""
+    TS_ROUNDED = 2
+    """ts or dur had more than 3 fraction digits and was rounded to the nearest ns"""
+    DUR_MISSING = 4
+    """an X event without dur (dur_ns = 0)"""
+    NEGATIVE_DUR = 8
+    """dur < 0 in the file"""
+    UNMATCHED_BEGIN = 16
+    """a B/b event without its end; end_ns is the file's last timestamp"""
+    ARGS_REPAIRED = 32
+    """an args string had invalid UTF-8 or an unescaped quote and was repaired"""
+
+
+# (json key, column, dtype). JSON-text columns hold the value's JSON text verbatim.
+_I64, _U64, _F64, _STR, _JSON, _BOOL = 0, 1, 2, 3, 4, 5
+TYPED_ARGS: list[tuple[str, str, int]] = [
+    ("External id", "external_id", _I64),
+    ("external id", "external_id", _I64),
+    ("correlation", "correlation", _I64),
+    ("Record function id", "record_function_id", _I64),
+    ("Ev Idx", "ev_idx", _I64),
+    ("Sequence number", "sequence_number", _I64),
+    ("Fwd thread id", "fwd_thread_id", _I64),
+    ("Input Dims", "input_dims", _JSON),
+    ("Input dims", "input_dims", _JSON),
+    ("Input type", "input_type", _JSON),
+    ("Input Strides", "input_strides", _JSON),
+    ("Concrete Inputs", "concrete_inputs", _JSON),
+    ("Call stack", "call_stack", _STR),
+    ("Module Hierarchy", "module_hierarchy", _STR),
+    ("Python id", "python_id", _I64),
+    ("Python parent id", "python_parent_id", _I64),
+    ("Python module id", "python_module_id", _I64),
+    ("stream", "stream", _I64),
+    ("device", "device", _I64),
+    ("Device Id", "device", _I64),
+    ("context", "context", _I64),
+    ("grid", "grid", _JSON),
+    ("block", "block", _JSON),
+    ("bytes", "bytes", _I64),
+    ("Bytes", "bytes", _I64),
+    ("cbid", "cbid", _I64),
+    ("queued", "queued", _I64),
+    ("registers per thread", "registers_per_thread", _I64),
+    ("shared memory", "shared_memory", _I64),
+    ("blocks per SM", "blocks_per_sm", _F64),
+    ("warps per SM", "warps_per_sm", _F64),
+    ("est. achieved occupancy %", "est_achieved_occupancy", _F64),
+    ("memory bandwidth (GB/s)", "memory_bandwidth_gbs", _F64),
+    ("Collective name", "collective_name", _STR),
+    ("dtype", "dtype", _STR),
+    ("In msg nelems", "in_msg_nelems", _I64),
+    ("Out msg nelems", "out_msg_nelems", _I64),
+    ("Group size", "group_size", _I64),
+    ("Process Group Name", "process_group_name", _STR),
+    ("Process Group Description", "process_group_desc", _STR),
+    ("Process Group Ranks", "process_group_ranks", _STR),
+    ("Comms Id", "comms_id", _U64),
+    ("finished", "finished", _BOOL),
+    ("Device Type", "device_type", _I64),
+    ("Addr", "addr", _I64),
+    ("Total Allocated", "total_allocated", _I64),
+    ("Total Reserved", "total_reserved", _I64),
+]
+
+_DTYPES = {_I64: pl.Int64, _U64: pl.UInt64, _F64: pl.Float64, _STR: pl.String, _JSON: pl.String,
+           _BOOL: pl.Boolean}
+
+#: typed column name -> (polars dtype, kind code), in first-appearance order
+TYPED_COLUMNS: dict[str, tuple[pl.DataType, int]] = {}
+for _key, _col, _kind in TYPED_ARGS:
+    TYPED_COLUMNS.setdefault(_col, (_DTYPES[_kind], _kind))
+
+#: columns that identify a host thread track (or a device stream track)
+TRACK_KEYS = ["rank", "pid", "pid_text", "tid", "tid_text"]
+
+_COMMON = {
+    "event_id": pl.Int64,
+    "rank": pl.Int32,
+    "pid": pl.Int64,
+    "pid_text": pl.String,
+    "tid": pl.Int64,
+    "tid_text": pl.String,
+    "cat": pl.Categorical,
+    "name": pl.String,
+}
+
+#: the columns of `Trace.events`, in order
+EVENT_COLUMNS: dict[str, pl.DataType] = {
+    **_COMMON,
+    "ph": pl.Categorical,
+    "start_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "flags": pl.UInt16,
+    **{c: dt for c, (dt, _) in TYPED_COLUMNS.items()
+       if c not in ("device_type", "addr", "total_allocated", "total_reserved")},
+    "args": pl.String,
+    "extra": pl.String,
+}
+
+INSTANT_COLUMNS: dict[str, pl.DataType] = {
+    **_COMMON,
+    "ts_ns": pl.Int64,
+    "scope": pl.Categorical,
+    "device_type": pl.Int64,
+    "device": pl.Int64,
+    "addr": pl.Int64,
+    "bytes": pl.Int64,
+    "total_allocated": pl.Int64,
+    "total_reserved": pl.Int64,
+    "ev_idx": pl.Int64,
+    "flags": pl.UInt16,
+    "args": pl.String,
+    "extra": pl.String,
+}
+
+FLOW_COLUMNS: dict[str, pl.DataType] = {
+    **_COMMON,
+    "ph": pl.Categorical,
+    "ts_ns": pl.Int64,
+    "id": pl.Int64,
+    "id_text": pl.String,
+    "bp": pl.Categorical,
+    "args": pl.String,
+}
+
+COUNTER_COLUMNS: dict[str, pl.DataType] = {
+    **_COMMON,
+    "ts_ns": pl.Int64,
+    "series": pl.String,
+    "value": pl.Float64,
+}
+
+THREAD_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32,
+    "pid": pl.Int64,
+    "pid_text": pl.String,
+    "tid": pl.Int64,
+    "tid_text": pl.String,
+    "process_name": pl.String,
+    "process_labels": pl.String,
+    "process_sort_index": pl.Int64,
+    "thread_name": pl.String,
+    "thread_sort_index": pl.Int64,
+}
+
+REJECTED_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32,
+    "event_id": pl.Int64,
+    "byte_offset": pl.Int64,
+    "reason": pl.String,
+    "excerpt": pl.String,
+}
+
+ACCOUNTING_COLUMNS: dict[str, pl.DataType] = {
+    "path": pl.String,
+    "rank": pl.Int32,
+    "trace_events": pl.Int64,
+    "events_in": pl.Int64,
+    "instants": pl.Int64,
+    "flows": pl.Int64,
+    "counters": pl.Int64,
+    "metadata": pl.Int64,
+    "rejected": pl.Int64,
+}
+
+
+def empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:
+    """An empty frame with these columns."""
+    return pl.DataFrame(schema=columns)
