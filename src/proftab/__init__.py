@@ -1,6 +1,51 @@
-"""proftab: exact, columnar tables from PyTorch profiler traces."""
+"""proftab: exact, columnar tables from PyTorch profiler traces.
+
+>>> import proftab as pt
+>>> tr = pt.load("data/train_cnn.pt.trace.json.gz")      # doctest: +SKIP
+>>> tr.events                   # one row per complete event, int64-ns times
+>>> tr.key_averages()           # torch's key_averages as a DataFrame, never negative
+>>> print(tr.table())           # torch's text table, same layout
+"""
 
 from __future__ import annotations
 
+import os
+from typing import TYPE_CHECKING
+
+from proftab.exceptions import ProftabError, ProftabWarning, TraceError
+from proftab.schema import Flag
+from proftab.trace import Trace
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+__all__ = ["Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "load"]
+
+
+def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, salvage: bool = False,
+         ranks: Sequence[int] | None = None) -> Trace:
+    """Load a trace: a file, a directory or glob of rank files, or a list of files.
+
+    Parameters
+    ----------
+    source
+        A `.json` / `.json.gz` trace (gzip is detected from the bytes, not the name), a
+        directory of them, a glob pattern, or a list of those.
+    salvage
+        Keep the complete events of a damaged or truncated file (with a `ProftabWarning`
+        stating what was lost) instead of raising `TraceError`.
+    ranks
+        Explicit rank per file (in the sorted file order); by default `distributedInfo.rank`,
+        else a `rank-N` pattern in the file name, else the file's position.
+
+    Raises
+    ------
+    TraceError
+        A file is missing, not a trace, or damaged (names the file, byte offset, excerpt).
+    """
+    from proftab.io.files import expand_sources, read_files
+
+    paths = expand_sources(source)
+    tables = read_files(paths, salvage=salvage, ranks=ranks)
+    return Trace.from_files(tables)

@@ -188,3 +188,23 @@ ACCOUNTING_COLUMNS: dict[str, pl.DataType] = {
 def empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:
     """An empty frame with these columns."""
     return pl.DataFrame(schema=columns)
+
+#: categories recorded on the device side (pid = device, tid = stream)
+DEVICE_CATEGORIES = frozenset({
+    "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync",
+    "Kernel", "Memcpy", "Memset",  # 2021 tb_plugin-era names
+    "mtia_ccp_events", "hpu_op", "xpu_sync",
+})
+#: device categories whose time is the device's own work (not annotations or syncs)
+DEVICE_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset",
+                                    "mtia_ccp_events", "hpu_op"})
+#: spans that describe the profiler itself, not work
+PROFILER_SPAN_CATEGORIES = frozenset({"Trace"})
+#: names torch's key_averages drops before building its tree (their time is their parent's)
+TORCH_FILTERED_NAMES = frozenset({
+    "[memory]", "[OutOfMemory]", "profiler::_record_function_enter", "profiler::_record_function_enter_new",
+    "profiler::_record_function_exit", "aten::is_leaf", "aten::output_nr", "aten::_version",
+})
+#: c10::DeviceType codes of [memory] instants counted as CPU / device memory by torch
+CPU_MEMORY_DEVICE_TYPES = (0, 2, 5)
+DEVICE_MEMORY_DEVICE_TYPES = (1, 6, 12, 20)

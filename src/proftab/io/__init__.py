@@ -1,0 +1,1 @@
+"""Readers and writers: trace files -> tables, and back to Parquet."""

@@ -1,0 +1,82 @@
+"""Expand a user's source (file, directory, glob or list) and read the files in parallel."""
+
+from __future__ import annotations
+
+import glob
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from proftab.exceptions import TraceError
+from proftab.io.kineto import FileTables, read_kineto
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["expand_sources", "read_files"]
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.gzip", ".gz")
+
+
+def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Return the trace files named by `source`, sorted for determinism.
+
+    A directory yields its `*.json` / `*.json.gz` files (not recursive); a string with
+    glob characters is expanded; a list is expanded element by element.
+    """
+    if isinstance(source, str | os.PathLike):
+        items = [os.fspath(source)]
+    else:
+        items = [os.fspath(s) for s in source]
+    if not items:
+        msg = "no trace files given"
+        raise TraceError(msg)
+    paths: list[str] = []
+    for item in items:
+        if os.path.isdir(item):
+            found = sorted(
+                os.path.join(item, f) for f in os.listdir(item)
+                if f.endswith(TRACE_SUFFIXES) and os.path.isfile(os.path.join(item, f))
+            )
+            if not found:
+                msg = "directory holds no *.json or *.json.gz trace files"
+                raise TraceError(msg, path=item)
+            paths.extend(found)
+        elif any(ch in item for ch in "*?["):
+            found = sorted(glob.glob(item))
+            if not found:
+                msg = "glob pattern matches no files"
+                raise TraceError(msg, path=item)
+            paths.extend(found)
+        elif os.path.exists(item):
+            paths.append(item)
+        else:
+            msg = "no such file"
+            raise TraceError(msg, path=item, hint="pass a trace file, a directory of rank files or a glob")
+    return paths
+
+
+def read_files(paths: list[str], *, salvage: bool = False, ranks: Sequence[int] | None = None,
+               max_workers: int | None = None) -> list[FileTables]:
+    """Read several trace files concurrently (the scanner releases the GIL)."""
+    if ranks is not None and len(ranks) != len(paths):
+        msg = f"ranks has {len(ranks)} entries for {len(paths)} files"
+        raise TraceError(msg)
+
+    def one(i: int) -> FileTables:
+        return read_kineto(paths[i], salvage=salvage, position=i, rank=None if ranks is None else ranks[i])
+
+    if len(paths) == 1:
+        return [one(0)]
+    workers = max_workers or min(len(paths), os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        tables = list(pool.map(one, range(len(paths))))
+    seen: dict[int, str] = {}
+    for t in tables:
+        if t.rank in seen:
+            msg = (f"two files claim rank {t.rank} ({seen[t.rank]} and {t.path}, from "
+                   f"{t.meta['rank_source']})")
+            raise TraceError(msg, hint="load them separately, or pass ranks=[...] to pt.load")
+        seen[t.rank] = t.path
+    return tables
+

@@ -1,0 +1,208 @@
+"""`Trace`: the loaded tables of one or more trace files, plus derived tables.
+
+Loaded tables are plain `polars.DataFrame`s (see docs/schema.md). Derived tables (nesting,
+anomalies, key_averages) are computed on first use and cached; a Trace is never mutated
+after construction.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from proftab import aggregate, schema
+from proftab.intervals import nest
+
+if TYPE_CHECKING:
+    from proftab.io.kineto import FileTables
+
+__all__ = ["Trace"]
+
+_TABLES = ("events", "instants", "flows", "counters", "threads", "rejected", "accounting")
+
+
+class Trace:
+    """Tables of a profiler trace (one file or several rank files).
+
+    Attributes
+    ----------
+    events, instants, flows, counters, threads, rejected, accounting : polars.DataFrame
+        The loaded tables (docs/schema.md).
+    metas : dict[int, dict]
+        Top-level keys and derived facts of each file, by rank.
+    """
+
+    def __init__(self, *, events: pl.DataFrame, instants: pl.DataFrame, flows: pl.DataFrame,
+                 counters: pl.DataFrame, threads: pl.DataFrame, rejected: pl.DataFrame,
+                 accounting: pl.DataFrame, metas: dict[int, dict[str, Any]]) -> None:
+        self.events = events
+        self.instants = instants
+        self.flows = flows
+        self.counters = counters
+        self.threads = threads
+        self.rejected = rejected
+        self.accounting = accounting
+        self.metas = dict(sorted(metas.items()))
+
+    @classmethod
+    def from_files(cls, files: list[FileTables]) -> Trace:
+        """Combine per-file tables (ranks already assigned)."""
+        def cat(name: str) -> pl.DataFrame:
+            frames = [getattr(f, name) for f in files]
+            return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
+        return cls(**{name: cat(name) for name in _TABLES}, metas={f.rank: f.meta for f in files})
+
+    # ------------------------------------------------------------------ metadata
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Top-level keys and derived facts of the (lowest-rank) file; see `metas` for all."""
+        return next(iter(self.metas.values()))
+
+    @property
+    def ranks(self) -> list[int]:
+        """Ranks present, ascending."""
+        return list(self.metas)
+
+    def resolution_ns(self, rank: int | None = None) -> int:
+        """Time resolution of the file of `rank` (1 for ns traces, 1000 for integer-µs)."""
+        meta = self.meta if rank is None else self.metas[rank]
+        return int(meta["time_resolution_ns"])
+
+    @property
+    def device_type(self) -> str:
+        """torch's device name for this trace's device rows (`CUDA`, `XPU`, `MTIA`)."""
+        cats = set(self.events["cat"].cast(pl.String).unique().drop_nulls().to_list())
+        if any(c.startswith("xpu") for c in cats):
+            return "XPU"
+        if any(c.startswith("mtia") for c in cats):
+            return "MTIA"
+        return "CUDA"
+
+    @property
+    def use_device(self) -> str | None:
+        """torch's `use_device` (`"cuda"`...) when the trace has device activity, else None."""
+        cats = set(self.events["cat"].cast(pl.String).unique().drop_nulls().to_list())
+        if cats & schema.DEVICE_CATEGORIES or any(c.endswith(("_runtime", "_driver")) for c in cats):
+            return self.device_type.lower()
+        return None
+
+    def with_utc(self, events: pl.DataFrame | None = None, *, offsets_ns: dict[int, int] | None = None
+                 ) -> pl.DataFrame:
+        """`events` (default: all) with `start_utc` / `end_utc` as `Datetime("ns", "UTC")`.
+
+        The absolute time is `base_time_ns + start_ns` of the event's rank, plus an optional
+        per-rank clock offset (`offsets_ns={rank: ns}`).
+        """
+        df = self.events if events is None else events
+        base = pl.DataFrame({
+            "rank": list(self.metas),
+            "_base": [m["base_time_ns"] + (offsets_ns or {}).get(r, 0) for r, m in self.metas.items()],
+        }, schema={"rank": pl.Int32, "_base": pl.Int64})
+        df = df.join(base, on="rank", how="left", maintain_order="left")
+        return df.with_columns(
+            start_utc=(pl.col("_base") + pl.col("start_ns")).cast(pl.Datetime("ns", "UTC")),
+            end_utc=(pl.col("_base") + pl.col("end_ns")).cast(pl.Datetime("ns", "UTC")),
+        ).drop("_base")
+
+    # ------------------------------------------------------------------ derived
+
+    @functools.cached_property
+    def nested(self) -> pl.DataFrame:
+        """`events` plus `parent_id`, `depth`, `self_ns`, `overrun_ns` (docs/nesting.md).
+
+        Host events nest per thread `(rank, pid, tid)`; device events per stream.
+        An event with a negative duration is nested as zero-length.
+        """
+        ev = self.events.with_columns(_end=pl.col("end_ns"))
+        ev = ev.with_columns(end_ns=pl.max_horizontal("start_ns", "end_ns"))
+        out = nest(ev, by=schema.TRACK_KEYS)
+        return out.with_columns(end_ns=pl.col("_end")).drop("_end")
+
+    @functools.cached_property
+    def anomalies(self) -> pl.DataFrame:
+        """Events that break nesting or carry damage, one row per finding.
+
+        `kind`: `overrun` (ends after its parent, beyond the time resolution),
+        `negative_dur`, `unmatched_begin`, `unfinished` (`"finished": false`),
+        `name_repaired`.
+        """
+        nested = self.nested
+        res = pl.DataFrame({"rank": list(self.metas),
+                            "_res": [int(m["time_resolution_ns"]) for m in self.metas.values()]},
+                           schema={"rank": pl.Int32, "_res": pl.Int64})
+        parents = nested.select("rank", pl.col("event_id").alias("parent_id"),
+                                pl.col("name").alias("parent_name"), pl.col("cat").alias("parent_cat"))
+        over = (
+            nested.filter(pl.col("overrun_ns") > 0)
+            .join(res, on="rank", how="left")
+            .filter((pl.col("_res") <= 1) | (pl.col("overrun_ns") > pl.col("_res")))
+            .join(parents, on=["rank", "parent_id"], how="left")
+            .with_columns(kind=pl.lit("overrun"))
+        )
+        flags = pl.col("flags")
+        flagged = nested.filter(
+            ((flags & int(schema.Flag.NEGATIVE_DUR)) != 0)
+            | ((flags & int(schema.Flag.UNMATCHED_BEGIN)) != 0)
+            | ((flags & int(schema.Flag.NAME_REPAIRED)) != 0)
+            | (pl.col("finished") == False)  # noqa: E712 - polars expression
+        ).with_columns(
+            kind=pl.when((flags & int(schema.Flag.NEGATIVE_DUR)) != 0).then(pl.lit("negative_dur"))
+            .when((flags & int(schema.Flag.UNMATCHED_BEGIN)) != 0).then(pl.lit("unmatched_begin"))
+            .when(pl.col("finished") == False).then(pl.lit("unfinished"))  # noqa: E712
+            .otherwise(pl.lit("name_repaired")),
+            parent_name=pl.lit(None, pl.String),
+            parent_cat=pl.lit(None, pl.Categorical),
+        )
+        cols = ["kind", "rank", "event_id", "name", "cat", "pid", "tid", "start_ns", "end_ns", "dur_ns",
+                "parent_id", "parent_name", "parent_cat", "overrun_ns"]
+        return pl.concat([over.select(cols), flagged.select(cols)], how="vertical_relaxed").sort(
+            ["rank", "event_id"])
+
+    def device_self(self) -> pl.DataFrame | None:
+        """Per host event, device time of the activities it launched (None without device module)."""
+        try:
+            from proftab import device
+        except ImportError:  # pragma: no cover - device attribution not built
+            return None
+        return device.self_device_time(self)
+
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+                     group_by_overload_name: bool = False, *, include_python_functions: bool = True,
+                     top_level_only: bool = False, by_step: bool = False) -> pl.DataFrame:
+        """torch's `key_averages()` as a DataFrame, never with negative self time.
+
+        See `proftab.aggregate.key_averages` for the columns and rules.
+        """
+        return aggregate.key_averages(
+            self.nested, self.instants, device_self=self.device_self(), device_type=self.device_type,
+            group_by_input_shape=group_by_input_shape, group_by_stack_n=group_by_stack_n,
+            group_by_overload_name=group_by_overload_name, include_python_functions=include_python_functions,
+            top_level_only=top_level_only, by_step=by_step,
+        )
+
+    def table(self, sort_by: str | None = "self_cpu_time_total", row_limit: int = 100,
+              max_name_column_width: int | None = 55, header: str | None = None,
+              top_level_events_only: bool = False, time_unit: str | None = None, *,
+              group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+              max_src_column_width: int = 75, max_shapes_column_width: int = 80) -> str:
+        """torch's `key_averages().table()` text for this trace, same layout byte for byte."""
+        from proftab.render import render_table
+
+        rows = self.key_averages(group_by_input_shape, group_by_stack_n)
+        return render_table(
+            rows, sort_by=sort_by, row_limit=row_limit, max_name_column_width=max_name_column_width,
+            max_src_column_width=max_src_column_width, max_shapes_column_width=max_shapes_column_width,
+            header=header, top_level_events_only=top_level_events_only, time_unit=time_unit,
+            use_device=self.use_device, profile_memory=bool(self.meta.get("profile_memory")),
+            with_flops=bool(self.meta.get("with_flops")),
+        )
+
+    # ------------------------------------------------------------------ display
+
+    def __repr__(self) -> str:
+        files = ", ".join(str(m.get("source_file")) for m in self.metas.values())
+        return (f"<proftab.Trace ranks={self.ranks} events={len(self.events):,} instants={len(self.instants):,} "
+                f"flows={len(self.flows):,} rejected={len(self.rejected):,} files=[{files}]>")
