@@ -238,6 +238,10 @@ def _pair_begin_end(rows: pl.DataFrame, begin: str, end: str, keys: list[str],
     be = rows.filter(pl.col("ph").cast(pl.String).is_in([begin, end])).sort("event_id")
     if be.is_empty():
         return be.clear(), be.clear()
+    # one exact, null-safe key column (joins never match nulls)
+    be = be.with_columns(_key=pl.concat_str([pl.col(k).cast(pl.String).fill_null("\x00") for k in keys],
+                                            separator="\x01"))
+    keys = ["_key"]
     step = pl.when(pl.col("ph").cast(pl.String) == begin).then(1).otherwise(-1)
     be = be.with_columns(_level=step.cum_sum().over(keys, order_by="event_id"))
     be = be.with_columns(
@@ -268,8 +272,8 @@ def _pair_begin_end(rows: pl.DataFrame, begin: str, end: str, keys: list[str],
             .otherwise(pl.col("extra").str.strip_suffix("}") + pl.lit(", "))
             + pl.lit('"end_args": ') + pl.col("_end_args") + pl.lit("}")
         ).otherwise(pl.col("extra")),
-    ).drop("_level", "_min", "_end_id", "_end_ts", "_end_args")
-    return events, unmatched_end.drop("_level", "_min")
+    ).drop("_level", "_min", "_end_id", "_end_ts", "_end_args", "_key")
+    return events, unmatched_end.drop("_level", "_min", "_key")
 
 
 def _pair_with_stack(be: pl.DataFrame, begin: str, keys: list[str]) -> pl.DataFrame:
@@ -433,8 +437,6 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
                      "see the flags column")
     if len(rejected):
         notes.append(f"{path}: {len(rejected)} input events rejected; see Trace.rejected")
-    if not isinstance(base, int) and max_frac > 0 and not res["top_is_list"] and err is None:
-        pass  # relative times without a base are legal in generic Chrome traces
     for note in notes:
         warnings.warn(note, ProftabWarning, stacklevel=3)
     return FileTables(path=path, rank=rank, meta=meta, events=events, instants=instants, flows=flows,
@@ -448,8 +450,8 @@ def _counters(rows: pl.DataFrame) -> pl.DataFrame:
     if rows.is_empty():
         return schema.empty(schema.COUNTER_COLUMNS)
     base_cols = [c for c in schema.COUNTER_COLUMNS if c not in ("ts_ns", "series", "value")]
-    decoded = rows.select([*base_cols, pl.col("ts").alias("ts_ns"),
-                           pl.col("args").str.json_decode(infer_schema_length=None).alias("_v")])
+    decoded = rows.select([*base_cols, pl.col("ts").alias("ts_ns")]).with_columns(
+        rows["args"].str.json_decode(infer_schema_length=None).alias("_v"))
     fields = decoded.schema["_v"]
     if not isinstance(fields, pl.Struct) or not fields.fields:
         return schema.empty(schema.COUNTER_COLUMNS)
