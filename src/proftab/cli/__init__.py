@@ -1,0 +1,151 @@
+"""The `proftab` command line: a registry of subcommands, one module each.
+
+Contract
+--------
+A subcommand is a module `proftab.cli.<name>` that defines ``COMMAND = Command(...)``:
+``add_arguments(parser)`` declares its options, ``run(args) -> int`` does the work and
+returns the exit status. To add one, write the module and append its name to
+`BUILTIN_COMMANDS`. Modules import heavy libraries inside ``run`` only, so that
+``proftab --help`` stays fast.
+
+Exit statuses: 0 success; 1 findings (``check --strict``); 2 bad input or usage (one line
+``proftab: error: ...`` on stderr, no traceback); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = ["BUILTIN_COMMANDS", "Command", "build_parser", "commands", "main"]
+
+#: modules under `proftab.cli` that define a subcommand, in `--help` order
+BUILTIN_COMMANDS: list[str] = ["summary", "check"]
+
+_DESCRIPTION = """\
+Exact, columnar tables from PyTorch profiler (Kineto / Chrome JSON) traces.
+
+examples:
+  proftab summary trace.pt.trace.json.gz                 torch's key_averages table
+  proftab summary run/*.json --sort self_cuda_time_total --limit 20
+  proftab summary trace.json.gz --format csv -o ops.csv  the key_averages columns as CSV
+  proftab check trace.json.gz --strict                   CI gate: exit 1 on any anomaly
+  proftab plot top trace.json.gz -o top.html             top ops chart (also timeline, tree, steps)
+  proftab diff before.json.gz after.json.gz --limit 15   what changed, largest first
+
+Run `proftab COMMAND --help` for the options and examples of each command.
+"""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand.
+
+    Attributes
+    ----------
+    name
+        The word typed after `proftab`.
+    help
+        One line for `proftab --help`.
+    examples
+        Example invocations (one per line, with a short comment) for `proftab NAME --help`.
+    add_arguments
+        Declares the subcommand's arguments on its parser.
+    run
+        Runs it on the parsed arguments; returns the exit status.
+    """
+
+    name: str
+    help: str
+    examples: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def commands() -> dict[str, Command]:
+    """The registered subcommands by name (imports each module of `BUILTIN_COMMANDS`)."""
+    out: dict[str, Command] = {}
+    for mod_name in BUILTIN_COMMANDS:
+        mod = importlib.import_module(f"proftab.cli.{mod_name}")
+        cmd: Command = mod.COMMAND
+        out[cmd.name] = cmd
+    return out
+
+
+def _common_parser() -> argparse.ArgumentParser:
+    """Options every subcommand accepts (after the subcommand word)."""
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("output control")
+    g.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar and no warnings on stderr (errors still print)")
+    g.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
+                   help="progress bar on stderr while reading: auto = on a terminal for inputs "
+                        "over 50 MB (default: auto)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full `proftab` argument parser."""
+    from proftab import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="proftab", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"proftab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    common = _common_parser()
+    for cmd in commands().values():
+        p = sub.add_parser(
+            cmd.name, help=cmd.help, description=f"{cmd.help}\n\nexamples:\n{cmd.examples}",
+            formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
+        cmd.add_arguments(p)
+        p.set_defaults(_run=cmd.run)
+    return parser
+
+
+def _one_line(exc: BaseException) -> str:
+    """The exception message on one line (a `Hint:` line is joined with '; ')."""
+    text = str(exc).strip() or type(exc).__name__
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `proftab` command line; returns the exit status.
+
+    Parameters
+    ----------
+    argv
+        Arguments without the program name (default: ``sys.argv[1:]``).
+    """
+    from proftab.exceptions import ProftabError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors (argparse prints them)
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    if getattr(args, "_run", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args))
+    except BrokenPipeError:  # `proftab summary t.json | head`: stop quietly
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except (ProftabError, ValueError, OSError) as exc:
+        print(f"proftab: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"proftab: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("proftab: interrupted", file=sys.stderr)
+        return 130

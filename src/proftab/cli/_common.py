@@ -1,0 +1,145 @@
+"""Helpers shared by the subcommands: loading with progress and warnings, output formats."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from proftab.trace import Trace
+
+__all__ = ["FORMATS", "add_output_arguments", "add_trace_arguments", "guess_format", "load_trace",
+           "rich_console", "write_frame", "write_text"]
+
+FORMATS = ("text", "csv", "json", "markdown", "parquet")
+_EXTENSIONS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown",
+               ".parquet": "parquet", ".pq": "parquet", ".txt": "text"}
+
+
+def add_trace_arguments(p: argparse.ArgumentParser, *, many: bool = True, dest: str = "trace") -> None:
+    """The TRACE argument(s) and `--salvage`."""
+    p.add_argument(dest, nargs="+" if many else None, metavar="TRACE",
+                   help="a .json / .json.gz trace, a directory of rank files or a glob"
+                        + (" (several: loaded as one multi-rank trace)" if many else ""))
+    p.add_argument("--salvage", action="store_true",
+                   help="keep the complete events of a damaged or truncated file (warns what was lost)")
+
+
+def add_output_arguments(p: argparse.ArgumentParser, *, default_note: str = "") -> None:
+    """`--format` and `-o`."""
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="output format (default: from the -o extension, else text)" + default_note)
+    p.add_argument("-o", "--output", metavar="FILE", default=None,
+                   help="write to FILE instead of stdout")
+    p.add_argument("--plain", action="store_true",
+                   help="plain text even on a terminal (text output is rich on a terminal when "
+                        "the `rich` package is installed, plain when piped)")
+
+
+def guess_format(args: argparse.Namespace) -> str:
+    """The output format: `--format`, else from the `-o` extension, else text."""
+    if args.format:
+        return str(args.format)
+    if args.output:
+        name = args.output.lower()
+        for ext, fmt in _EXTENSIONS.items():
+            if name.endswith(ext):
+                return fmt
+    return "text"
+
+
+def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool = True) -> Trace:
+    """`pt.load` the sources with the CLI's progress bar and warning display.
+
+    ProftabWarnings (and other warnings) are printed as ``proftab: warning: ...`` lines on
+    stderr unless `--quiet`.
+    """
+    import proftab as pt
+    from proftab.cli._progress import ReadProgress
+    from proftab.io.files import expand_sources
+
+    paths = expand_sources(sources)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ReadProgress(paths, "never" if args.quiet else args.progress) as progress:
+            tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)))
+            if nest:
+                progress.phase("nesting")
+                _ = tr.nested
+    if not args.quiet:
+        for w in caught:
+            text = "; ".join(line.strip() for line in str(w.message).splitlines() if line.strip())
+            print(f"proftab: warning: {text}", file=sys.stderr)
+    return tr
+
+
+def rich_console(args: argparse.Namespace, stream: object = None) -> object | None:
+    """A `rich.console.Console` for stdout when it is a terminal and rich is installed, else None."""
+    stream = sys.stdout if stream is None else stream
+    if getattr(args, "plain", False) or getattr(args, "output", None):
+        return None
+    if not getattr(stream, "isatty", lambda: False)() or os.environ.get("TERM") == "dumb":
+        return None
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console(file=stream)  # type: ignore[arg-type]
+
+
+def _flat(df: pl.DataFrame) -> pl.DataFrame:
+    """List columns as '; '-joined text (for CSV and Markdown)."""
+    import polars as pl
+
+    lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
+    return df.with_columns(pl.col(c).list.join("; ") for c in lists) if lists else df
+
+
+def markdown_table(df: pl.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table of `df` (pipes and newlines in cells escaped)."""
+    import polars as pl
+
+    flat = _flat(df)
+    text = flat.select(
+        pl.col(c).cast(pl.String).fill_null("").str.replace_all("|", r"\|", literal=True)
+        .str.replace_all("\n", " ", literal=True) for c in flat.columns)
+    numeric = [t.is_numeric() for t in flat.dtypes]
+    lines = ["| " + " | ".join(h.replace("|", r"\|") for h in flat.columns) + " |",
+             "|" + "|".join("---:" if num else "---" for num in numeric) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in text.iter_rows()]
+    return "\n".join(lines) + "\n"
+
+
+def write_frame(df: pl.DataFrame, fmt: str, output: str | None) -> None:
+    """Write `df` as csv / json / markdown / parquet to `output` (stdout when None)."""
+    if fmt == "parquet":
+        if output is None:
+            msg = "--format parquet needs -o FILE"
+            raise ValueError(msg)
+        df.write_parquet(output)
+        return
+    if fmt == "csv":
+        text = _flat(df).write_csv()
+    elif fmt == "json":
+        text = df.write_json() + "\n"
+    elif fmt == "markdown":
+        text = markdown_table(df)
+    else:  # pragma: no cover - callers handle text
+        msg = f"unknown format {fmt!r}"
+        raise ValueError(msg)
+    write_text(text, output)
+
+
+def write_text(text: str, output: str | None) -> None:
+    """Write `text` to `output`, or to stdout."""
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
