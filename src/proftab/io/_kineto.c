@@ -17,6 +17,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stddef.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <stdlib.h>
 
@@ -284,6 +287,18 @@ enum { S_PID_TEXT, S_TID_TEXT, S_ID_TEXT, S_ARGS, S_EXTRA, S_EXCERPT, S_MVALUE, 
 
 enum { ST_START, ST_ENVELOPE, ST_EVENTS, ST_DONE, ST_RESYNC };
 
+/* Rows go to one of two tables: 0 = complete-event phases (X B E b e), 1 = everything else
+ * (instants, flows, counters, metadata, rejected elements). The big table then needs no
+ * filtering copy on the Python side. */
+typedef struct {
+    dictcol_t dicts[N_DICT];
+    fixcol_t fix[N_FIX];
+    strcol_t strs[N_STR];
+    fixcol_t tfix[MAX_TYPED];
+    strcol_t tstr[MAX_TYPED];
+    int64_t rows;
+} table_t;
+
 typedef struct {
     /* one parsed element, committed only when complete; fields up to `ntyped` are reset per element */
     const char *ph, *cat, *name, *bp, *s;
@@ -322,6 +337,7 @@ typedef struct {
     int complete;
     int salvage;
     int saw_events;
+    int finished;
     int64_t resyncs;
     char reason_buf[200];
     int64_t rows;
@@ -333,11 +349,7 @@ typedef struct {
     int64_t err_offset;
     char excerpt[128];
     /* columns */
-    dictcol_t dicts[N_DICT];
-    fixcol_t fix[N_FIX];
-    strcol_t strs[N_STR];
-    fixcol_t tfix[MAX_TYPED];
-    strcol_t tstr[MAX_TYPED];
+    table_t tabs[2];
     buf_t envelope;   /* '"key": value, ...' raw pieces */
     int nenvelope;
     buf_t scratch;
@@ -1134,8 +1146,8 @@ static int parse_element(Parser *P, cur_t *c) {
     return OK;
 }
 
-static int commit_dict(Parser *P, int which, int64_t row, const char *s, size_t n, int esc, int *flags) {
-    dictcol_t *d = &P->dicts[which];
+static int commit_dict(Parser *P, table_t *T, int which, int64_t row, const char *s, size_t n, int esc, int *flags) {
+    dictcol_t *d = &T->dicts[which];
     int32_t code;
     if (esc) {
         P->scratch.len = 0;
@@ -1165,23 +1177,27 @@ static int is_ph(elem_t *e, char ch) {
 
 static int commit_element(Parser *P, int64_t offset, const char *from, const char *to) {
     elem_t *e = &P->e;
-    int64_t row = P->rows;
+    int is_event = e->ph && e->ph_n == 1 && !e->reason &&
+                   (e->ph[0] == 'X' || e->ph[0] == 'B' || e->ph[0] == 'E' || e->ph[0] == 'b' || e->ph[0] == 'e');
+    table_t *T = &P->tabs[is_event ? 0 : 1];
+    int64_t row = T->rows;
+    int64_t index = P->rows;
     int flags = e->flags;
     int bad = 0;
-    if (fix_set(&P->fix[F_EVENT_INDEX], row, &row, 8)) return -1;
-    if (e->ph && commit_dict(P, D_PH, row, e->ph, e->ph_n, e->ph_esc, &flags)) bad = 1;
-    if (e->cat && commit_dict(P, D_CAT, row, e->cat, e->cat_n, e->cat_esc, &flags)) bad = 1;
-    if (e->name && commit_dict(P, D_NAME, row, e->name, e->name_n, e->name_esc, &flags)) bad = 1;
-    if (e->bp && commit_dict(P, D_BP, row, e->bp, e->bp_n, e->bp_esc, &flags)) bad = 1;
-    if (e->s && commit_dict(P, D_S, row, e->s, e->s_n, e->s_esc, &flags)) bad = 1;
-    if (e->has_pid && fix_set(&P->fix[F_PID], row, &e->pid, 8)) bad = 1;
-    if (e->has_tid && fix_set(&P->fix[F_TID], row, &e->tid, 8)) bad = 1;
-    if (e->has_ts && fix_set(&P->fix[F_TS], row, &e->ts, 8)) bad = 1;
-    if (e->has_dur && fix_set(&P->fix[F_DUR], row, &e->dur, 8)) bad = 1;
-    if (e->has_id && fix_set(&P->fix[F_ID], row, &e->id, 8)) bad = 1;
-    if (e->pid_txt && commit_text(P, &P->strs[S_PID_TEXT], row, e->pid_txt, e->pid_txt_n, e->pid_txt_str, &flags)) bad = 1;
-    if (e->tid_txt && commit_text(P, &P->strs[S_TID_TEXT], row, e->tid_txt, e->tid_txt_n, e->tid_txt_str, &flags)) bad = 1;
-    if (e->id_txt && commit_text(P, &P->strs[S_ID_TEXT], row, e->id_txt, e->id_txt_n, e->id_txt_str, &flags)) bad = 1;
+    if (fix_set(&T->fix[F_EVENT_INDEX], row, &index, 8)) return -1;
+    if (e->ph && commit_dict(P, T, D_PH, row, e->ph, e->ph_n, e->ph_esc, &flags)) bad = 1;
+    if (e->cat && commit_dict(P, T, D_CAT, row, e->cat, e->cat_n, e->cat_esc, &flags)) bad = 1;
+    if (e->name && commit_dict(P, T, D_NAME, row, e->name, e->name_n, e->name_esc, &flags)) bad = 1;
+    if (e->bp && commit_dict(P, T, D_BP, row, e->bp, e->bp_n, e->bp_esc, &flags)) bad = 1;
+    if (e->s && commit_dict(P, T, D_S, row, e->s, e->s_n, e->s_esc, &flags)) bad = 1;
+    if (e->has_pid && fix_set(&T->fix[F_PID], row, &e->pid, 8)) bad = 1;
+    if (e->has_tid && fix_set(&T->fix[F_TID], row, &e->tid, 8)) bad = 1;
+    if (e->has_ts && fix_set(&T->fix[F_TS], row, &e->ts, 8)) bad = 1;
+    if (e->has_dur && fix_set(&T->fix[F_DUR], row, &e->dur, 8)) bad = 1;
+    if (e->has_id && fix_set(&T->fix[F_ID], row, &e->id, 8)) bad = 1;
+    if (e->pid_txt && commit_text(P, &T->strs[S_PID_TEXT], row, e->pid_txt, e->pid_txt_n, e->pid_txt_str, &flags)) bad = 1;
+    if (e->tid_txt && commit_text(P, &T->strs[S_TID_TEXT], row, e->tid_txt, e->tid_txt_n, e->tid_txt_str, &flags)) bad = 1;
+    if (e->id_txt && commit_text(P, &T->strs[S_ID_TEXT], row, e->id_txt, e->id_txt_n, e->id_txt_str, &flags)) bad = 1;
     int whole_args = is_ph(e, 'C') || is_ph(e, 'M');
     if (is_ph(e, 'M') && e->args_raw) {
         /* metadata value: args.name / args.labels / args.sort_index (strings decoded, numbers as text) */
@@ -1199,7 +1215,7 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
             int vesc = 0;
             if (skip_value(&t, &vesc, 1)) break;
             if (key_is(k, kn, "name") || key_is(k, kn, "labels") || key_is(k, kn, "sort_index")) {
-                strcol_t *col = &P->strs[S_MVALUE];
+                strcol_t *col = &T->strs[S_MVALUE];
                 if (str_begin(col, row)) return -1;
                 if (*v == '"') decode_string(&col->data, v + 1, (size_t)(t.p - v) - 2, vesc, &P->oom);
                 else append_json(&col->data, v, (size_t)(t.p - v), vesc, &P->oom);
@@ -1212,7 +1228,7 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
         }
     }
     if (whole_args && e->args_raw) {
-        strcol_t *col = &P->strs[S_ARGS];
+        strcol_t *col = &T->strs[S_ARGS];
         if (str_begin(col, row)) return -1;
         int rep = append_json(&col->data, e->args_raw, e->args_raw_n, e->args_esc, &P->oom);
         if (rep) flags |= FL_ARGS_REPAIRED;
@@ -1224,13 +1240,13 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
             case K_I64:
             case K_U64:
             case K_BOOL:
-                if (fix_set(&P->tfix[col], row, &e->typed[q].i, 8)) bad = 1;
+                if (fix_set(&T->tfix[col], row, &e->typed[q].i, 8)) bad = 1;
                 break;
             case K_F64:
-                if (fix_set(&P->tfix[col], row, &e->typed[q].f, 8)) bad = 1;
+                if (fix_set(&T->tfix[col], row, &e->typed[q].f, 8)) bad = 1;
                 break;
             case K_STR: {
-                strcol_t *sc = &P->tstr[col];
+                strcol_t *sc = &T->tstr[col];
                 if (str_begin(sc, row)) return -1;
                 if (decode_string(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
                     flags |= FL_ARGS_REPAIRED;
@@ -1238,7 +1254,7 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
                 break;
             }
             case K_JSON: {
-                strcol_t *sc = &P->tstr[col];
+                strcol_t *sc = &T->tstr[col];
                 if (str_begin(sc, row)) return -1;
                 if (append_json(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
                     flags |= FL_ARGS_REPAIRED;
@@ -1249,20 +1265,20 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
         }
         if (e->nargs) {
             buf_putc(&e->args, '}');
-            strcol_t *col = &P->strs[S_ARGS];
+            strcol_t *col = &T->strs[S_ARGS];
             if (str_begin(col, row) || buf_append(&col->data, e->args.p, e->args.len) || str_end(col)) return -1;
         }
     }
     if (e->nextra) {
         buf_putc(&e->extra, '}');
-        strcol_t *col = &P->strs[S_EXTRA];
+        strcol_t *col = &T->strs[S_EXTRA];
         if (str_begin(col, row) || buf_append(&col->data, e->extra.p, e->extra.len) || str_end(col)) return -1;
     }
     if (e->reason) {
         int dummy = 0;
-        if (fix_set(&P->fix[F_OFFSET], row, &offset, 8)) return -1;
-        if (commit_dict(P, D_REASON, row, e->reason, strlen(e->reason), 0, &dummy)) bad = 1;
-        strcol_t *col = &P->strs[S_EXCERPT];
+        if (fix_set(&T->fix[F_OFFSET], row, &offset, 8)) return -1;
+        if (commit_dict(P, T, D_REASON, row, e->reason, strlen(e->reason), 0, &dummy)) bad = 1;
+        strcol_t *col = &T->strs[S_EXCERPT];
         size_t n = (size_t)(to - from);
         if (n > 160) n = 160;
         if (str_begin(col, row)) return -1;
@@ -1274,9 +1290,10 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
     }
     if (flags) {
         uint16_t f16 = (uint16_t)flags;
-        if (fix_set(&P->fix[F_FLAGS], row, &f16, 2)) bad = 1;
+        if (fix_set(&T->fix[F_FLAGS], row, &f16, 2)) bad = 1;
     }
     if (e->has_ts) P->any_ts = 1;
+    T->rows++;
     P->rows++;
     if (bad || P->oom) return -1;
     return 0;
@@ -1444,6 +1461,11 @@ static PyTypeObject BufferType = {
 /* steal the buffer's memory into a Buffer object, truncated/extended (zeroed) to size */
 static PyObject *take_buf(buf_t *b, size_t size) {
     if (buf_exact(b, size)) return PyErr_NoMemory();
+    if (b->cap > size + 4096) {
+        /* give back the geometric-growth slack */
+        char *np = realloc(b->p, size ? size : 1);
+        if (np) { b->p = np; b->cap = size; }
+    }
     BufferObject *o = PyObject_New(BufferObject, &BufferType);
     if (!o) return NULL;
     o->data = b->p;
@@ -1458,12 +1480,15 @@ static PyObject *take_buf(buf_t *b, size_t size) {
 
 static void Parser_dealloc(Parser *P) {
     buf_free(&P->pending);
-    for (int i = 0; i < N_DICT; i++) dict_free(&P->dicts[i]);
-    for (int i = 0; i < N_FIX; i++) { buf_free(&P->fix[i].data); buf_free(&P->fix[i].valid); }
-    for (int i = 0; i < N_STR; i++) { buf_free(&P->strs[i].offsets); buf_free(&P->strs[i].data); buf_free(&P->strs[i].valid); }
-    for (int i = 0; i < MAX_TYPED; i++) {
-        buf_free(&P->tfix[i].data); buf_free(&P->tfix[i].valid);
-        buf_free(&P->tstr[i].offsets); buf_free(&P->tstr[i].data); buf_free(&P->tstr[i].valid);
+    for (int t = 0; t < 2; t++) {
+        table_t *T = &P->tabs[t];
+        for (int i = 0; i < N_DICT; i++) dict_free(&T->dicts[i]);
+        for (int i = 0; i < N_FIX; i++) { buf_free(&T->fix[i].data); buf_free(&T->fix[i].valid); }
+        for (int i = 0; i < N_STR; i++) { buf_free(&T->strs[i].offsets); buf_free(&T->strs[i].data); buf_free(&T->strs[i].valid); }
+        for (int i = 0; i < MAX_TYPED; i++) {
+            buf_free(&T->tfix[i].data); buf_free(&T->tfix[i].valid);
+            buf_free(&T->tstr[i].offsets); buf_free(&T->tstr[i].data); buf_free(&T->tstr[i].valid);
+        }
     }
     for (int i = 0; i < P->nkeys; i++) free((void *)P->keys[i].key);
     buf_free(&P->envelope);
@@ -1479,7 +1504,8 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"typed_keys", "salvage", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p", kwlist, &spec, &salvage)) return -1;
     P->salvage = salvage;
-    for (int i = 0; i < N_DICT; i++) P->dicts[i].last_n = (size_t)-1;
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < N_DICT; i++) P->tabs[t].dicts[i].last_n = (size_t)-1;
     PyObject *seq = PySequence_Fast(spec, "typed_keys must be a sequence");
     if (!seq) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -1511,6 +1537,7 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
 
 static PyObject *Parser_feed(Parser *P, PyObject *arg) {
     Py_buffer view;
+    if (P->finished) { PyErr_SetString(PyExc_ValueError, "the parser is finished"); return NULL; }
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     if (P->has_error) { PyBuffer_Release(&view); Py_RETURN_NONE; }
     int oom = 0;
@@ -1555,6 +1582,11 @@ static PyObject *fix_result(fixcol_t *c, int64_t nrows, size_t width) {
 }
 
 static PyObject *str_result(strcol_t *c, int64_t nrows) {
+    if (c->nvalid == 0) {
+        /* all null: no buffers at all */
+        buf_free(&c->offsets); buf_free(&c->data); buf_free(&c->valid);
+        Py_RETURN_NONE;
+    }
     if (str_finish(c, nrows)) return PyErr_NoMemory();
     int64_t nvalid = c->nvalid;
     PyObject *offsets = take_buf(&c->offsets, (size_t)(nrows + 1) * 8);
@@ -1596,8 +1628,55 @@ static PyObject *dict_result(dictcol_t *d, int64_t nrows) {
     return Py_BuildValue("(NNNi)", codes, offs, data, (int)d->n);
 }
 
+static PyObject *table_result(Parser *P, table_t *T) {
+    int64_t n = T->rows;
+    PyObject *res = PyDict_New();
+    if (!res) return NULL;
+    static const char *dict_names[N_DICT] = {"ph", "cat", "name", "bp", "s", "reason"};
+    static const char *fix_names[N_FIX] = {"event_index", "pid", "tid", "ts", "dur", "id", "offset", "flags"};
+    static const size_t fix_width[N_FIX] = {8, 8, 8, 8, 8, 8, 8, 2};
+    static const char *str_names[N_STR] = {"pid_text", "tid_text", "id_text", "args", "extra", "excerpt", "mvalue"};
+    for (int i = 0; i < N_DICT; i++) {
+        PyObject *o = dict_result(&T->dicts[i], n);
+        if (!o || PyDict_SetItemString(res, dict_names[i], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
+        Py_DECREF(o);
+    }
+    for (int i = 0; i < N_FIX; i++) {
+        PyObject *o = fix_result(&T->fix[i], n, fix_width[i]);
+        if (!o || PyDict_SetItemString(res, fix_names[i], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
+        Py_DECREF(o);
+    }
+    for (int i = 0; i < N_STR; i++) {
+        PyObject *o = str_result(&T->strs[i], n);
+        if (!o || PyDict_SetItemString(res, str_names[i], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
+        Py_DECREF(o);
+    }
+    PyObject *typed = PyList_New(P->ntypedcols);
+    if (!typed) { Py_DECREF(res); return NULL; }
+    for (int col = 0; col < P->ntypedcols; col++) {
+        int kind = P->colkind[col];
+        PyObject *o;
+        if (kind == K_STR || kind == K_JSON) {
+            o = str_result(&T->tstr[col], n);
+        } else {
+            if (T->tfix[col].nvalid == 0) { buf_free(&T->tfix[col].data); buf_free(&T->tfix[col].valid); o = Py_None; Py_INCREF(o); }
+            else o = fix_result(&T->tfix[col], n, 8);
+        }
+        if (!o) { Py_DECREF(typed); Py_DECREF(res); return NULL; }
+        PyList_SET_ITEM(typed, col, o);
+    }
+    PyDict_SetItemString(res, "typed", typed);
+    Py_DECREF(typed);
+    PyObject *v = PyLong_FromLongLong(n);
+    PyDict_SetItemString(res, "rows", v);
+    Py_DECREF(v);
+    return res;
+}
+
 static PyObject *Parser_finish(Parser *P, PyObject *unused) {
     (void)unused;
+    if (P->finished) { PyErr_SetString(PyExc_ValueError, "the parser is finished"); return NULL; }
+    P->finished = 1;
     /* a remaining pending tail means truncation (or garbage) */
     if (!P->has_error && P->pending.len) {
         /* try once more with final=1 to report a precise error */
@@ -1617,44 +1696,22 @@ static PyObject *Parser_finish(Parser *P, PyObject *unused) {
         else set_error(P, "the file ends before the trace is closed (truncated trace)", "", "", "");
         P->err_offset = P->consumed + (int64_t)P->pending.len;
     }
-    int64_t n = P->rows;
+    size_t tail = P->pending.len;
+    buf_free(&P->pending);
+    P->pending.len = tail;  /* only the length is reported below */
+    buf_free(&P->scratch);
     PyObject *res = PyDict_New();
     if (!res) return NULL;
-    static const char *dict_names[N_DICT] = {"ph", "cat", "name", "bp", "s", "reason"};
-    static const char *fix_names[N_FIX] = {"event_index", "pid", "tid", "ts", "dur", "id", "offset", "flags"};
-    static const size_t fix_width[N_FIX] = {8, 8, 8, 8, 8, 8, 8, 2};
-    static const char *str_names[N_STR] = {"pid_text", "tid_text", "id_text", "args", "extra", "excerpt", "mvalue"};
-    for (int i = 0; i < N_DICT; i++) {
-        PyObject *o = dict_result(&P->dicts[i], n);
-        if (!o || PyDict_SetItemString(res, dict_names[i], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
+    static const char *tab_names[2] = {"events", "other"};
+    for (int t = 0; t < 2; t++) {
+        PyObject *o = table_result(P, &P->tabs[t]);
+        if (!o || PyDict_SetItemString(res, tab_names[t], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
         Py_DECREF(o);
     }
-    for (int i = 0; i < N_FIX; i++) {
-        PyObject *o = fix_result(&P->fix[i], n, fix_width[i]);
-        if (!o || PyDict_SetItemString(res, fix_names[i], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
-        Py_DECREF(o);
-    }
-    for (int i = 0; i < N_STR; i++) {
-        PyObject *o = str_result(&P->strs[i], n);
-        if (!o || PyDict_SetItemString(res, str_names[i], o)) { Py_XDECREF(o); Py_DECREF(res); return NULL; }
-        Py_DECREF(o);
-    }
-    PyObject *typed = PyList_New(P->ntypedcols);
-    for (int col = 0; col < P->ntypedcols; col++) {
-        int kind = P->colkind[col];
-        PyObject *o;
-        if (kind == K_STR || kind == K_JSON) {
-            if (P->tstr[col].nvalid == 0) { o = Py_None; Py_INCREF(o); }
-            else o = str_result(&P->tstr[col], n);
-        } else {
-            if (P->tfix[col].nvalid == 0) { o = Py_None; Py_INCREF(o); }
-            else o = fix_result(&P->tfix[col], n, 8);
-        }
-        if (!o) { Py_DECREF(typed); Py_DECREF(res); return NULL; }
-        PyList_SET_ITEM(typed, col, o);
-    }
-    PyDict_SetItemString(res, "typed", typed);
-    Py_DECREF(typed);
+#ifdef __GLIBC__
+    malloc_trim(0);  /* hand the freed growth slack back to the OS */
+#endif
+    int64_t n = P->rows;
     PyObject *env = PyBytes_FromStringAndSize(P->envelope.p ? P->envelope.p : "", (Py_ssize_t)P->envelope.len);
     PyDict_SetItemString(res, "envelope", env);
     Py_DECREF(env);

@@ -18,6 +18,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -35,6 +36,11 @@ CHUNK = 8 << 20
 _TYPED_SPEC = [(k.encode(), list(schema.TYPED_COLUMNS).index(c), kind) for k, c, kind in schema.TYPED_ARGS]
 _TYPED_NAMES = list(schema.TYPED_COLUMNS)
 _EVENT_PH = ("X", "B", "E", "b", "e")
+# row kinds, computed from the tiny ph dictionary (no per-row string work)
+_K_X, _K_BE, _K_ASYNC, _K_INSTANT, _K_FLOW, _K_COUNTER, _K_META, _K_UNKNOWN, _K_REJECTED = range(9)
+_PH_KIND = {"X": _K_X, "B": _K_BE, "E": _K_BE, "b": _K_ASYNC, "e": _K_ASYNC, "i": _K_INSTANT, "I": _K_INSTANT,
+            "n": _K_INSTANT, "R": _K_INSTANT, "s": _K_FLOW, "t": _K_FLOW, "f": _K_FLOW, "C": _K_COUNTER,
+            "M": _K_META}
 _INSTANT_PH = ("i", "I", "n", "R")
 _FLOW_PH = ("s", "t", "f")
 
@@ -158,15 +164,19 @@ def _fixed(spec: tuple[Any, Any, int], n: int, typ: pa.DataType) -> pa.Array:
                                  null_count=nulls)
 
 
-def _string(spec: tuple[Any, Any, Any, int], n: int) -> pa.Array:
+def _string(spec: tuple[Any, Any, Any, int] | None, n: int) -> pa.Array | None:
+    if spec is None:  # all null
+        return None
     offsets, data, valid, nulls = spec
     return pa.Array.from_buffers(pa.large_string(), n,
                                  [None if valid is None else pa.py_buffer(valid), pa.py_buffer(offsets),
                                   pa.py_buffer(data)], null_count=nulls)
 
 
-def _dict(spec: tuple[Any, Any, Any, int], n: int, *, decode: bool) -> pa.Array:
+def _dict(spec: tuple[Any, Any, Any, int], n: int, *, decode: bool) -> pa.Array | None:
     codes, offsets, data, size = spec
+    if size == 0:  # all null
+        return None
     dictionary = pa.Array.from_buffers(pa.large_string(), size, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     idx = _fixed(codes, n, pa.int32())
     arr = pa.DictionaryArray.from_arrays(idx, dictionary)
@@ -176,11 +186,19 @@ def _dict(spec: tuple[Any, Any, Any, int], n: int, *, decode: bool) -> pa.Array:
 def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
     """All scanned rows as one frame (columns of every table; split later by ph)."""
     n = res["rows"]
+    ph = _dict(res["ph"], n, decode=False)
+    if ph is None:
+        kinds = np.full(n, _K_UNKNOWN, dtype=np.uint8)
+    else:
+        table = np.array([_PH_KIND.get(v, _K_UNKNOWN) for v in ph.dictionary.to_pylist()] + [_K_UNKNOWN],
+                         dtype=np.uint8)
+        kinds = table[ph.indices.fill_null(len(table) - 1).to_numpy()]
     cols: dict[str, pa.Array] = {
         "event_id": _fixed(res["event_index"], n, pa.int64()),
-        "ph": _dict(res["ph"], n, decode=False),
+        "ph": ph,
+        "_kind": pa.array(kinds),
         "cat": _dict(res["cat"], n, decode=False),
-        "name": _dict(res["name"], n, decode=True),
+        "name": _dict(res["name"], n, decode=False),
         "pid": _fixed(res["pid"], n, pa.int64()),
         "pid_text": _string(res["pid_text"], n),
         "tid": _fixed(res["tid"], n, pa.int64()),
@@ -199,6 +217,8 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
         "extra": _string(res["extra"], n),
         "mvalue": _string(res["mvalue"], n),
     }
+    nulls = [c for c, a in cols.items() if a is None]
+    cols = {c: a for c, a in cols.items() if a is not None}
     typed = res["typed"]
     for i, name in enumerate(_TYPED_NAMES):
         spec = typed[i] if i < len(typed) else None
@@ -209,12 +229,30 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
             cols[name] = _string(spec, n)
         else:
             cols[name] = _fixed(spec, n, {0: pa.int64(), 1: pa.uint64(), 2: pa.float64(), 5: pa.int64()}[kind])
-    df = pl.from_arrow(pa.table(cols), rechunk=False)
-    assert isinstance(df, pl.DataFrame)
-    casts = [pl.col("flags").fill_null(0)]
+    name = cols.pop("name", None)
+    # column by column: converting a whole pa.Table copies every buffer, a Series does not
+    df = pl.DataFrame([pl.Series(c, a) for c, a in cols.items()])
+    # categorical -> string in Polars: no intermediate Arrow large_string copy
+    casts = [pl.col("flags").fill_null(0),
+             (pl.Series("name", name).cast(pl.String) if name is not None else pl.lit(None, pl.String)).alias("name"),
+             *(pl.lit(None, pl.String).alias(c) for c in nulls if c != "name")]
     if "finished" in df.columns:
         casts.append(pl.col("finished").cast(pl.Boolean))
     return df.with_columns(casts)
+
+
+def _mark_rejected(df: pl.DataFrame) -> pl.DataFrame:
+    """Give a reason to rows that cannot be placed (no ts, unknown phase); kind REJECTED."""
+    kind = pl.col("_kind")
+    df = df.with_columns(
+        reason=pl.when(pl.col("reason").is_null() & (kind <= _K_COUNTER) & pl.col("ts").is_null())
+        .then(pl.lit("missing ts"))
+        .when(pl.col("reason").is_null() & (kind == _K_UNKNOWN))
+        .then(pl.format("unsupported phase '{}'", pl.col("ph").cast(pl.String)))
+        .otherwise(pl.col("reason"))
+    )
+    return df.with_columns(_kind=pl.when(pl.col("reason").is_not_null()).then(pl.lit(_K_REJECTED, pl.UInt8))
+                           .otherwise(kind))
 
 
 def _ensure(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -347,6 +385,7 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
         raise TraceError(msg, path=path)
 
     meta = _meta_from_envelope(res["envelope"], path)
+    n_rows = res["rows"]
     if rank is None:
         rank, rank_source = infer_rank(meta, path, position)
     else:
@@ -366,68 +405,68 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
         "complete": err is None,
     }
 
-    df = _to_frame(res).with_columns(rank=pl.lit(rank, pl.Int32))
-    ph = pl.col("ph").cast(pl.String)
-    reason = pl.col("reason")
-    ok = reason.is_null()
+    big = _mark_rejected(_to_frame(res["events"]).with_columns(rank=pl.lit(rank, pl.Int32)))
+    small = _mark_rejected(_to_frame(res["other"]).with_columns(rank=pl.lit(rank, pl.Int32)))
+    res.clear()  # release the scanner's buffers that the frames did not adopt
+    kind = pl.col("_kind")
+    counts: dict[int, int] = {}
+    for frame in (big, small):
+        for k, c in frame.group_by("_kind").len().iter_rows():
+            counts[k] = counts.get(k, 0) + c
+    last_ts = max((v for v in (f.select(pl.max_horizontal(pl.col("ts").max(), (pl.col("ts") + pl.col("dur")).max()))
+                                .item() for f in (big, small)) if v is not None), default=None)
+    if counts.get(_K_REJECTED) and big.select((kind == _K_REJECTED).any()).item():
+        small = pl.concat([small, big.filter(kind == _K_REJECTED)], how="vertical_relaxed")
+        big = big.filter(kind != _K_REJECTED)
 
-    # ---- events: X, joined B/E and b/e
-    needs_ts = ok & ph.is_in([*_EVENT_PH, *_INSTANT_PH, *_FLOW_PH, "C"]) & pl.col("ts").is_null()
-    df = df.with_columns(reason=pl.when(needs_ts).then(pl.lit("missing ts")).otherwise(reason))
-    ok = pl.col("reason").is_null()
-    known = ph.is_in([*_EVENT_PH, *_INSTANT_PH, *_FLOW_PH, "C", "M"])
-    df = df.with_columns(
-        reason=pl.when(ok & ~known).then(pl.format("unsupported phase '{}'", ph)).otherwise(pl.col("reason"))
-    )
-    ok = pl.col("reason").is_null()
-    good = df.filter(ok)
-    last_ts = good.select(pl.max_horizontal(pl.col("ts").max(), (pl.col("ts") + pl.col("dur")).max())).item()
-
-    x = good.filter(ph == "X")
+    # the big table holds only X/B/E/b/e rows: most Kineto traces are all X, so no copy here
+    x = big if counts.get(_K_X, 0) == len(big) else big.filter(kind == _K_X)
     x = x.with_columns(
         flags=pl.col("flags") | pl.when(pl.col("dur").is_null()).then(int(Flag.DUR_MISSING)).otherwise(0),
         dur=pl.col("dur").fill_null(0),
     )
     pieces = [x]
     bad_pieces = []
-    if good.select(ph.is_in(["B", "E"]).any()).item():
-        ev, bad = _pair_begin_end(good, "B", "E", _TRACK, last_ts)
+    if counts.get(_K_BE):
+        ev, bad = _pair_begin_end(big.filter(kind == _K_BE), "B", "E", _TRACK, last_ts)
         pieces.append(ev)
         bad_pieces.append(bad)
-    if good.select(ph.is_in(["b", "e"]).any()).item():
-        ev, bad = _pair_begin_end(good, "b", "e", ["pid", "pid_text", "cat", "id", "id_text"], last_ts)
+    if counts.get(_K_ASYNC):
+        ev, bad = _pair_begin_end(big.filter(kind == _K_ASYNC), "b", "e",
+                                  ["pid", "pid_text", "cat", "id", "id_text"], last_ts)
         pieces.append(ev)
         bad_pieces.append(bad)
+    del big
     events = pl.concat(pieces, how="vertical_relaxed") if len(pieces) > 1 else x
+    del x, pieces
     events = events.with_columns(
         start_ns=pl.col("ts"),
         dur_ns=pl.col("dur"),
         end_ns=pl.col("ts") + pl.col("dur"),
         flags=pl.col("flags") | pl.when(pl.col("dur") < 0).then(int(Flag.NEGATIVE_DUR)).otherwise(0),
     )
-    if len(pieces) > 1:
+    if len(bad_pieces):
         events = events.sort("event_id")
     events = _ensure(events, schema.EVENT_COLUMNS)
 
-    instants = _ensure(good.filter(ph.is_in(_INSTANT_PH)).rename({"ts": "ts_ns", "s": "scope"}),
+    instants = _ensure(small.filter(kind == _K_INSTANT).rename({"ts": "ts_ns", "s": "scope"}),
                        schema.INSTANT_COLUMNS)
-    flows = _ensure(good.filter(ph.is_in(_FLOW_PH)).rename({"ts": "ts_ns"}), schema.FLOW_COLUMNS)
-    counters = _counters(good.filter(ph == "C"))
-    meta_rows = good.filter(ph == "M")
+    flows = _ensure(small.filter(kind == _K_FLOW).rename({"ts": "ts_ns"}), schema.FLOW_COLUMNS)
+    counters = _counters(small.filter(kind == _K_COUNTER))
+    meta_rows = small.filter(kind == _K_META)
     threads = _threads(meta_rows)
 
-    rejected = df.filter(pl.col("reason").is_not_null())
+    rejected = small.filter(kind == _K_REJECTED)
     if bad_pieces:
         rejected = pl.concat([rejected, *[b.select(rejected.columns) for b in bad_pieces]], how="vertical_relaxed")
     rejected = _ensure(rejected, schema.REJECTED_COLUMNS).sort("event_id")
 
-    n_events_in = good.select(ph.is_in(_EVENT_PH).sum()).item() - sum(len(b) for b in bad_pieces)
+    n_events_in = sum(counts.get(k, 0) for k in (_K_X, _K_BE, _K_ASYNC)) - sum(len(b) for b in bad_pieces)
     accounting = pl.DataFrame(
         {
-            "path": [path], "rank": [rank], "trace_events": [res["rows"]], "events_in": [n_events_in],
-            "instants": [len(instants)], "flows": [len(flows)],
-            "counters": [good.select((ph == "C").sum()).item()], "metadata": [len(meta_rows)],
-            "rejected": [len(rejected)],
+            "path": [path], "rank": [rank], "trace_events": [n_rows], "events_in": [n_events_in],
+            "instants": [len(instants)], "flows": [len(flows)], "counters": [counts.get(_K_COUNTER, 0)],
+            "metadata": [len(meta_rows)], "rejected": [len(rejected)],
         },
         schema=schema.ACCOUNTING_COLUMNS,
     )
