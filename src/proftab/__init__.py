@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.schema import Flag
 from proftab.trace import Trace
+from proftab.io.parquet import ScannedTrace, convert, scan
+from proftab.joins import join_samples, overlaps
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __version__ = "0.1.0"
 __all__ = ["Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "load"]
+__all__ += ["ScannedTrace", "convert", "join_samples", "overlaps", "scan"]
 
 
 def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, salvage: bool = False,

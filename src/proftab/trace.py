@@ -200,6 +200,42 @@ class Trace:
             with_flops=bool(self.meta.get("with_flops")),
         )
 
+    # ------------------------------------------------------------------ parquet, cross-rank
+
+    def to_parquet(self, path: str, *, force: bool = False) -> Any:
+        """Write every table into a Parquet dataset directory (docs/parquet.md); `pt.scan` reads it."""
+        from proftab.io.parquet import write_parquet
+
+        return write_parquet(self, path, force=force)
+
+    def lazy(self, table: str = "events") -> pl.LazyFrame:
+        """`table` (`"events"`, `"nested"`, `"instants"`...) as a LazyFrame (a Parquet scan for `pt.scan`)."""
+        return getattr(self, table).lazy()
+
+    def step_times(self, *, offsets_ns: dict[int, int] | None = None) -> pl.DataFrame:
+        """Per-rank `ProfilerStep#N` windows (`proftab.ranks.step_times`)."""
+        from proftab import ranks
+
+        return ranks.step_times(self, offsets_ns=offsets_ns)
+
+    def slowest_ranks(self, *, offsets_ns: dict[int, int] | None = None) -> pl.DataFrame:
+        """Per step: slowest/fastest rank, spread and skew (`proftab.ranks.slowest_ranks`)."""
+        from proftab import ranks
+
+        return ranks.slowest_ranks(self, offsets_ns=offsets_ns)
+
+    def collective_times(self, *, by_step: bool = True) -> pl.DataFrame:
+        """Per rank (and step) time in collective kernels, exposed and overlapped (`proftab.ranks`)."""
+        from proftab import ranks
+
+        return ranks.collective_times(self, by_step=by_step)
+
+    def collective_skew(self, *, offsets_ns: dict[int, int] | None = None) -> pl.DataFrame:
+        """Start/end skew between ranks of each collective kernel (`proftab.ranks.collective_skew`)."""
+        from proftab import ranks
+
+        return ranks.collective_skew(self, offsets_ns=offsets_ns)
+
     # ------------------------------------------------------------------ display
 
     def __repr__(self) -> str:

@@ -27,6 +27,7 @@ __all__ = ["BUILTIN_COMMANDS", "Command", "build_parser", "commands", "main"]
 
 #: modules under `proftab.cli` that define a subcommand, in `--help` order
 BUILTIN_COMMANDS: list[str] = ["summary", "check"]
+BUILTIN_COMMANDS += ["convert"]  # proftab.cli.convert (Parquet datasets)
 
 _DESCRIPTION = """\
 Exact, columnar tables from PyTorch profiler (Kineto / Chrome JSON) traces.

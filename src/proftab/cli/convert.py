@@ -1,0 +1,51 @@
+"""`proftab convert`: trace files into one Parquet dataset (`proftab.io.parquet.convert`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+from proftab.cli import Command
+
+EXAMPLES = """\
+  proftab convert trace.pt.trace.json.gz trace.pq        one trace -> a dataset directory
+  proftab convert run/ run.pq                            a directory of rank files, in parallel
+  proftab convert 'run/*rank-*.json.gz' run.pq --force   replace an existing dataset
+  python -c "import proftab as pt; print(pt.scan('run.pq').table())"
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sources", nargs="+", metavar="TRACE",
+                   help="a .json / .json.gz trace, a directory of rank files or a glob (several: one dataset)")
+    p.add_argument("out", metavar="OUT", help="the dataset directory to create")
+    p.add_argument("--force", action="store_true", help="replace an existing dataset at OUT")
+    p.add_argument("--salvage", action="store_true",
+                   help="keep the complete events of a damaged or truncated file (warns what was lost)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes for several files (default: one per file, at most the CPUs)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from proftab.io.parquet import convert
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        path = convert(args.sources, args.out, force=args.force, salvage=args.salvage, max_workers=args.workers,
+                       progress="never" if args.quiet else args.progress)
+    if not args.quiet:
+        for w in caught:
+            text = "; ".join(line.strip() for line in str(w.message).splitlines() if line.strip())
+            print(f"proftab: warning: {text}", file=sys.stderr)
+        print(f"proftab: wrote {path}", file=sys.stderr)
+    return 0
+
+
+COMMAND = Command(
+    name="convert",
+    help="convert traces into a Parquet dataset (hive-partitioned by rank) for pt.scan, DuckDB, pyarrow",
+    examples=EXAMPLES,
+    add_arguments=_add_arguments,
+    run=run,
+)

@@ -1,0 +1,496 @@
+"""Parquet datasets of traces: `write_parquet`, `scan`, `convert`.
+
+Layout of a dataset directory (hive-partitioned by ``rank``, one file per table and rank)::
+
+    out/
+      _proftab.json                      manifest (written last)
+      events/rank=0/part-0.parquet       events + parent_id, depth, self_ns, overrun_ns
+      instants/ flows/ counters/ threads/ rejected/ accounting/ anomalies/ meta/
+
+Every file also keeps its ``rank`` column, so a single file is self-describing, and
+carries key-value metadata ``proftab`` (JSON: proftab version, schema version, table,
+rank, ``baseTimeNanoseconds``, time resolution, source file and its sha256).
+
+Writes are atomic: everything goes to a hidden temporary directory next to the output,
+which is renamed into place at the end; on any error (or Ctrl-C) it is removed.  An
+existing output is replaced only with ``force=True``, and only if it is a proftab dataset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+import uuid
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from proftab import schema
+from proftab.exceptions import ProftabError, ProftabWarning, TraceError
+from proftab.trace import Trace
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+__all__ = ["SCHEMA_VERSION", "TABLES", "ScannedTrace", "convert", "scan", "write_parquet"]
+
+SCHEMA_VERSION = 1
+MANIFEST = "_proftab.json"
+#: tables of a dataset, in order; `events` holds the nesting columns too
+TABLES = ("events", "instants", "flows", "counters", "threads", "rejected", "accounting", "anomalies", "meta")
+NEST_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
+META_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32,
+    "source_file": pl.String,
+    "source_sha256": pl.String,
+    "source_bytes": pl.Int64,
+    "base_time_ns": pl.Int64,
+    "time_resolution_ns": pl.Int64,
+    "proftab_version": pl.String,
+    "schema_version": pl.Int32,
+    "meta_json": pl.String,
+}
+#: total input size above which `convert` draws a progress bar
+PROGRESS_MIN_BYTES = 16 << 20
+
+
+def _version() -> str:
+    from proftab import __version__
+
+    return __version__
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str | None:
+    """Hex sha256 of a file's bytes, None when it cannot be read."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def _source_info(meta: dict[str, Any]) -> tuple[str | None, int | None]:
+    src = meta.get("source_file")
+    if not isinstance(src, str) or not os.path.isfile(src):
+        return None, None
+    return sha256_file(src), os.path.getsize(src)
+
+
+def _meta_row(rank: int, meta: dict[str, Any], sha: str | None, size: int | None) -> pl.DataFrame:
+    return pl.DataFrame({
+        "rank": [rank], "source_file": [meta.get("source_file")], "source_sha256": [sha], "source_bytes": [size],
+        "base_time_ns": [int(meta.get("base_time_ns", 0))],
+        "time_resolution_ns": [int(meta.get("time_resolution_ns", 1))],
+        "proftab_version": [_version()], "schema_version": [SCHEMA_VERSION],
+        "meta_json": [json.dumps(meta, sort_keys=False)],
+    }, schema=META_COLUMNS)
+
+
+def _write_rank(root: Path, rank: int, tables: dict[str, pl.DataFrame], meta: dict[str, Any],
+                sha: str | None, size: int | None) -> dict[str, int]:
+    """Write one rank's partition of every table; returns rows per table."""
+    tables = {**tables, "meta": _meta_row(rank, meta, sha, size)}
+    base = meta.get("baseTimeNanoseconds")
+    rows = {}
+    for name in TABLES:
+        df = tables[name]
+        file_meta = {
+            "proftab_version": _version(), "schema_version": SCHEMA_VERSION, "table": name, "rank": rank,
+            "baseTimeNanoseconds": base if isinstance(base, int) else None,
+            "base_time_ns": int(meta.get("base_time_ns", 0)),
+            "time_resolution_ns": int(meta.get("time_resolution_ns", 1)),
+            "source_file": meta.get("source_file"), "source_sha256": sha,
+        }
+        d = root / name / f"rank={rank}"
+        d.mkdir(parents=True, exist_ok=True)
+        df.write_parquet(d / "part-0.parquet", compression="zstd", metadata={"proftab": json.dumps(file_meta)})
+        rows[name] = df.height
+    return rows
+
+
+def _split_by_rank(tr: Trace) -> dict[int, dict[str, pl.DataFrame]]:
+    """Every table of `tr` (events as `nested`, plus anomalies) split per rank."""
+    full = {"events": tr.nested, "instants": tr.instants, "flows": tr.flows, "counters": tr.counters,
+            "threads": tr.threads, "rejected": tr.rejected, "accounting": tr.accounting,
+            "anomalies": tr.anomalies}
+    out: dict[int, dict[str, pl.DataFrame]] = {r: {} for r in tr.metas}
+    for name, df in full.items():
+        if len(tr.metas) == 1:
+            (r,) = tr.metas
+            out[r][name] = df
+            continue
+        parts = df.partition_by("rank", as_dict=True, maintain_order=True)
+        for r in tr.metas:
+            out[r][name] = parts.get((r,), df.clear())
+    return out
+
+
+def _manifest(ranks: dict[int, dict[str, Any]], rows: dict[int, dict[str, int]]) -> dict[str, Any]:
+    totals = {name: sum(rows[r][name] for r in rows) for name in TABLES}
+    return {
+        "format": "proftab-parquet",
+        "proftab_version": _version(),
+        "schema_version": SCHEMA_VERSION,
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "layout": "{table}/rank={rank}/part-0.parquet",
+        "tables": list(TABLES),
+        "rows": totals,
+        "ranks": [{"rank": r, **ranks[r], "rows": rows[r]} for r in sorted(ranks)],
+    }
+
+
+def _is_dataset(path: Path) -> bool:
+    return (path / MANIFEST).is_file()
+
+
+@contextlib.contextmanager
+def atomic_dir(out: str | os.PathLike[str], *, force: bool = False) -> Iterator[Path]:
+    """Yield a fresh temporary directory that replaces `out` when the block succeeds.
+
+    On an exception (including KeyboardInterrupt) the temporary directory is removed and
+    `out` is left as it was.
+    """
+    out = Path(out)
+    if out.exists() or out.is_symlink():
+        if not force:
+            msg = f"{out}: output already exists (Hint: pass force=True, CLI --force, to replace it)"
+            raise ProftabError(msg)
+        if out.is_dir() and not _is_dataset(out) and any(out.iterdir()):
+            msg = f"{out}: refusing to replace a non-empty directory that is not a proftab dataset"
+            raise ProftabError(msg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.proftab-tmp-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        if out.exists() or out.is_symlink():
+            old = out.parent / f".{out.name}.proftab-old-{uuid.uuid4().hex[:12]}"
+            os.rename(out, old)
+            os.rename(tmp, out)
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink()
+        else:
+            os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Write every table of `trace` into a Parquet dataset directory (see module docs).
+
+    Parameters
+    ----------
+    trace
+        A loaded (or scanned) Trace; its nesting and anomalies are computed if needed.
+    path
+        The dataset directory to create.
+    force
+        Replace an existing dataset at `path`.
+
+    Returns
+    -------
+    pathlib.Path
+        `path`.
+
+    Raises
+    ------
+    ProftabError
+        `path` exists (without `force`), or is a non-empty directory that is not a dataset.
+    """
+    per_rank = _split_by_rank(trace)
+    with atomic_dir(path, force=force) as tmp:
+        infos, rows = {}, {}
+        for r, meta in trace.metas.items():
+            sha, size = _source_info(meta)
+            rows[r] = _write_rank(tmp, r, per_rank[r], meta, sha, size)
+            infos[r] = {"source_file": meta.get("source_file"), "source_sha256": sha, "source_bytes": size}
+        (tmp / MANIFEST).write_text(json.dumps(_manifest(infos, rows), indent=1))
+    return Path(path)
+
+
+# ----------------------------------------------------------------------------- convert
+
+
+class _Progress:
+    """A one-line progress bar on stderr (a line per step when stderr is not a terminal)."""
+
+    def __init__(self, total_bytes: int, n_files: int, mode: bool | str) -> None:
+        self.total, self.n, self.done_bytes, self.done = total_bytes, n_files, 0, 0
+        self.tty = sys.stderr.isatty()
+        mode = {True: "auto", False: "never"}.get(mode, mode) if isinstance(mode, bool) else mode
+        if mode not in ("auto", "always", "never"):
+            msg = f"progress must be True, False, 'auto', 'always' or 'never', not {mode!r}"
+            raise ProftabError(msg)
+        self.enabled = mode == "always" or (mode == "auto" and self.tty and total_bytes >= PROGRESS_MIN_BYTES)
+        self.t0 = time.monotonic()
+
+    def show(self, note: str) -> None:
+        if not self.enabled:
+            return
+        frac = self.done_bytes / self.total if self.total else 1.0
+        bar = "#" * int(frac * 24) + "." * (24 - int(frac * 24))
+        line = (f"proftab convert [{bar}] {self.done}/{self.n} files {self.done_bytes / 1e6:,.1f}/"
+                f"{self.total / 1e6:,.1f} MB {time.monotonic() - self.t0:5.1f}s {note}")
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + line)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def file_done(self, nbytes: int, note: str) -> None:
+        self.done += 1
+        self.done_bytes += nbytes
+        self.show(note)
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _convert_one(path: str, position: int, rank: int | None, salvage: bool, staging: str,
+                 progress: _Progress | None = None) -> dict[str, Any]:
+    """Read one trace file, nest it and write its rank partition under `staging`.
+
+    Runs in a worker process for multi-file conversions; the file's warnings are
+    returned as text so that the parent re-emits them.
+    """
+    from proftab.io.kineto import read_kineto
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProftabWarning)
+        if progress:
+            progress.show(f"reading {os.path.basename(path)}")
+        ft = read_kineto(path, salvage=salvage, position=position, rank=rank)
+        tr = Trace.from_files([ft])
+        if progress:
+            progress.show("nesting")
+        tables = _split_by_rank(tr)[ft.rank]
+        if progress:
+            progress.show("writing")
+        sha, size = sha256_file(path), os.path.getsize(path)
+        rows = _write_rank(Path(staging), ft.rank, tables, ft.meta, sha, size)
+    return {"rank": ft.rank, "path": path, "rank_source": ft.meta["rank_source"], "rows": rows,
+            "info": {"source_file": ft.meta.get("source_file"), "source_sha256": sha, "source_bytes": size},
+            "warnings": [str(w.message) for w in caught if issubclass(w.category, ProftabWarning)],
+            "other_warnings": [(str(w.message), w.category.__name__) for w in caught
+                               if not issubclass(w.category, ProftabWarning)]}
+
+
+def _can_spawn() -> bool:
+    """Whether spawned workers can re-import `__main__` (not so for `python - < script`)."""
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    return main_file is None or os.path.isfile(main_file)
+
+
+def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
+            force: bool = False, progress: bool | str = "auto", salvage: bool = False,
+            ranks: Sequence[int] | None = None, max_workers: int | None = None) -> Path:
+    """Convert trace files (a file, directory, glob or list) into one Parquet dataset.
+
+    Several files are converted in parallel worker processes, each writing its own rank
+    partition; the dataset appears at `out` only when every file succeeded.
+
+    Parameters
+    ----------
+    sources
+        As for :func:`proftab.load`.
+    out
+        The dataset directory to create.
+    force
+        Replace an existing dataset at `out`.
+    progress
+        Progress bar on stderr: ``"auto"`` (or True) on a terminal when the input files
+        total at least 16 MiB; ``"always"`` (one line per step when stderr is not a
+        terminal); ``"never"`` (or False).
+    salvage, ranks
+        As for :func:`proftab.load`.
+    max_workers
+        Worker processes (default: one per file, at most the CPU count).
+
+    Returns
+    -------
+    pathlib.Path
+        `out`.
+
+    Raises
+    ------
+    TraceError
+        A file is missing or damaged, or two files claim the same rank.
+    ProftabError
+        `out` exists (without `force`).
+    """
+    from proftab.io.files import expand_sources
+
+    paths = expand_sources(sources)
+    if ranks is not None and len(ranks) != len(paths):
+        msg = f"ranks has {len(ranks)} entries for {len(paths)} files"
+        raise TraceError(msg)
+    sizes = [os.path.getsize(p) for p in paths]
+    bar = _Progress(sum(sizes), len(paths), progress)
+    with atomic_dir(out, force=force) as tmp:
+        staging = [tmp / f".staging-{i}" for i in range(len(paths))]
+        results: list[dict[str, Any]] = [{}] * len(paths)
+        bar.show("starting")
+        try:
+            workers = max_workers or min(len(paths), os.cpu_count() or 1)
+            if len(paths) == 1 or workers == 1 or not _can_spawn():
+                for i, p in enumerate(paths):
+                    results[i] = _convert_one(p, i, None if ranks is None else ranks[i], salvage,
+                                              str(staging[i]), bar)
+                    bar.file_done(sizes[i], os.path.basename(p))
+            else:
+                ctx = multiprocessing.get_context("spawn")  # fork is unsafe with polars' threads
+                with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                    futs = {pool.submit(_convert_one, p, i, None if ranks is None else ranks[i], salvage,
+                                        str(staging[i])): i for i, p in enumerate(paths)}
+                    try:
+                        for fut in as_completed(futs):
+                            i = futs[fut]
+                            results[i] = fut.result()
+                            bar.file_done(sizes[i], os.path.basename(paths[i]))
+                    except BaseException:
+                        for f in futs:
+                            f.cancel()
+                        raise
+        finally:
+            bar.close()
+        for res in results:
+            for note in res["warnings"]:
+                warnings.warn(note, ProftabWarning, stacklevel=2)
+            for note, cat in res["other_warnings"]:
+                warnings.warn(f"{res['path']}: {cat}: {note}", ProftabWarning, stacklevel=2)
+        seen: dict[int, dict[str, Any]] = {}
+        for res in results:
+            if res["rank"] in seen:
+                first = seen[res["rank"]]
+                msg = (f"two files claim rank {res['rank']} ({first['path']} and {res['path']}, from "
+                       f"{res['rank_source']})")
+                raise TraceError(msg, hint="convert them separately, or pass ranks=[...]")
+            seen[res["rank"]] = res
+        for st in staging:
+            for table_dir in st.iterdir():
+                dest = tmp / table_dir.name
+                dest.mkdir(exist_ok=True)
+                for part in table_dir.iterdir():
+                    os.rename(part, dest / part.name)
+            shutil.rmtree(st)
+        infos = {res["rank"]: res["info"] for res in results}
+        rows = {res["rank"]: res["rows"] for res in results}
+        (tmp / MANIFEST).write_text(json.dumps(_manifest(infos, rows), indent=1))
+    return Path(out)
+
+
+# ----------------------------------------------------------------------------- scanning
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of a dataset directory (raises ProftabError when it is not one)."""
+    root = Path(path)
+    if not root.exists():
+        msg = f"{root}: no such dataset directory"
+        raise ProftabError(msg)
+    if not _is_dataset(root):
+        msg = (f"{root}: not a proftab Parquet dataset (no {MANIFEST}) "
+               "(Hint: create one with pt.load(trace).to_parquet(path) or `proftab convert TRACE OUT`)")
+        raise ProftabError(msg)
+    manifest = json.loads((root / MANIFEST).read_text())
+    if manifest.get("schema_version", 0) > SCHEMA_VERSION:
+        msg = (f"{root}: dataset schema version {manifest['schema_version']} is newer than this proftab's "
+               f"({SCHEMA_VERSION}); upgrade proftab")
+        raise ProftabError(msg)
+    return manifest
+
+
+class ScannedTrace(Trace):
+    """A Trace backed by a Parquet dataset (from :func:`scan`).
+
+    Tables are ``polars.DataFrame``s read on first use and cached, exactly as a loaded
+    Trace's: every analysis gives the same results.  `nested` is read from the stored
+    nesting columns (never recomputed) and `events` is a column selection of it;
+    `anomalies` is read too.  :meth:`lazy` gives any table as a ``polars.LazyFrame``
+    scan, for projection and predicate pushdown without reading whole tables.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], manifest: dict[str, Any]) -> None:  # noqa: D107
+        self.path = Path(path)
+        self.manifest = manifest
+        self._ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
+        metas = self.lazy("meta").select("rank", "meta_json").collect()
+        self.metas = {int(r): json.loads(m) for r, m in metas.iter_rows()}
+
+    def files(self, table: str) -> list[str]:
+        """The Parquet files of `table`, in rank order."""
+        if table not in TABLES:
+            msg = f"no table {table!r} in a proftab dataset; tables: {list(TABLES)}"
+            raise ProftabError(msg)
+        return [str(self.path / table / f"rank={r}" / "part-0.parquet") for r in self._ranks]
+
+    def lazy(self, table: str = "events") -> pl.LazyFrame:
+        """`table` as a LazyFrame scanning the dataset (`"nested"`: events with nesting)."""
+        name = "events" if table == "nested" else table
+        lf = pl.scan_parquet(self.files(name), hive_partitioning=False)
+        if table == "events":
+            lf = lf.drop(list(NEST_COLUMNS))
+        return lf
+
+    @functools.cached_property
+    def nested(self) -> pl.DataFrame:  # type: ignore[override]
+        """`events` plus the stored `parent_id`, `depth`, `self_ns`, `overrun_ns`."""
+        return self.lazy("nested").collect()
+
+    @functools.cached_property
+    def events(self) -> pl.DataFrame:  # type: ignore[override]
+        """The events table (a column selection of `nested`)."""
+        return self.nested.drop(list(NEST_COLUMNS))
+
+    @functools.cached_property
+    def anomalies(self) -> pl.DataFrame:  # type: ignore[override]
+        """The stored anomalies table."""
+        return self.lazy("anomalies").collect()
+
+    def __getattr__(self, name: str) -> Any:
+        # instants, flows, counters, threads, rejected, accounting: read on first use
+        if name in ("instants", "flows", "counters", "threads", "rejected", "accounting"):
+            df = self.lazy(name).collect()
+            self.__dict__[name] = df
+            return df
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        rows = self.manifest["rows"]
+        return (f"<proftab.ScannedTrace ranks={self.ranks} events={rows['events']:,} "
+                f"instants={rows['instants']:,} flows={rows['flows']:,} rejected={rows['rejected']:,} "
+                f"path={str(self.path)!r}>")
+
+
+def scan(path: str | os.PathLike[str]) -> ScannedTrace:
+    """Open a Parquet dataset written by `to_parquet` / `convert` as a Trace.
+
+    Only the small `meta` table is read now; other tables are read on first use.
+
+    Raises
+    ------
+    ProftabError
+        `path` is not a proftab dataset, or was written by a newer schema version.
+    """
+    return ScannedTrace(path, read_manifest(path))

@@ -1,0 +1,272 @@
+"""Parquet datasets: round trip, metadata, atomic writes, parallel convert, lazy scans, CLI."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import polars as pl
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from polars.testing import assert_frame_equal
+
+import proftab as pt
+from proftab import ProftabError, ProftabWarning, TraceError
+from proftab.io import parquet as pqio
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLIC = ROOT / "tests" / "data" / "public"
+H100 = ROOT / "data" / "h100_bert_small.pt.trace.json.gz"
+CNN = ROOT / "data" / "train_cnn.pt.trace.json.gz"
+PAIR = sorted(PUBLIC.glob("trace_filter__sampled_rank-*.json.gz"))
+ALEXNET = PUBLIC / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+MULTITHREAD = ROOT / "tests" / "data" / "torch213" / "multithread" / "trace.json.gz"
+TABLES = ("events", "nested", "instants", "flows", "counters", "threads", "rejected", "accounting", "anomalies")
+
+CASES = {
+    "h100": [H100],               # GPU, baseTimeNanoseconds, python functions
+    "train_cnn": [CNN],           # CPU, [memory] instants, torch 2.13
+    "multithread": [MULTITHREAD],  # several host threads
+    "alexnet": [ALEXNET],         # epoch-us times, no base
+    "hta_pair": PAIR,             # two ranks
+}
+
+
+def _load(paths: list[Path]) -> pt.Trace:
+    return pt.load([str(p) for p in paths] if len(paths) > 1 else str(paths[0]))
+
+
+def _assert_same_trace(a: pt.Trace, b: pt.Trace) -> None:
+    for name in TABLES:
+        assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True, categorical_as_str=True)
+    assert a.metas == b.metas
+    assert a.ranks == b.ranks
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_round_trip_tables_meta_and_analyses(case: str, tmp_path: Path) -> None:
+    tr = _load(CASES[case])
+    out = tr.to_parquet(str(tmp_path / "ds"))
+    sc = pt.scan(out)
+    assert isinstance(sc, pt.Trace)
+    _assert_same_trace(tr, sc)
+    assert_frame_equal(sc.with_utc(), tr.with_utc())
+    assert_frame_equal(sc.key_averages(), tr.key_averages())
+    assert_frame_equal(sc.key_averages(by_step=True), tr.key_averages(by_step=True))
+    assert_frame_equal(sc.key_averages(group_by_input_shape=True), tr.key_averages(group_by_input_shape=True))
+    assert sc.table(row_limit=20) == tr.table(row_limit=20)
+    dev_a, dev_b = tr.device_self(), sc.device_self()
+    if dev_a is not None:
+        assert_frame_equal(dev_b, dev_a)
+    # a dataset converted from the files equals one written from the loaded trace
+    conv = pt.scan(pt.convert([str(p) for p in CASES[case]], tmp_path / "conv", progress=False))
+    _assert_same_trace(tr, conv)
+
+
+def test_scan_is_lazy_until_a_table_is_used(tmp_path: Path) -> None:
+    sc = pt.scan(pt.load(str(H100)).to_parquet(str(tmp_path / "ds")))
+    text = repr(sc)
+    assert "events=2,060" in text and "ScannedTrace" in text
+    assert "nested" not in sc.__dict__ and "events" not in sc.__dict__ and "flows" not in sc.__dict__
+    lf = sc.lazy("events")
+    assert isinstance(lf, pl.LazyFrame)
+    kernels = lf.filter(pl.col("cat") == "kernel").select("name", "dur_ns").collect()
+    assert "nested" not in sc.__dict__  # the query did not read whole tables
+    assert_frame_equal(kernels, sc.events.filter(pl.col("cat") == "kernel").select("name", "dur_ns"))
+    assert set(sc.lazy("nested").collect_schema()) >= {"parent_id", "depth", "self_ns", "overrun_ns"}
+    assert "self_ns" not in sc.lazy("events").collect_schema()
+    # a loaded Trace offers the same method
+    assert_frame_equal(pt.load(str(H100)).lazy("instants").collect(), sc.instants)
+    with pytest.raises(ProftabError, match="no table 'bogus'"):
+        sc.lazy("bogus")
+
+
+def test_file_metadata_versions_base_resolution_sha(tmp_path: Path) -> None:
+    out = pt.load(str(H100)).to_parquet(str(tmp_path / "ds"))
+    sha = hashlib.sha256(H100.read_bytes()).hexdigest()
+    md = pq.read_metadata(out / "events" / "rank=0" / "part-0.parquet").metadata
+    info = json.loads(md[b"proftab"])
+    assert info["proftab_version"] == pt.__version__
+    assert info["schema_version"] == pqio.SCHEMA_VERSION
+    assert info["baseTimeNanoseconds"] == 1751410836000000000
+    assert info["time_resolution_ns"] == 1
+    assert info["source_sha256"] == sha
+    assert info["table"] == "events" and info["rank"] == 0
+    manifest = json.loads((out / "_proftab.json").read_text())
+    assert manifest["ranks"][0]["source_sha256"] == sha
+    assert manifest["rows"]["events"] == 2060
+    meta = pl.read_parquet(out / "meta")
+    assert meta["source_sha256"].to_list() == [sha]
+    assert json.loads(meta["meta_json"][0])["baseTimeNanoseconds"] == 1751410836000000000
+    # an epoch-us trace: no base, resolution 1000 ns
+    out2 = pt.load(str(ALEXNET)).to_parquet(str(tmp_path / "ds2"))
+    info2 = json.loads(pq.read_metadata(out2 / "flows" / "rank=0" / "part-0.parquet").metadata[b"proftab"])
+    assert info2["baseTimeNanoseconds"] is None and info2["base_time_ns"] == 0
+    assert info2["time_resolution_ns"] == 1000
+
+
+def test_plain_pyarrow_dataset_reads_hive_partitions(tmp_path: Path) -> None:
+    tr = _load(PAIR)
+    out = pt.convert([str(p) for p in PAIR], tmp_path / "pair", progress=False)
+    assert sorted(p.name for p in (out / "events").iterdir()) == ["rank=0", "rank=1"]
+    dset = ds.dataset(out / "events", format="parquet", partitioning="hive")
+    table = dset.to_table()
+    assert table.num_rows == tr.events.height
+    by_rank = dset.to_table(filter=ds.field("rank") == 1, columns=["event_id", "start_ns", "self_ns"])
+    expect = tr.nested.filter(pl.col("rank") == 1).select("event_id", "start_ns", "self_ns")
+    assert_frame_equal(pl.from_arrow(by_rank).sort("event_id"), expect.sort("event_id"))
+    # a single file is self-describing: it keeps its rank column
+    one = pq.read_table(out / "events" / "rank=1" / "part-0.parquet", columns=["rank"])
+    assert set(one.column("rank").to_pylist()) == {1}
+    # polars' own hive scan of the directory
+    assert pl.scan_parquet(out / "instants", hive_partitioning=True).collect().height == 0
+    assert pl.scan_parquet(out / "meta").collect().height == 2
+
+
+def test_duckdb_reads_the_dataset(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    out = pt.load(str(H100)).to_parquet(str(tmp_path / "ds"))
+    n, total = duckdb.sql(
+        f"select count(*), sum(dur_ns) from read_parquet('{out}/events/*/*.parquet', hive_partitioning=true) "
+        "where cat = 'kernel'").fetchone()
+    ev = pt.load(str(H100)).events.filter(pl.col("cat") == "kernel")
+    assert (n, total) == (ev.height, ev["dur_ns"].sum())
+
+
+def test_existing_output_needs_force_and_force_replaces(tmp_path: Path) -> None:
+    tr = pt.load(str(CNN))
+    out = tmp_path / "ds"
+    tr.to_parquet(str(out))
+    with pytest.raises(ProftabError, match="already exists"):
+        tr.to_parquet(str(out))
+    pt.load(str(H100)).to_parquet(str(out), force=True)
+    assert pt.scan(out).events.height == 2060
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # no temporary leftovers
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("precious")
+    with pytest.raises(ProftabError, match="not a proftab dataset"):
+        tr.to_parquet(str(other), force=True)
+    assert (other / "notes.txt").read_text() == "precious"
+
+
+@pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
+def test_failure_midway_leaves_no_partial_dataset(exc: type[BaseException], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    tr = _load(PAIR)
+    real = pqio._write_rank
+    calls = []
+
+    def failing(*args, **kwargs):  # the second rank fails after the first was written
+        calls.append(1)
+        if len(calls) == 2:
+            raise exc("interrupted")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pqio, "_write_rank", failing)
+    with pytest.raises(exc):
+        tr.to_parquet(str(tmp_path / "new"))
+    assert list(tmp_path.iterdir()) == []
+    # a forced rewrite that fails keeps the old dataset intact
+    monkeypatch.setattr(pqio, "_write_rank", real)
+    pt.load(str(CNN)).to_parquet(str(tmp_path / "old"))
+    calls.clear()
+    monkeypatch.setattr(pqio, "_write_rank", failing)
+    with pytest.raises(exc):
+        tr.to_parquet(str(tmp_path / "old"), force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old"]
+    assert pt.scan(tmp_path / "old").events.height == pt.load(str(CNN)).events.height
+
+
+def test_convert_errors_leave_nothing(tmp_path: Path) -> None:
+    # two files claiming rank 0 (copies of a file with distributedInfo.rank = 0)
+    dup = tmp_path / "in"
+    dup.mkdir()
+    for name in ("a.json.gz", "b.json.gz"):
+        (dup / name).write_bytes(PAIR[0].read_bytes())
+    with pytest.raises(TraceError, match="two files claim rank 0"):
+        pt.convert(str(dup), tmp_path / "out", progress=False)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, {"ph": ')
+    with pytest.raises(TraceError, match="bad.json"):
+        pt.convert([str(bad), str(CNN)], tmp_path / "out", progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "in"]
+
+
+def test_convert_reemits_worker_warnings_and_explicit_ranks(tmp_path: Path) -> None:
+    text = gzip.decompress(H100.read_bytes())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(text[: len(text) * 2 // 3])
+    with pytest.warns(ProftabWarning, match="cut.json"):
+        out = pt.convert([str(cut), str(CNN)], tmp_path / "out", salvage=True, ranks=[3, 5], progress=False)
+    sc = pt.scan(out)
+    assert sc.ranks == [3, 5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProftabWarning)
+        ref = pt.load([str(cut), str(CNN)], salvage=True, ranks=[3, 5])
+    _assert_same_trace(ref, sc)
+
+
+def test_progress_bar_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pt.convert([str(p) for p in PAIR], tmp_path / "out", progress="always")
+    err = capsys.readouterr().err
+    assert "proftab convert [" in err and "2/2 files" in err
+    pt.convert([str(p) for p in PAIR], tmp_path / "out2", progress="auto")  # small input, not a tty
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ProftabError, match="progress must be"):
+        pt.convert(str(CNN), tmp_path / "out3", progress="sometimes")
+
+
+def test_scan_errors(tmp_path: Path) -> None:
+    with pytest.raises(ProftabError, match="no such dataset"):
+        pt.scan(tmp_path / "missing")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(ProftabError, match="not a proftab Parquet dataset"):
+        pt.scan(tmp_path / "plain")
+    out = pt.load(str(CNN)).to_parquet(str(tmp_path / "ds"))
+    manifest = json.loads((out / "_proftab.json").read_text())
+    manifest["schema_version"] = pqio.SCHEMA_VERSION + 1
+    (out / "_proftab.json").write_text(json.dumps(manifest))
+    with pytest.raises(ProftabError, match="newer than this proftab"):
+        pt.scan(out)
+
+
+def test_start_utc_for_base_time_and_epoch_traces(tmp_path: Path) -> None:
+    h = pt.load(str(H100))
+    utc = h.with_utc()
+    first = utc.row(0, named=True)
+    assert first["start_utc"] == pl.Series([1751410836000000000 + first["start_ns"]]).cast(
+        pl.Datetime("ns", "UTC")).item()
+    old = pt.load(str(ALEXNET))  # integer-us epoch times, base 0
+    assert old.meta["base_time_ns"] == 0
+    u = old.with_utc()
+    assert (u["start_utc"].cast(pl.Int64) == u["start_ns"]).all()
+    assert u["start_utc"].dt.year().unique().to_list() == [2023]
+    shifted = old.with_utc(offsets_ns={0: 5_000})
+    assert ((shifted["start_utc"].cast(pl.Int64) - u["start_utc"].cast(pl.Int64)) == 5_000).all()
+    sc = pt.scan(old.to_parquet(str(tmp_path / "ds")))
+    assert_frame_equal(sc.with_utc(offsets_ns={0: 5_000}), shifted)
+
+
+def test_cli_convert_through_the_entry_point(tmp_path: Path) -> None:
+    out = tmp_path / "pair.pq"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "proftab", "convert", *map(str, PAIR), str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f"wrote {out}" in res.stderr
+    _assert_same_trace(_load(PAIR), pt.scan(out))
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert again.returncode == 2
+    assert again.stderr.startswith("proftab: error:") and "already exists" in again.stderr
+    assert "Traceback" not in again.stderr
+    forced = subprocess.run([*cmd, "--force", "--quiet"], capture_output=True, text=True, timeout=120, env=env,
+                            cwd=tmp_path)
+    assert forced.returncode == 0 and forced.stderr == ""
