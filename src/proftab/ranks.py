@@ -100,7 +100,7 @@ def _with_step(tr: Trace, df: pl.DataFrame) -> pl.DataFrame:
     steps = step_times(tr).select("rank", "step", pl.col("start_ns").alias("_s0"),
                                   pl.col("end_ns").alias("_s1")).sort("_s0")
     joined = df.sort("start_ns").join_asof(steps, left_on="start_ns", right_on="_s0", by="rank",
-                                          strategy="backward")
+                                          strategy="backward", check_sortedness=False)  # both sorted above
     return joined.with_columns(
         step=pl.when(pl.col("start_ns") < pl.col("_s1")).then(pl.col("step")).otherwise(None)
     ).drop("_s0", "_s1")

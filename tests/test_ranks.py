@@ -1,0 +1,176 @@
+"""Cross-rank tables: step times, slowest ranks, collective time and skew."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import proftab as pt
+from proftab import schema
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIR = sorted((ROOT / "tests" / "data" / "public").glob("trace_filter__sampled_rank-*.json.gz"))
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED_PAIR = sorted((SHARED / "traces" / "public" / "hta").glob("trace_filter__sampled_rank-*.json.gz"))
+
+US = 1000
+
+
+def _x(name, cat, ts, dur, pid, tid, **args):
+    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+    if args:
+        ev["args"] = args
+    return ev
+
+
+def _rank_file(tmp: Path, rank: int, events: list[dict]) -> Path:
+    path = tmp / f"r{rank}.json"
+    path.write_text(json.dumps({"distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}))
+    return path
+
+
+@pytest.fixture
+def two_ranks(tmp_path: Path) -> list[Path]:
+    """Hand-made two-rank trace (integer-us epoch times) with known answers."""
+    r0 = [
+        _x("ProfilerStep#1", "user_annotation", 1000, 100, 9, 9),
+        _x("ProfilerStep#2", "user_annotation", 1100, 150, 9, 9),
+        _x("gemm", "kernel", 1010, 20, 0, 7, device=0, stream=7),
+        _x("gemm", "kernel", 1040, 20, 0, 7, device=0, stream=7),
+        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1020, 30, 0, 20, device=0, stream=20),
+        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1150, 20, 0, 20, device=0, stream=20),
+        _x("ProfilerStep#1", "gpu_user_annotation", 1000, 100, 0, 7),  # device side: not a step window
+    ]
+    r1 = [
+        _x("ProfilerStep#1", "user_annotation", 1005, 120, 9, 9),
+        _x("ProfilerStep#2", "user_annotation", 1125, 115, 9, 9),
+        _x("Memcpy HtoD", "gpu_memcpy", 1100, 10, 1, 7, device=1, stream=7),
+        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1030, 22, 1, 20, device=1, stream=20),
+        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1160, 15, 1, 20, device=1, stream=20),
+    ]
+    return [_rank_file(tmp_path, 0, r0), _rank_file(tmp_path, 1, r1)]
+
+
+def test_hand_made_two_ranks(two_ranks: list[Path]) -> None:
+    tr = pt.load([str(p) for p in two_ranks])
+    st = tr.step_times()
+    assert st.select("step", "rank", "dur_ns").rows() == [(1, 0, 100 * US), (1, 1, 120 * US), (2, 0, 150 * US),
+                                                          (2, 1, 115 * US)]
+    assert st["start_utc"].cast(pl.Int64).to_list() == [1000 * US, 1005 * US, 1100 * US, 1125 * US]
+    slow = tr.slowest_ranks()
+    assert slow.rows() == [
+        # step n slowest max fastest min median spread excess start_skew end_skew last_to_start
+        (1, 2, 1, 120 * US, 0, 100 * US, 100 * US, 20 * US, 20 * US, 5 * US, 25 * US, 1),
+        (2, 2, 0, 150 * US, 1, 115 * US, 115 * US, 35 * US, 35 * US, 25 * US, 10 * US, 1),
+    ]
+    ct = tr.collective_times()
+    assert ct.rows() == [
+        # rank step n coll_ns coll_union compute_union overlapped exposed
+        (0, 1, 1, 30 * US, 30 * US, 40 * US, 20 * US, 10 * US),
+        (0, 2, 1, 20 * US, 20 * US, 0, 0, 20 * US),
+        (1, 1, 1, 22 * US, 22 * US, 10 * US, 0, 22 * US),
+        (1, 2, 1, 15 * US, 15 * US, 0, 0, 15 * US),
+    ]
+    per_rank = tr.collective_times(by_step=False)
+    assert per_rank.select("rank", "collective_ns", "exposed_ns").rows() == [(0, 50 * US, 30 * US),
+                                                                              (1, 37 * US, 37 * US)]
+    sk = tr.collective_skew()
+    assert sk.select("instance", "n_ranks", "start_skew_ns", "end_skew_ns", "last_rank", "min_dur_ns",
+                     "max_dur_ns").rows() == [(0, 2, 10 * US, 2 * US, 1, 22 * US, 30 * US),
+                                              (1, 2, 10 * US, 5 * US, 1, 15 * US, 20 * US)]
+    # a clock offset for rank 1 moves its times: the first collective now starts together
+    shifted = tr.collective_skew(offsets_ns={1: -10 * US})
+    assert shifted["start_skew_ns"].to_list() == [0, 0]
+    assert shifted["last_rank"].to_list() == [0, 0]  # ties go to the lowest rank
+    assert tr.slowest_ranks(offsets_ns={1: -5 * US})["start_skew_ns"].to_list() == [0, 20 * US]
+
+
+def _merge(intervals):
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def test_real_two_rank_pair_against_reference(tmp_path: Path) -> None:
+    """The HTA pair converted to one dataset: tables equal the loaded ones and a reference."""
+    tr = pt.load([str(p) for p in PAIR])
+    sc = pt.scan(pt.convert([str(p) for p in PAIR], tmp_path / "pair", progress=False))
+    assert sc.ranks == [0, 1]
+    for fn in ("step_times", "slowest_ranks", "collective_times", "collective_skew"):
+        assert_frame_equal(getattr(sc, fn)(), getattr(tr, fn)())
+
+    ev = tr.events
+    steps = {}
+    for rank, name, s, e in ev.filter(pl.col("name").str.starts_with("ProfilerStep#")
+                                      & (pl.col("cat").cast(pl.String) != "gpu_user_annotation")
+                                      ).select("rank", "name", "start_ns", "end_ns").rows():
+        steps[(rank, int(name.split("#")[1]))] = (s, e)
+    st = tr.step_times()
+    assert {(r, k): (s, e) for r, k, s, e in st.select("rank", "step", "start_ns", "end_ns").rows()} == steps
+    slow = tr.slowest_ranks()
+    for step, slowest, max_dur in slow.select("step", "slowest_rank", "max_dur_ns").rows():
+        durs = {r: e - s for (r, k), (s, e) in steps.items() if k == step}
+        assert max_dur == max(durs.values()) and durs[slowest] == max_dur
+
+    dev = ev.filter(pl.col("cat").cast(pl.String).is_in(list(schema.DEVICE_WORK_CATEGORIES))).select(
+        "rank", "cat", "name", "start_ns", "end_ns").rows()
+    groups: dict = {}
+    for rank, cat, name, s, e in dev:
+        step = next((k for (r, k), (a, b) in steps.items() if r == rank and a <= s < b), None)
+        is_coll = cat == "kernel" and re.search(r"(?i)nccl|rccl", name) is not None
+        g = groups.setdefault((rank, step), {"coll": [], "comp": []})
+        g["coll" if is_coll else "comp"].append((s, e))
+    ct = tr.collective_times()
+    assert ct.height == sum(1 for g in groups.values() if g["coll"])
+    for rank, step, n, coll_ns, cu, ku, ov, ex in ct.rows():
+        g = groups[(rank, step)]
+        uc, uk = _merge(g["coll"]), _merge(g["comp"])
+        overlap = sum(max(0, min(b, d) - max(a, c)) for a, b in uc for c, d in uk)
+        assert (n, coll_ns) == (len(g["coll"]), sum(e - s for s, e in g["coll"]))
+        assert (cu, ku, ov, ex) == (sum(e - s for s, e in uc), sum(e - s for s, e in uk), overlap,
+                                    sum(e - s for s, e in uc) - overlap)
+    assert ct["collective_ns"].sum() > 0 and ct["overlapped_ns"].sum() > 0
+
+    sk = tr.collective_skew()
+    kern = sorted((r, n, s, e) for r, _, n, s, e in dev if re.search(r"(?i)nccl", n))
+    by_rank = {r: [(s, e) for rr, _, s, e in kern if rr == r] for r in (0, 1)}
+    assert sk.height == max(len(v) for v in by_rank.values())
+    for inst, n_ranks, start_skew, last in sk.select("instance", "n_ranks", "start_skew_ns", "last_rank").rows():
+        starts = {r: sorted(v)[inst][0] for r, v in by_rank.items() if inst < len(v)}
+        assert n_ranks == len(starts)
+        assert start_skew == max(starts.values()) - min(starts.values())
+        assert starts[last] == max(starts.values())
+
+
+@pytest.mark.skipif(not SHARED_PAIR, reason="../shared (the full trace corpus) is not present")
+def test_shared_hta_pair_converts_to_one_dataset(tmp_path: Path) -> None:
+    glob = str(SHARED / "traces" / "public" / "hta" / "trace_filter__sampled_rank-*")
+    sc = pt.scan(pt.convert(glob, tmp_path / "hta", progress=False))
+    tr = pt.load(glob)
+    assert sc.ranks == [0, 1]
+    assert_frame_equal(sc.collective_times(), tr.collective_times())
+    assert_frame_equal(sc.slowest_ranks(), tr.slowest_ranks())
+    assert sc.slowest_ranks()["n_ranks"].to_list() == [2, 2]
+
+
+def test_single_rank_and_no_steps() -> None:
+    tr = pt.load(str(ROOT / "data" / "h100_bert_small.pt.trace.json.gz"))
+    st = tr.step_times()
+    host_steps = tr.events.filter(pl.col("name").str.starts_with("ProfilerStep#")
+                                  & (pl.col("cat").cast(pl.String) == "user_annotation"))
+    assert st["rank"].unique().to_list() == [0] and st.height == host_steps.height >= 1
+    assert tr.slowest_ranks()["n_ranks"].to_list() == [1] * st.height
+    assert tr.slowest_ranks()["start_skew_ns"].to_list() == [0] * st.height
+    assert tr.collective_times().height == 0  # no collectives in a single-GPU inference
+    assert tr.collective_skew().height == 0
+    flat = pt.load(str(ROOT / "tests" / "data" / "public" / "large_integer_trace__rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz"))
+    assert flat.step_times().height == 0 and flat.slowest_ranks().height == 0
