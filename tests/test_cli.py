@@ -228,3 +228,65 @@ def test_check_finds_damage_synthetic(tmp_path: Path) -> None:
     assert set(rep["failing"]) == {"overrun", "negative_dur", "unmatched_begin"}
     allow = ["--allow", "overrun", "--allow", "negative_dur", "--allow", "unmatched_begin"]
     assert _capture_main(["check", str(p), "--strict", "--quiet", *allow])[0] == 0
+
+
+# ---------------------------------------------------------------------------- plot
+
+
+def test_plot_writes_every_kind(tmp_path: Path) -> None:
+    pytest.importorskip("altair")
+    for kind in ("top", "timeline", "tree", "steps"):
+        out = tmp_path / f"{kind}.html"
+        rc, _, err = _capture_main(["plot", kind, str(CNN), "-o", str(out)])
+        assert rc == 0, err
+        text = out.read_text()
+        assert "vegaEmbed" in text and "train_cnn" in text
+    res = run_cli("plot", "top", str(H100), "--metric", "device", "-n", "3", "-o", str(tmp_path / "dev.json"))
+    assert res.returncode == 0, res.stderr
+    spec = json.loads((tmp_path / "dev.json").read_text())
+    assert len({v["name"] for v in next(iter(spec["datasets"].values()))}) == 3
+
+
+def test_plot_errors(tmp_path: Path) -> None:
+    rc, _, err = _capture_main(["plot", "top", str(CNN), "-o", str(tmp_path / "x.txt")])
+    assert rc == 2 and "unknown chart file type" in err
+    rc, _, err = _capture_main(["plot", "timeline", str(CNN), "--step", "999", "-o", str(tmp_path / "x.html")])
+    assert rc == 2 and err.startswith("proftab: error: ") and "ProfilerStep#999" in err
+    assert _capture_main(["plot", "bogus", str(CNN), "-o", "x.html"])[0] == 2
+
+
+def test_plot_png_when_renderer_installed(tmp_path: Path) -> None:
+    pytest.importorskip("vl_convert")
+    out = tmp_path / "tree.png"
+    assert _capture_main(["plot", "tree", str(CNN), "-o", str(out), "-q"])[0] == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+# ---------------------------------------------------------------------------- diff
+
+
+def test_diff_cli_hta_pair() -> None:
+    res = run_cli("diff", str(BASE), str(TEST))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("proftab diff")
+    body = "\n".join(lines[3:])
+    assert body.splitlines()[0].startswith("All2All_Pooled_Req") and " added " in body.splitlines()[0]
+    for name in ("AddmmBackward0", "CatBackward0", "nccl:all_reduce"):
+        assert name in body
+    assert "cudaEventQuery" not in body  # unchanged rows are hidden by default
+    rc, out, _ = _capture_main(["diff", str(BASE), str(TEST), "--format", "csv", "--status", "same"])
+    same = pl.read_csv(out.encode())
+    assert set(same["status"]) == {"same"} and "cudaEventQuery" in same["name"].to_list()
+    assert (same["self_delta_ns"] == 0).all()
+
+
+def test_diff_cli_formats_and_limits(tmp_path: Path) -> None:
+    out = tmp_path / "d.parquet"
+    assert _capture_main(["diff", str(BASE), str(TEST), "-o", str(out), "--sort", "calls"])[0] == 0
+    d = pl.read_parquet(out)
+    assert d.equals(pt.diff(BASE, TEST, sort="calls").filter(pl.col("status") != "same"))
+    rc, text, _ = _capture_main(["diff", str(BASE), str(TEST), "--format", "json", "--limit", "2"])
+    assert rc == 0 and len(json.loads(text)) == 2
+    rc, _, err = _capture_main(["diff", str(BASE), str(tmp_path / "nope.json")])
+    assert rc == 2 and "nope.json" in err

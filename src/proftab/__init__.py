@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.schema import Flag
 from proftab.trace import Trace
+from proftab.diff import diff
 from proftab.io.parquet import ScannedTrace, convert, scan
 from proftab.joins import join_samples, overlaps
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 __all__ = ["Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "load"]
+__all__ += ["diff"]
 __all__ += ["ScannedTrace", "convert", "join_samples", "overlaps", "scan"]
 
 

@@ -78,7 +78,7 @@ def track_labels(tr: Trace) -> pl.DataFrame:
     pid = pl.coalesce(pl.col("pid").cast(pl.String), pl.col("pid_text"), pl.lit("?"))
     tid = pl.coalesce(pl.col("tid").cast(pl.String), pl.col("tid_text"), pl.lit("?"))
     fallback = pl.when(pl.col("_dev")).then(pl.lit("stream ") + tid).otherwise(pl.lit("thread ") + tid)
-    base = pl.coalesce(pl.col("thread_name"), fallback)
+    base = pl.coalesce(pl.col("thread_name").str.strip_chars(), fallback)
     base = pl.when(pl.col("pid_text").is_not_null()).then(pid + pl.lit(" / ") + tid).otherwise(base)
     if len(tr.ranks) > 1:
         base = pl.lit("rank ") + pl.col("rank").cast(pl.String) + pl.lit(" · ") + base

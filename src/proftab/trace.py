@@ -239,6 +239,44 @@ class Trace:
     # ------------------------------------------------------------------ display
 
     def __repr__(self) -> str:
-        files = ", ".join(str(m.get("source_file")) for m in self.metas.values())
-        return (f"<proftab.Trace ranks={self.ranks} events={len(self.events):,} instants={len(self.instants):,} "
-                f"flows={len(self.flows):,} rejected={len(self.rejected):,} files=[{files}]>")
+        """Header line and key facts (files, ranks, span, counts); computes no nesting."""
+        from proftab.display import trace_repr
+
+        return trace_repr(self)
+
+    def _repr_html_(self) -> str:
+        """Notebook card: span, events, threads, ranks, top ops (names HTML-escaped)."""
+        from proftab.display import trace_repr_html
+
+        return trace_repr_html(self)
+
+    # ------------------------------------------------------------------ call trees, flame graphs
+
+    def call_tree(self, *, device: bool = False, by_thread: bool = False, merge_steps: bool = True,
+                  max_depth: int | None = None) -> pl.DataFrame:
+        """Top-down call tree: per call path `calls`, `self_ns`, `total_ns` (`proftab.calltree`)."""
+        from proftab import calltree
+
+        return calltree.call_tree(self.nested, device=device, by_thread=by_thread, merge_steps=merge_steps,
+                                  max_depth=max_depth)
+
+    def bottom_up(self, *, device: bool = False, by_thread: bool = False, merge_steps: bool = True,
+                  max_depth: int | None = None) -> pl.DataFrame:
+        """Inverted call tree: self time per op, then per caller chain (`proftab.calltree`)."""
+        from proftab import calltree
+
+        return calltree.bottom_up(self.nested, device=device, by_thread=by_thread, merge_steps=merge_steps,
+                                  max_depth=max_depth)
+
+    def to_speedscope(self, path: str, *, device: bool = True, name: str | None = None) -> None:
+        """Write a speedscope file: one evented profile per thread and stream (`proftab.export`)."""
+        from proftab.export import write_speedscope
+
+        write_speedscope(self, path, device=device, name=name)
+
+    def to_folded(self, path: str | None = None, *, device: bool = False, by_thread: bool = False,
+                  merge_steps: bool = True) -> str | None:
+        """Folded stacks weighted by self ns for flamegraph tools; the text when `path` is None."""
+        from proftab.export import write_folded
+
+        return write_folded(self, path, device=device, by_thread=by_thread, merge_steps=merge_steps)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["BUILTIN_COMMANDS", "Command", "build_parser", "commands", "main"]
 
 #: modules under `proftab.cli` that define a subcommand, in `--help` order
-BUILTIN_COMMANDS: list[str] = ["summary", "check"]
+BUILTIN_COMMANDS: list[str] = ["summary", "check", "plot", "diff"]
 BUILTIN_COMMANDS += ["convert"]  # proftab.cli.convert (Parquet datasets)
 
 _DESCRIPTION = """\

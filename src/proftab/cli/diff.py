@@ -1,0 +1,108 @@
+"""`proftab diff A B`: per-op calls, self and total of two traces, largest change first."""
+
+from __future__ import annotations
+
+import argparse
+
+from proftab.cli import Command
+from proftab.cli._common import add_output_arguments, guess_format, load_trace, rich_console, write_frame, write_text
+
+EXAMPLES = """\
+  proftab diff before.json.gz after.json.gz                  largest absolute self-time change first
+  proftab diff run_a/ run_b/ --normalize step --limit 20     multi-rank dirs, per-step averages
+  proftab diff a.json.gz b.json.gz --sort total --status added --status removed
+  proftab diff a.json.gz b.json.gz -o diff.csv               all rows as CSV (also .json, .md, .parquet)
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", metavar="A", help="baseline trace (file, directory of rank files or glob)")
+    p.add_argument("b", metavar="B", help="new trace")
+    p.add_argument("--salvage", action="store_true", help="keep the complete events of damaged files")
+    p.add_argument("--sort", choices=["self", "total", "calls"], default="self",
+                   help="order by the absolute change of this (default: self)")
+    p.add_argument("--normalize", choices=["rank", "step"], default=None,
+                   help="divide each side by its number of ranks or ProfilerSteps")
+    p.add_argument("--group-by-input-shape", action="store_true", help="match ops on input shapes too")
+    p.add_argument("--status", action="append", choices=["added", "removed", "changed", "same"], default=None,
+                   help="keep only rows of this status (repeatable; default: all but 'same')")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="rows to show, -1 for all (default: 30 for text, all for files)")
+    add_output_arguments(p)
+
+
+def _text_rows(d: object) -> tuple[list[str], list[list[str]]]:
+    import polars as pl
+
+    from proftab.display import fmt_ns, fmt_share
+
+    assert isinstance(d, pl.DataFrame)
+    headers = ["Name", "Device", "Status", "Calls A", "Calls B", "Self A", "Self B", "Self Δ", "Self Δ%",
+               "Total A", "Total B", "Total Δ"]
+    calls_fmt = (lambda v: f"{v:,.2f}") if d.schema["calls_a"] == pl.Float64 else (lambda v: f"{v:,}")
+    rows = []
+    for r in d.iter_rows(named=True):
+        name = r["name"] if len(r["name"]) <= 60 else r["name"][:57] + "..."
+        rows.append([name, r["device_type"], r["status"], calls_fmt(r["calls_a"]), calls_fmt(r["calls_b"]),
+                     fmt_ns(r["self_ns_a"]), fmt_ns(r["self_ns_b"]), fmt_ns(r["self_delta_ns"], signed=True),
+                     fmt_share(r["self_rel"], signed=True), fmt_ns(r["total_ns_a"]), fmt_ns(r["total_ns_b"]),
+                     fmt_ns(r["total_delta_ns"], signed=True)])
+    return headers, rows
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load both traces, diff them, print or write the rows."""
+    import polars as pl
+
+    from proftab.diff import diff
+
+    fmt = guess_format(args)
+    a = load_trace(args.a, args)
+    b = load_trace(args.b, args)
+    d = diff(a, b, group_by_input_shape=args.group_by_input_shape, normalize=args.normalize, sort=args.sort)
+    keep = args.status or ["added", "removed", "changed"]
+    d = d.filter(pl.col("status").is_in(keep))
+    limit = args.limit if args.limit is not None else (30 if fmt == "text" else -1)
+    shown = d.head(limit) if limit >= 0 else d
+    if fmt != "text":
+        write_frame(shown, fmt, args.output)
+        return 0
+    headers, rows = _text_rows(shown)
+    title = f"proftab diff  A: {args.a}  B: {args.b}" + (f"  (per {args.normalize})" if args.normalize else "")
+    footer = f"{d.height:,} rows differ ({shown.height:,} shown); Δ = B - A; Σ self Δ {_total(d, 'self_delta_ns')}"
+    console = rich_console(args)
+    if console is not None:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=title, title_justify="left", caption=footer, caption_justify="left")
+        for h in headers:
+            table.add_column(h, justify="left" if h in ("Name", "Device", "Status") else "right",
+                             overflow="fold", max_width=60 if h == "Name" else None)
+        for r in rows:
+            style = "green" if r[7].startswith("-") else ("red" if r[7].startswith("+") else None)
+            table.add_row(*(Text(c) for c in r), style=style)
+        console.print(table)  # type: ignore[attr-defined]
+        return 0
+    from proftab.display import plain_table
+
+    write_text(title + "\n" + plain_table(headers, rows, "<<<" + ">" * 9) + footer + "\n", args.output)
+    return 0
+
+
+def _total(d: object, col: str) -> str:
+    import polars as pl
+
+    from proftab.display import fmt_ns
+
+    assert isinstance(d, pl.DataFrame)
+    return fmt_ns(int(d[col].sum() or 0), signed=True)
+
+
+COMMAND = Command(
+    name="diff",
+    help="compare two traces op by op: calls, self and total, largest change first",
+    examples=EXAMPLES,
+    add_arguments=_add_arguments,
+    run=run,
+)

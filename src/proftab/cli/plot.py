@@ -1,0 +1,71 @@
+"""`proftab plot KIND TRACE -o out.html`: write a chart (HTML; PNG/SVG with vl-convert)."""
+
+from __future__ import annotations
+
+import argparse
+
+from proftab.cli import Command
+from proftab.cli._common import add_trace_arguments, load_trace
+
+EXAMPLES = """\
+  proftab plot top trace.json.gz -o top.html                 top 20 ops, self vs total CPU time
+  proftab plot top trace.json.gz --metric device -n 30 -o kernels.html
+  proftab plot timeline trace.json.gz --step 6 -o step6.html per thread and stream, one step
+  proftab plot tree trace.json.gz --max-depth 10 -o tree.png icicle of the call tree (PNG needs vl-convert)
+  proftab plot steps run/ --rank 0 -o steps.svg              per-step stacked self time
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    from proftab.plot import KINDS
+
+    p.add_argument("kind", choices=KINDS, metavar="KIND",
+                   help="top (top-N ops), timeline (Gantt of a step), tree (call-tree icicle), "
+                        "steps (per-step stacked bars)")
+    add_trace_arguments(p)
+    p.add_argument("-o", "--output", metavar="FILE", required=True,
+                   help="output file: .html, .json (Vega-Lite), .png / .svg / .pdf (vl-convert-python)")
+    p.add_argument("-n", "--limit", type=int, default=None, metavar="N",
+                   help="ops shown (top: 20, steps: 8)")
+    p.add_argument("--metric", choices=["cpu", "device"], default="cpu", help="top, steps: cpu or device time")
+    p.add_argument("--step", type=int, default=None, metavar="N", help="timeline: ProfilerStep#N (default: first)")
+    p.add_argument("--rank", type=int, default=None, help="timeline: rank to draw (default: lowest)")
+    p.add_argument("--max-depth", type=int, default=None, metavar="D",
+                   help="timeline (default 3), tree (default 8): deepest level drawn")
+    p.add_argument("--python", action="store_true", help="timeline: also draw python_function events")
+    p.add_argument("--device", action="store_true", help="tree: include device streams")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the chart and save it."""
+    from proftab import plot
+
+    out = args.output.lower()
+    if not out.endswith((".html", ".json", ".png", ".svg", ".pdf")):
+        msg = f"unknown chart file type for {args.output!r}; use .html, .json, .png, .svg or .pdf"
+        raise ValueError(msg)
+    tr = load_trace(args.trace, args)
+    if args.kind == "top":
+        chart = plot.top_ops(tr, args.limit or 20, metric=args.metric)
+    elif args.kind == "timeline":
+        chart = plot.timeline(tr, args.step, rank=args.rank, python=args.python,
+                              max_depth=3 if args.max_depth is None else args.max_depth)
+    elif args.kind == "tree":
+        chart = plot.icicle(tr, max_depth=8 if args.max_depth is None else args.max_depth, device=args.device)
+    else:
+        chart = plot.steps(tr, args.limit or 8, metric=args.metric)
+    plot.save(chart, args.output)
+    if not args.quiet:
+        import sys
+
+        print(f"proftab: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+COMMAND = Command(
+    name="plot",
+    help="write a chart: top ops, step timeline, call-tree icicle, per-step bars",
+    examples=EXAMPLES,
+    add_arguments=_add_arguments,
+    run=run,
+)

@@ -1,0 +1,145 @@
+"""Compare two traces op by op: `pt.diff(a, b)`.
+
+Rows are `key_averages()` rows matched on (`name`, `device_type`, `is_user_annotation`,
+and `input_shapes` with `group_by_input_shape`). For host rows `self` / `total` are the
+CPU times (`self_cpu_ns`, `cpu_total_ns`); for device rows the device times
+(`self_device_ns`, `device_total_ns`). Either side can be a Trace, a key_averages frame
+(e.g. read back from Parquet/CSV written by `proftab summary`) or anything `pt.load`
+accepts, so traces of different ranks, GPUs and file formats compare alike.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+import polars as pl
+
+if TYPE_CHECKING:
+    from proftab.trace import Trace
+
+__all__ = ["DIFF_COLUMNS", "diff"]
+
+DIFF_COLUMNS = ["name", "device_type", "is_user_annotation", "status", "calls_a", "calls_b", "calls_delta",
+                "self_ns_a", "self_ns_b", "self_delta_ns", "self_rel", "total_ns_a", "total_ns_b",
+                "total_delta_ns", "total_rel"]
+
+Source = "Trace | pl.DataFrame | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
+
+
+def _rows(x: object, group_by_input_shape: bool) -> tuple[pl.DataFrame, int, int]:
+    """key_averages rows of `x`, with its rank count and step count (0 when unknown)."""
+    from proftab.trace import Trace
+
+    if isinstance(x, pl.DataFrame):
+        return x, 1, 0
+    if not isinstance(x, Trace):
+        import proftab as pt
+
+        x = pt.load(x)  # type: ignore[arg-type]
+    steps = x.events.filter(
+        pl.col("name").str.starts_with("ProfilerStep#")
+        & (pl.col("cat").cast(pl.String) != "gpu_user_annotation").fill_null(True)
+    ).select("rank", "name").unique().height
+    return x.key_averages(group_by_input_shape=group_by_input_shape), len(x.ranks), steps
+
+
+def _side(rows: pl.DataFrame, keys: list[str], scale: float) -> pl.DataFrame:
+    missing = {"name", "device_type", "calls", "self_cpu_ns", "cpu_total_ns"} - set(rows.columns)
+    if missing:
+        msg = f"not a key_averages frame: missing columns {sorted(missing)}"
+        raise ValueError(msg)
+    dev = pl.col("device_type") != "CPU"
+    cols = rows.columns
+    self_dev = pl.col("self_device_ns") if "self_device_ns" in cols else pl.lit(0)
+    total_dev = pl.col("device_total_ns") if "device_total_ns" in cols else pl.lit(0)
+    rows = rows.with_columns(
+        pl.col("is_user_annotation").fill_null(False) if "is_user_annotation" in cols
+        else pl.lit(False).alias("is_user_annotation"),
+        *([] if "input_shapes" in cols else [pl.lit("").alias("input_shapes")]),
+    )
+    out = rows.group_by(keys, maintain_order=True).agg(
+        pl.col("calls").sum().alias("calls"),
+        pl.when(dev).then(self_dev).otherwise(pl.col("self_cpu_ns")).sum().alias("self_ns"),
+        pl.when(dev).then(total_dev).otherwise(pl.col("cpu_total_ns")).sum().alias("total_ns"),
+    )
+    if scale != 1:
+        out = out.with_columns(pl.col("calls") / scale,
+                               (pl.col("self_ns", "total_ns") / scale).round().cast(pl.Int64))
+    return out
+
+
+def diff(a: object, b: object, *, group_by_input_shape: bool = False,
+         normalize: Literal["rank", "step"] | None = None,
+         sort: Literal["self", "total", "calls"] = "self") -> pl.DataFrame:
+    """Per key_averages row: calls, self and total in `a` and `b`, with absolute and relative change.
+
+    Parameters
+    ----------
+    a, b
+        The baseline and the new run: `Trace`, key_averages `DataFrame`, or a path, glob,
+        directory or list for `pt.load`.
+    group_by_input_shape
+        Match rows on input shapes too (Traces and paths only).
+    normalize
+        ``"rank"``: divide each side by its number of ranks; ``"step"``: by its number of
+        ProfilerSteps (per rank), so runs with different rank or step counts compare.
+        `calls` become Float64 then; times stay Int64 ns (rounded).
+    sort
+        Order by the absolute change of ``self`` (default), ``total`` or ``calls``, largest first.
+
+    Returns
+    -------
+    polars.DataFrame
+        `DIFF_COLUMNS`: `status` is ``added`` (absent from `a`), ``removed`` (absent from
+        `b`), ``changed`` or ``same``; `*_delta*` = b - a; `*_rel` = delta / a (null when a is 0).
+
+    Examples
+    --------
+    >>> d = pt.diff("before.json.gz", "after.json.gz", normalize="step")  # doctest: +SKIP
+    >>> d.head(10)                                                         # doctest: +SKIP
+    """
+    ra, ranks_a, steps_a = _rows(a, group_by_input_shape)
+    rb, ranks_b, steps_b = _rows(b, group_by_input_shape)
+    keys = ["name", "device_type", "is_user_annotation", "input_shapes"]
+
+    def scale(ranks: int, steps: int, label: str) -> float:
+        if normalize is None:
+            return 1.0
+        if normalize == "rank":
+            return float(ranks)
+        if normalize == "step":
+            if steps == 0:
+                msg = f"normalize='step': trace {label} has no ProfilerStep#N events"
+                raise ValueError(msg)
+            return float(steps)
+        msg = f"unknown normalize {normalize!r}; valid: 'rank', 'step' or None"
+        raise ValueError(msg)
+
+    sa = _side(ra, keys, scale(ranks_a, steps_a, "a"))
+    sb = _side(rb, keys, scale(ranks_b, steps_b, "b"))
+    j = sa.join(sb, on=keys, how="full", coalesce=True, suffix="_b", nulls_equal=True).rename(
+        {"calls": "calls_a", "self_ns": "self_ns_a", "total_ns": "total_ns_a"})
+    j = j.with_columns(pl.col("calls_a").is_not_null().alias("_in_a"), pl.col("calls_b").is_not_null().alias("_in_b"))
+    in_a, in_b = pl.col("_in_a"), pl.col("_in_b")
+    j = j.with_columns(pl.col("calls_a", "calls_b", "self_ns_a", "self_ns_b", "total_ns_a", "total_ns_b").fill_null(0))
+    rel = (lambda c: pl.when(pl.col(f"{c}_a") != 0).then(
+        (pl.col(f"{c}_b") - pl.col(f"{c}_a")) / pl.col(f"{c}_a")))
+    j = j.with_columns(
+        status=pl.when(~in_a).then(pl.lit("added")).when(~in_b).then(pl.lit("removed"))
+        .when((pl.col("calls_a") == pl.col("calls_b")) & (pl.col("self_ns_a") == pl.col("self_ns_b"))
+              & (pl.col("total_ns_a") == pl.col("total_ns_b"))).then(pl.lit("same"))
+        .otherwise(pl.lit("changed")),
+        calls_delta=pl.col("calls_b") - pl.col("calls_a"),
+        self_delta_ns=pl.col("self_ns_b") - pl.col("self_ns_a"),
+        total_delta_ns=pl.col("total_ns_b") - pl.col("total_ns_a"),
+        self_rel=rel("self_ns"), total_rel=rel("total_ns"),
+    )
+    by = {"self": "self_delta_ns", "total": "total_delta_ns", "calls": "calls_delta"}.get(sort)
+    if by is None:
+        msg = f"unknown sort {sort!r}; valid: 'self', 'total', 'calls'"
+        raise ValueError(msg)
+    j = j.sort([pl.col(by).abs(), "name"], descending=[True, False])
+    front = ["input_shapes"] if group_by_input_shape else []
+    return j.select(*DIFF_COLUMNS[:3], *front, *DIFF_COLUMNS[3:])

@@ -1,0 +1,328 @@
+"""Charts of a trace (Altair, the library behind Polars' `.plot`): functions returning charts.
+
+* `top_ops`: top-N ops, self vs total time;
+* `timeline`: a Gantt chart of one profiler step per thread and stream;
+* `icicle`: the call tree, width = total time, colour = self time;
+* `steps`: per-step stacked bars of self time by op.
+
+Each returns an `altair` chart: display it in a notebook, or `save(chart, "out.html")`
+(``.html``, ``.json`` Vega-Lite spec; ``.png`` / ``.svg`` with `vl-convert-python`).
+Altair is imported only when a chart is made (extra ``proftab[plot]``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import polars as pl
+
+from proftab import schema
+
+if TYPE_CHECKING:
+    from proftab.trace import Trace
+
+__all__ = ["KINDS", "icicle", "save", "steps", "timeline", "top_ops"]
+
+#: chart kinds by name (the `proftab plot KIND` words)
+KINDS = ("top", "timeline", "tree", "steps")
+
+
+def _alt() -> Any:
+    try:
+        import altair as alt
+    except ImportError as exc:  # pragma: no cover - exercised without altair
+        msg = "plotting needs the altair package: pip install 'proftab[plot]'"
+        raise ImportError(msg) from exc
+    return alt
+
+
+def _data(df: pl.DataFrame) -> Any:
+    """Inline chart data (row dicts; no dataframe-size limit, no pandas)."""
+    return _alt().InlineData(values=df.to_dicts())
+
+
+def _title(tr: Trace, what: str) -> str:
+    files = [os.path.basename(str(m.get("source_file"))) for m in tr.metas.values()]
+    shown = ", ".join(files[:2]) + (f" (+{len(files) - 2})" if len(files) > 2 else "")
+    return f"{what} · {shown}"
+
+
+def top_ops(tr: Trace, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+    """Horizontal bars of the top `n` key_averages rows by self time, self next to total.
+
+    Parameters
+    ----------
+    metric
+        ``"cpu"``: host rows by Self CPU; ``"device"``: device rows by Self device time.
+    """
+    alt = _alt()
+    ka = tr.key_averages()
+    if metric == "cpu":
+        rows = ka.filter(pl.col("device_type") == "CPU").select(
+            "name", "calls", pl.col("self_cpu_ns").alias("self_ns"), pl.col("cpu_total_ns").alias("total_ns"))
+    elif metric == "device":
+        rows = ka.filter((pl.col("device_type") != "CPU") & ~pl.col("is_user_annotation")).select(
+            "name", "calls", pl.col("self_device_ns").alias("self_ns"), pl.col("device_total_ns").alias("total_ns"))
+    else:
+        msg = f"unknown metric {metric!r}; valid: 'cpu', 'device'"
+        raise ValueError(msg)
+    rows = rows.sort(["self_ns", "name"], descending=[True, False]).head(n)
+    order = rows["name"].to_list()
+    long = rows.unpivot(index=["name", "calls"], on=["self_ns", "total_ns"], variable_name="measure",
+                        value_name="ns").with_columns(
+        ms=pl.col("ns") / 1e6, measure=pl.col("measure").str.replace("_ns", ""))
+    return alt.Chart(_data(long), title=_title(tr, f"top {len(order)} ops by self {metric} time")).mark_bar().encode(
+        y=alt.Y("name:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+        x=alt.X("ms:Q", title=f"{metric} time (ms)"),
+        yOffset=alt.YOffset("measure:N", sort=["self", "total"]),
+        color=alt.Color("measure:N", sort=["self", "total"], title=None),
+        tooltip=["name:N", "measure:N", alt.Tooltip("ms:Q", format=",.3f"), "calls:Q"],
+    ).properties(width=520)
+
+
+def step_window(tr: Trace, step: int | None = None, rank: int | None = None) -> tuple[int, int, int, str]:
+    """`(rank, start_ns, end_ns, label)` of `ProfilerStep#<step>` (host side; default: the first).
+
+    Without profiler steps, the whole span of the rank.
+    """
+    rank = tr.ranks[0] if rank is None else rank
+    if rank not in tr.metas:
+        msg = f"rank {rank} not in the trace (ranks: {tr.ranks})"
+        raise ValueError(msg)
+    ev = tr.events.filter(pl.col("rank") == rank)
+    steps_ = ev.filter(pl.col("name").str.starts_with("ProfilerStep#")
+                       & ~pl.col("cat").cast(pl.String).is_in(list(schema.DEVICE_CATEGORIES)).fill_null(False)
+                       ).with_columns(pl.col("name").str.strip_prefix("ProfilerStep#").cast(pl.Int64, strict=False)
+                                      .alias("_n")).sort("start_ns")
+    if step is not None:
+        steps_ = steps_.filter(pl.col("_n") == step)
+        if steps_.is_empty():
+            msg = f"no ProfilerStep#{step} on rank {rank}"
+            raise ValueError(msg)
+    if steps_.is_empty():
+        return rank, int(ev["start_ns"].min() or 0), int(ev["end_ns"].max() or 0), "whole trace"
+    r = steps_.row(0, named=True)
+    return rank, int(r["start_ns"]), int(r["end_ns"]), str(r["name"])
+
+
+def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max_depth: int = 3,
+             python: bool = False, max_events: int = 20_000) -> Any:
+    """Gantt chart of one profiler step: one band per thread and stream, a lane per depth.
+
+    Parameters
+    ----------
+    step
+        `N` of `ProfilerStep#N` (default: the first step; the whole trace without steps).
+        Device activity is shown over the same wall-clock window.
+    rank
+        Rank to show (default: the lowest).
+    max_depth
+        Deepest nesting level drawn (0 = top-level events only), counted among the events shown.
+    python
+        Show `python_function` events (hidden by default: with `with_stack` they bury the ops).
+    max_events
+        Keep at most this many events (the longest).
+    """
+    alt = _alt()
+    from proftab.display import fmt_ns, track_labels
+
+    rank, t0, t1, label = step_window(tr, step, rank)
+    cat = pl.col("cat").cast(pl.String)
+    from proftab.intervals import nest
+
+    hidden = list(schema.PROFILER_SPAN_CATEGORIES) + ([] if python else ["python_function"])
+    ev = tr.events.filter((pl.col("rank") == rank) & (pl.col("end_ns") > t0) & (pl.col("start_ns") < t1)
+                          & ~cat.is_in(hidden).fill_null(False))
+    ev = nest(ev.select(*schema.TRACK_KEYS, "event_id", "name", "cat", "start_ns", "dur_ns",
+                        pl.max_horizontal("start_ns", "end_ns").alias("end_ns")), by=schema.TRACK_KEYS)
+    ev = ev.filter(pl.col("depth") <= max_depth)
+    if ev.height > max_events:
+        ev = ev.sort("dur_ns", descending=True).head(max_events)
+    labels = track_labels(tr).filter(pl.col("rank") == rank).with_row_index("_track")
+    ev = ev.join(labels.select(*schema.TRACK_KEYS, "label", "kind", "_track"), on=schema.TRACK_KEYS, how="left",
+                 nulls_equal=True)
+    data = ev.select(
+        "name", pl.col("cat").cast(pl.String).fill_null("?").alias("cat"), "label", "kind", "depth",
+        ((pl.max_horizontal("start_ns", pl.lit(t0)) - t0) / 1e6).alias("start_ms"),
+        ((pl.min_horizontal("end_ns", pl.lit(t1)) - t0) / 1e6).alias("end_ms"),
+        pl.col("dur_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("dur"),
+    )
+    order = labels.filter(pl.col("label").is_in(data["label"].unique().implode()))["label"].to_list()
+    lanes = max(int(data["depth"].max() or 0) + 1, 1)
+    return alt.Chart(_data(data), title=_title(tr, f"{label} · rank {rank}")).mark_bar(clip=True).encode(
+        y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=260)),
+        yOffset=alt.YOffset("depth:O"),
+        x=alt.X("start_ms:Q", title="ms since the step started", scale=alt.Scale(domain=[0, (t1 - t0) / 1e6])),
+        x2="end_ms:Q",
+        color=alt.Color("cat:N", title="category"),
+        tooltip=["name:N", "cat:N", "dur:N", "depth:O", "label:N"],
+    ).properties(width=900, height=alt.Step(max(6, 60 // lanes)))
+
+
+_ICICLE_WIDTH = 900
+
+
+def _fit(col: str, chars: pl.Expr) -> pl.Expr:
+    """`col` cut to `chars` characters (with an ellipsis); empty when fewer than 4 fit."""
+    name = pl.col(col)
+    return (pl.when(chars < 4).then(pl.lit(""))
+            .when(name.str.len_chars() > chars).then(name.str.slice(0, chars - 1) + pl.lit("…"))
+            .otherwise(name))
+
+
+def icicle_layout(tree: pl.DataFrame) -> pl.DataFrame:
+    """`x0`, `x1` (fractions of the total) for call-tree nodes in depth-first order."""
+    n = tree.height
+    if n == 0:
+        return tree.with_columns(x0=pl.lit(None, pl.Float64), x1=pl.lit(None, pl.Float64))
+    grand = float(tree.filter(pl.col("parent_node_id").is_null())["total_ns"].sum() or 1)
+    node = tree["node_id"].to_numpy()
+    pos = np.full(int(node.max()) + 1, -1)
+    pos[node] = np.arange(n)
+    parent_id = tree["parent_node_id"].fill_null(-1).to_numpy()
+    parent = np.where(parent_id >= 0, pos[np.maximum(parent_id, 0)], -1)
+    off = tree.select((pl.col("total_ns").cum_sum().over(pl.col("parent_node_id").fill_null(-1))
+                       - pl.col("total_ns")).alias("o"))["o"].to_numpy() / grand
+    depth = tree["depth"].to_numpy()
+    x0 = np.zeros(n)
+    levels = np.argsort(depth, kind="stable")
+    for rows in np.split(levels, np.flatnonzero(np.diff(depth[levels])) + 1):
+        p = parent[rows]
+        x0[rows] = np.where(p >= 0, x0[np.maximum(p, 0)], 0.0) + off[rows]
+    return tree.with_columns(pl.Series("x0", x0), (pl.Series("x0", x0) + pl.col("total_ns") / grand).alias("x1"))
+
+
+def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False) -> Any:
+    """Icicle of the call tree: width = total time, colour = self time (ms).
+
+    Parameters
+    ----------
+    max_depth
+        Deepest level drawn.
+    min_share
+        Hide nodes below this share of the total time.
+    device
+        Include device streams (their own roots).
+    """
+    alt = _alt()
+    from proftab.display import fmt_ns
+
+    tree = icicle_layout(tr.call_tree(device=device))
+    data = tree.filter((pl.col("depth") <= max_depth) & (pl.col("total_share") >= min_share)).select(
+        "name", "depth", "calls", "x0", "x1",
+        (pl.col("self_ns") / 1e6).alias("self_ms"),
+        pl.col("total_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("total"),
+        pl.col("self_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("self"),
+        pl.col("path").list.join(" › ").alias("path"),
+        _fit("name", ((pl.col("x1") - pl.col("x0")) * _ICICLE_WIDTH / 6.5).floor().cast(pl.Int64) - 1).alias("text"),
+    )
+    base = alt.Chart(_data(data), title=_title(tr, "call tree (width = total, colour = self)"))
+    rect = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
+        x=alt.X("x0:Q", axis=None, scale=alt.Scale(domain=[0, 1])), x2="x1:Q",
+        y=alt.Y("depth:O", title="depth"),
+        color=alt.Color("self_ms:Q", title="self (ms)", scale=alt.Scale(scheme="oranges")),
+        tooltip=["path:N", "calls:Q", "self:N", "total:N"],
+    )
+    text = base.mark_text(align="left", dx=3, fontSize=10).encode(x="x0:Q", y=alt.Y("depth:O"), text="text:N")
+    return (rect + text).properties(width=_ICICLE_WIDTH, height=alt.Step(22))
+
+
+def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+    """Stacked bars per profiler step: self time of the top `n` ops, the rest as ``other``.
+
+    Parameters
+    ----------
+    metric
+        ``"cpu"`` (host rows, Self CPU) or ``"device"`` (device rows, Self device time).
+    """
+    import warnings
+
+    alt = _alt()
+    with warnings.catch_warnings():  # key_averages(by_step) joins as-of by rank; polars 2 notes it cannot check
+        warnings.filterwarnings("ignore", message="Sortedness of columns cannot be checked")
+        ka = tr.key_averages(by_step=True).filter(pl.col("step").is_not_null())
+    if ka.is_empty():
+        msg = "the trace has no ProfilerStep#N events"
+        raise ValueError(msg)
+    if metric == "cpu":
+        rows = ka.filter(pl.col("device_type") == "CPU").select("step", "name", pl.col("self_cpu_ns").alias("ns"))
+    elif metric == "device":
+        rows = ka.filter((pl.col("device_type") != "CPU") & ~pl.col("is_user_annotation")).select(
+            "step", "name", pl.col("self_device_ns").alias("ns"))
+    else:
+        msg = f"unknown metric {metric!r}; valid: 'cpu', 'device'"
+        raise ValueError(msg)
+    top = (rows.group_by("name").agg(pl.col("ns").sum()).sort(["ns", "name"], descending=[True, False])
+           .head(n)["name"])
+    data = (rows.with_columns(op=pl.when(pl.col("name").is_in(top.implode())).then(pl.col("name"))
+                              .otherwise(pl.lit("other")))
+            .group_by("step", "op").agg(pl.col("ns").sum())
+            .with_columns(ms=pl.col("ns") / 1e6).sort("step", "op"))
+    order = [*top.to_list(), "other"]
+    return alt.Chart(_data(data), title=_title(tr, f"self {metric} time per step")).mark_bar().encode(
+        x=alt.X("step:O", title="profiler step"),
+        y=alt.Y("ms:Q", title=f"self {metric} time (ms)", stack="zero"),
+        color=alt.Color("op:N", sort=order, title=None, legend=alt.Legend(labelLimit=320)),
+        order=alt.Order("ms:Q", sort="descending"),
+        tooltip=["step:O", "op:N", alt.Tooltip("ms:Q", format=",.3f")],
+    ).properties(width=max(200, 40 * data["step"].n_unique()))
+
+
+def save(chart: Any, path: str | os.PathLike[str]) -> None:
+    """Write `chart` by extension: ``.html``, ``.json`` (Vega-Lite), ``.png`` / ``.svg`` (vl-convert)."""
+    path = os.fspath(path)
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".png", ".svg", ".pdf"):
+        try:
+            import vl_convert  # noqa: F401
+        except ImportError as exc:
+            msg = f"writing {ext} needs the vl-convert-python package: pip install 'proftab[plot]' (or write .html)"
+            raise ImportError(msg) from exc
+    elif ext == ".html":
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(to_html(chart))
+        return
+    elif ext != ".json":
+        msg = f"unknown chart file type {ext!r}; use .html, .json, .png, .svg or .pdf"
+        raise ValueError(msg)
+    chart.save(path)
+
+
+_HTML = """<!DOCTYPE html>
+<html>
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<script src="https://cdn.jsdelivr.net/npm/vega@{vega}"></script>
+<script src="https://cdn.jsdelivr.net/npm/vega-lite@{vegalite}"></script>
+<script src="https://cdn.jsdelivr.net/npm/vega-embed@{embed}"></script>
+</head>
+<body>
+<div id="vis"></div>
+<script>
+vegaEmbed("#vis", {spec}).catch(console.error);
+</script>
+</body>
+</html>
+"""
+
+
+def to_html(chart: Any) -> str:
+    """A standalone HTML page for `chart` (Vega from a CDN).
+
+    Names come from user code: every ``<``, ``>`` and ``&`` in the embedded spec is written as
+    a JSON ``\\u`` escape, so a name such as ``</script><script>...`` cannot end the script
+    element; the chart shows it unchanged.
+    """
+    import html
+
+    alt = _alt()
+    spec = chart.to_json(indent=None)
+    safe = spec.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    title = chart.to_dict().get("title", "proftab chart")
+    if isinstance(title, dict):
+        title = title.get("text", "proftab chart")
+    return _HTML.format(title=html.escape(str(title)), vega=alt.VEGA_VERSION, vegalite=alt.VEGALITE_VERSION,
+                        embed=alt.VEGAEMBED_VERSION, spec=safe)

@@ -1,0 +1,118 @@
+"""Charts: built from real traces, written to files, with the numbers they should show."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import proftab as pt
+
+alt = pytest.importorskip("altair")
+from proftab import plot  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CNN = ROOT / "data" / "train_cnn.pt.trace.json.gz"
+H100 = ROOT / "data" / "h100_bert_small.pt.trace.json.gz"
+
+
+def _values(chart: object) -> list[dict]:
+    spec = chart.to_dict()  # type: ignore[attr-defined]
+    datasets = spec.get("datasets") or {}
+    assert len(datasets) == 1
+    return next(iter(datasets.values()))
+
+
+@pytest.fixture(scope="module")
+def cnn() -> pt.Trace:
+    return pt.load(CNN)
+
+
+@pytest.fixture(scope="module")
+def h100() -> pt.Trace:
+    return pt.load(H100)
+
+
+def test_top_ops(cnn: pt.Trace, tmp_path: Path) -> None:
+    chart = plot.top_ops(cnn, 5)
+    vals = _values(chart)
+    ka = cnn.key_averages().filter(pl.col("device_type") == "CPU").sort("self_cpu_ns", descending=True).head(5)
+    self_rows = {v["name"]: v["ns"] for v in vals if v["measure"] == "self"}
+    total_rows = {v["name"]: v["ns"] for v in vals if v["measure"] == "total"}
+    assert self_rows == dict(ka.select("name", "self_cpu_ns").iter_rows())
+    assert total_rows == dict(ka.select("name", "cpu_total_ns").iter_rows())
+    out = tmp_path / "top.html"
+    plot.save(chart, out)
+    assert "vega" in out.read_text() and "aten::max_pool2d_with_indices" in out.read_text()
+    with pytest.raises(ValueError, match="unknown metric"):
+        plot.top_ops(cnn, metric="gpu")  # type: ignore[arg-type]
+
+
+def test_top_ops_device(h100: pt.Trace, tmp_path: Path) -> None:
+    vals = _values(plot.top_ops(h100, 3, metric="device"))
+    assert len({v["name"] for v in vals}) == 3
+    ka = h100.key_averages().filter((pl.col("device_type") != "CPU") & ~pl.col("is_user_annotation"))
+    assert max(v["ns"] for v in vals if v["measure"] == "self") == ka["self_device_ns"].max()
+
+
+def test_timeline_step_per_thread_and_stream(h100: pt.Trace, tmp_path: Path) -> None:
+    chart = plot.timeline(h100)
+    vals = _values(chart)
+    labels = {v["label"] for v in vals}
+    assert labels == {"thread 19392 (python3)", "stream 7"}
+    step = h100.events.filter((pl.col("name") == "ProfilerStep#6") & (pl.col("cat").cast(pl.String) == "user_annotation"))
+    width_ms = step["dur_ns"][0] / 1e6
+    assert all(0 <= v["start_ms"] <= v["end_ms"] <= width_ms for v in vals)
+    assert max(v["depth"] for v in vals) <= 3
+    assert not any(v["cat"] == "python_function" for v in vals)
+    assert any(v["cat"] == "python_function" for v in _values(plot.timeline(h100, python=True, max_depth=1)))
+    out = tmp_path / "timeline.json"
+    plot.save(chart, out)
+    assert json.loads(out.read_text())["mark"]["type"] == "bar"
+    with pytest.raises(ValueError, match="no ProfilerStep#99"):
+        plot.timeline(h100, 99)
+
+
+def test_icicle_layout_and_escaping(cnn: pt.Trace, tmp_path: Path) -> None:
+    tree = plot.icicle_layout(cnn.call_tree())
+    assert tree.filter(pl.col("depth") == 0)["x1"].max() == pytest.approx(1.0)
+    kids = tree.join(tree.select(pl.col("node_id").alias("parent_node_id"), pl.col("x0").alias("px0"),
+                                 pl.col("x1").alias("px1")), on="parent_node_id")
+    assert ((kids["x0"] >= kids["px0"] - 1e-12) & (kids["x1"] <= kids["px1"] + 1e-12)).all()
+    chart = plot.icicle(cnn, max_depth=3)
+    vals = _values(chart)
+    assert {v["name"] for v in vals if v["depth"] == 1} >= {"forward", "backward"}
+    assert max(v["depth"] for v in vals) == 3
+    out = tmp_path / "tree.html"
+    plot.save(chart, out)
+    assert out.stat().st_size > 1000
+
+
+def test_steps_stacked(cnn: pt.Trace, tmp_path: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():  # aggregate's by_step join_asof warns on polars 2 (not plot's code)
+        warnings.filterwarnings("ignore", message="Sortedness of columns cannot be checked")
+        chart = plot.steps(cnn, 3)
+        ka = cnn.key_averages(by_step=True)
+    vals = _values(chart)
+    per_step = {}
+    for v in vals:
+        per_step[v["step"]] = per_step.get(v["step"], 0) + v["ns"]
+    want = ka.filter((pl.col("device_type") == "CPU") & pl.col("step").is_not_null()).group_by("step").agg(
+        pl.col("self_cpu_ns").sum())
+    assert per_step == dict(want.iter_rows())
+    assert {v["op"] for v in vals} <= {*{v["op"] for v in vals if v["op"] != "other"}, "other"}
+    assert len({v["op"] for v in vals}) == 4
+    plot.save(chart, tmp_path / "steps.html")
+
+
+def test_save_png_when_renderer_installed(cnn: pt.Trace, tmp_path: Path) -> None:
+    pytest.importorskip("vl_convert")
+    out = tmp_path / "top.png"
+    plot.save(plot.top_ops(cnn, 5), out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="unknown chart file type"):
+        plot.save(plot.top_ops(cnn, 5), tmp_path / "top.txt")
