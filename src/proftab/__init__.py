@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __version__ = "0.1.0"
-__all__ = ["Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "load"]
+__all__ = ["Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "from_profiler", "load"]
 __all__ += ["diff"]
 __all__ += ["ScannedTrace", "convert", "join_samples", "overlaps", "scan"]
 
@@ -54,3 +54,15 @@ def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, s
     paths = expand_sources(source)
     tables = read_files(paths, salvage=salvage, ranks=ranks)
     return Trace.from_files(tables)
+
+
+def from_profiler(prof: object, *, json_path: str | os.PathLike[str] | None = None) -> Trace:
+    """The same tables as `load`, straight from a stopped `torch.profiler.profile`.
+
+    Times come from the profiler's in-memory int64 ns (`start_ns()` / `end_ns()`).
+    Kineto writes a profile once: pass `json_path` to also keep the JSON file.
+    Requires torch (the optional `torch` extra).
+    """
+    from proftab.io.torch_live import from_profiler as _from_profiler
+
+    return _from_profiler(prof, json_path=json_path)
