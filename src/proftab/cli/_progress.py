@@ -71,6 +71,7 @@ class ReadProgress:
         self._seen: set[str] = set()
         self._t0 = time.monotonic()
         self._last_pct = -10
+        self._last_label = "reading"
 
     def phase(self, label: str) -> None:
         """Switch the label (e.g. ``"nesting"``); the byte count is then complete."""
@@ -100,8 +101,11 @@ class ReadProgress:
             sys.stderr.write(f"\r\033[K[{bar}] {text}")
             if final:
                 sys.stderr.write("\r\033[K")
-        elif final or pct >= self._last_pct + 10 or self.label != "reading":
+        elif final:
+            sys.stderr.write(f"proftab: done in {elapsed:.1f}s\n")
+        elif self.label != self._last_label or pct >= self._last_pct + 10:
             self._last_pct = int(pct // 10 * 10)
+            self._last_label = self.label
             sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
@@ -114,6 +118,7 @@ class ReadProgress:
 
     def __enter__(self) -> ReadProgress:
         if self.enabled:
+            self._draw(final=False)
             self._thread = threading.Thread(target=self._loop, name="proftab-progress", daemon=True)
             self._thread.start()
         return self

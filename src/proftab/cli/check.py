@@ -2,8 +2,9 @@
 
 Findings: rejected input events, anomalies (`Trace.anomalies`: overruns, negative
 durations, unmatched begins, unfinished ops, repaired names), repaired args, file
-accounting that does not add up, and device time that no host op launched (when
-`proftab.device` provides ``unattributed(trace)``). Timestamps rounded to the ns are
+accounting that does not add up, and device time that no host op launched (from
+`proftab.device`: ``unattributed(trace)``, else the ``activities(trace)`` rows without an
+``op_id``; reported as not available when the module is absent). Timestamps rounded to the ns are
 reported but are not findings.
 """
 
@@ -49,13 +50,21 @@ def _device_report(tr: Trace) -> dict[str, Any]:
         from proftab import device  # type: ignore[attr-defined]
     except ImportError:
         return {"status": "not available: proftab.device is not part of this build"}
-    fn = getattr(device, "unattributed", None)
-    if fn is None:
-        return {"status": "not available: proftab.device has no unattributed()"}
-    un = fn(tr)
+    import polars as pl
+
+    if callable(getattr(device, "unattributed", None)):
+        un = device.unattributed(tr)
+    elif callable(getattr(device, "activities", None)):
+        acts = device.activities(tr)
+        if "op_id" not in acts.columns:
+            return {"status": "not available: proftab.device.activities() has no op_id column"}
+        un = acts.filter(pl.col("op_id").is_null())
+    else:
+        return {"status": "not available: proftab.device has neither unattributed() nor activities()"}
     dur = int(un["dur_ns"].sum() or 0) if "dur_ns" in un.columns else 0
     return {"status": "checked", "activities": un.height, "dur_ns": dur,
-            "examples": un.head(5).select([c for c in ("name", "dur_ns", "start_ns") if c in un.columns]).to_dicts()}
+            "examples": un.sort("dur_ns", descending=True).head(5).select(
+                [c for c in ("name", "dur_ns", "start_ns", "link") if c in un.columns]).to_dicts()}
 
 
 def report(tr: Trace, n_examples: int = 5) -> dict[str, Any]:
