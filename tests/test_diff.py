@@ -122,3 +122,15 @@ def test_hta_trace_diff_pair_top_changes() -> None:
     added = set(dev.filter(pl.col("status") == "added")["name"])
     assert any(n.startswith("volta_sgemm") for n in added)  # V100 kernels appear
     assert any(n.startswith("ampere_") for n in dev.filter(pl.col("status") == "removed")["name"])  # A100 ones go
+
+
+def test_diff_json_against_parquet_dataset(tmp_path: Path) -> None:
+    """The same trace as JSON and as a Parquet dataset (`to_parquet` / `pt.scan`): nothing differs."""
+    if not hasattr(pt, "scan"):
+        pytest.skip("Parquet datasets not available")
+    tr = pt.load(BASE)
+    tr.to_parquet(str(tmp_path / "ds"))
+    d = pt.diff(tr, pt.scan(str(tmp_path / "ds")))
+    assert d.height == tr.key_averages().height and (d["status"] == "same").all()
+    changed = pt.diff(pt.scan(str(tmp_path / "ds")), TEST)
+    assert changed.equals(pt.diff(BASE, TEST))
