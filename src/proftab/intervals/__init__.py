@@ -1,0 +1,7 @@
+"""Generic interval algorithms over (event_id, start_ns, end_ns, track keys) frames."""
+
+from __future__ import annotations
+
+from proftab.intervals.nest import NestStats, nest, nest_stats, union_ns
+
+__all__ = ["NestStats", "nest", "nest_stats", "union_ns"]

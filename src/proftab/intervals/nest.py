@@ -1,0 +1,567 @@
+"""Per-track nesting of intervals and exact self time.
+
+Contract
+--------
+This module is generic: it sees only ``event_id``, ``start_ns``, ``end_ns`` (Int64,
+``end_ns >= start_ns``, ``event_id`` unique -- not checked) and the track key columns
+``by`` (any dtype, nulls allowed; null is an ordinary key value).  Other columns are
+passed through untouched and the rows keep their order.
+
+Definitions (per track, i.e. per distinct value of ``by``):
+
+* **order**: ``start_ns`` asc, then ``end_ns`` desc, then ``event_id`` asc.
+* an event is **open** at ``t`` when ``start_ns <= t < end_ns``; zero-length events are
+  never open, hence never parents.
+* ``parent_id``: the innermost (= latest in the order) event that precedes this event in
+  the order and is open at its start; null if none.
+* ``depth``: the number of preceding-in-order events open at its start.
+* ``self_ns``: the time during which the event is the innermost open event of its track
+  (innermost = latest in the order among the events open at that instant).  On properly
+  nested events this is ``dur - sum(direct children dur)``; in general every instant of
+  the track's union belongs to exactly one event, so ``self_ns >= 0`` and per track
+  ``sum(self_ns) == union length`` to the nanosecond.
+* ``overrun_ns``: ``max(0, end_ns - parent's end_ns)``; 0 for roots.
+
+Algorithm
+---------
+Everything runs on int64 numpy arrays in track-major order: one argsort of a composite
+``(track, start)`` key, ties on equal starts re-sorted by ``(end desc, id)``.
+
+1. ``depth`` is exact in all cases: ``#preceding - #(track ends <= start)`` plus a
+   correction for zero-length events sharing the start (one ``searchsorted``).
+2. Candidate parent ``q`` = latest earlier event of the track with depth ``d - 1``
+   (depth rises by at most 1 per event: a forward fill per depth level).
+3. Certification: if every event with ``d >= 1`` has ``start < end[q]`` and
+   ``end <= end[q]``, the track nests properly (proof: a minimal crossing pair would
+   contradict it) and ``q`` is the parent; ``self = dur - sum(children dur)``.
+4. Otherwise the uncertified events are set aside as *crossing* and steps 1-3 are
+   re-run on the rest of the affected top-level components until it certifies (usually
+   one more pass).  The crossing events only change the answers of a small set: the
+   crossing events, the nested events open at their starts (their "chains") and the
+   children of chain members overlapping a crossing event.  That set is re-solved by an
+   exact Python sweep (stack for parents; two heaps for the self time inside the spans
+   of the crossing events, with and without them, applied as a correction).
+
+:func:`nest_stats` returns the counters of the last :func:`nest` call of the current
+thread, including the share of events that took the slow path (step 4).
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+__all__ = ["NestStats", "nest", "nest_stats", "union_ns"]
+
+_EVENT_ID = "event_id"
+_START = "start_ns"
+_END = "end_ns"
+_OUT_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
+_KEY_LIMIT = 2**62  # composite (track, time) keys must stay below this
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class NestStats:
+    """Counters of the last :func:`nest` call.
+
+    Attributes
+    ----------
+    n_events, n_tracks : int
+        Input size.
+    n_crossing : int
+        Events set aside as *crossing* (partial overlaps) so that the rest nests.
+    n_slow : int
+        Events whose parent / self time the exact Python sweep recomputed: the crossing
+        events, the nested events open at their starts, and the children of those that
+        overlap a crossing event.
+    n_passes : int
+        Vectorized passes (1 when every track is properly nested).
+    """
+
+    n_events: int
+    n_tracks: int
+    n_crossing: int
+    n_slow: int
+    n_passes: int
+
+    @property
+    def slow_share(self) -> float:
+        """Fraction of events that took the slow path (0.0 for no events)."""
+        return self.n_slow / self.n_events if self.n_events else 0.0
+
+
+def nest_stats() -> NestStats | None:
+    """Return the :class:`NestStats` of the last :func:`nest` call in this thread.
+
+    Returns
+    -------
+    NestStats or None
+        None if :func:`nest` has not been called in this thread.
+    """
+    return getattr(_local, "stats", None)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _validate(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, ...]:
+    missing = [c for c in (_EVENT_ID, _START, _END, *by) if c not in events.columns]
+    if missing:
+        raise ValueError(f"nest: missing columns {missing}")
+    cols = events.select(
+        pl.col(_EVENT_ID).cast(pl.Int64),
+        pl.col(_START).cast(pl.Int64),
+        pl.col(_END).cast(pl.Int64),
+    )
+    nulls = {c: n for c, n in zip(cols.columns, cols.null_count().row(0)) if n}
+    if nulls:
+        raise ValueError(f"nest: null values in {nulls}")
+    eid, s, e = (cols.get_column(c).to_numpy() for c in (_EVENT_ID, _START, _END))
+    if (e < s).any():
+        bad = int(np.flatnonzero(e < s)[0])
+        raise ValueError(f"nest: end_ns < start_ns for event_id {int(eid[bad])}")
+    if len(s) and ((e - s) < 0).any():
+        raise ValueError("nest: a duration end_ns - start_ns overflows int64")
+    return eid, s, e
+
+
+def _track_ids(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Dense int64 track id per row (arbitrary but consistent numbering)."""
+    n = events.height
+    if not by or n == 0:
+        return np.zeros(n, dtype=np.int64), 1 if n else 0
+    keys = events.select(by)
+    h = keys.select(pl.struct(by).hash(seed=0)).to_series()
+    uniq = h.unique().sort().to_numpy()
+    n_groups = keys.group_by(by).len().height
+    if len(uniq) == n_groups:  # hash is injective on the keys present
+        return np.searchsorted(uniq, h.to_numpy()).astype(np.int64), n_groups
+    tid = keys.select(pl.struct(by).rank("dense")).to_series().to_numpy()
+    return tid.astype(np.int64) - 1, n_groups
+
+
+def _argsort_keys(k: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(perm, k[perm])`` sorting the non-negative keys ``k < bound``."""
+    n = len(k)
+    row_bits = max(1, (n - 1).bit_length())
+    if bound <= 2 ** (63 - row_bits):
+        # key and row index packed in one int64: a plain (SIMD) sort, no argsort
+        packed = (k << row_bits) | np.arange(n)
+        packed.sort()
+        return packed & ((1 << row_bits) - 1), packed >> row_bits
+    perm = pl.Series(k).arg_sort().to_numpy().astype(np.int64)
+    return perm, k[perm]
+
+
+def _order(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray, mult: int, base: int):
+    """Permutation into (track, start asc, end desc, id asc) order and sorted start keys."""
+    perm, ks = _argsort_keys(tid * mult + (s - base), (int(tid.max()) + 1) * mult)
+    if len(ks) > 1:
+        eq = ks[1:] == ks[:-1]
+        if eq.any():
+            m = np.zeros(len(ks), dtype=bool)
+            m[1:] |= eq
+            m[:-1] |= eq
+            idx = np.flatnonzero(m)
+            sub = perm[idx]
+            perm[idx] = sub[np.lexsort((eid[sub], np.invert(e[sub]), ks[idx]))]
+    return perm, ks
+
+
+def _depth(ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
+    """Exact depth of the events given in order by their (track, time) keys.
+
+    ``depth = #preceding - #(ends <= start)`` (keys are track-major, so other tracks
+    cancel out), corrected for the zero-length events that share the start but come
+    later in the order (they sort last among equal starts).  The counts come from one
+    sort of the merged start/end keys (ends before starts on equal keys).
+    """
+    m = len(ks)
+    merged = np.concatenate((ke << 1, (ks << 1) | 1))
+    merged.sort()
+    at = np.flatnonzero(merged & 1)  # where the j-th start landed
+    depth = 2 * np.arange(m) - at  # j - (at[j] - j)
+    zero = ke == ks
+    if zero.any():
+        run_last = np.empty(m, dtype=bool)
+        run_last[-1] = True
+        np.not_equal(ks[1:], ks[:-1], out=run_last[:-1])
+        run_end = np.flatnonzero(run_last)[np.cumsum(np.concatenate(([True], run_last[:-1]))) - 1]
+        cz = np.cumsum(zero)
+        depth += cz[run_end] - cz + zero  # zero-length events at this start ranked >= i
+    return depth
+
+
+def _candidate_parent(depth: np.ndarray) -> np.ndarray:
+    """Per event (in track-major order, exact depths), the index of the latest earlier
+    event of its track with depth ``d - 1``; -1 for depth 0.
+
+    Depth rises by at most 1 from one event to the next and is 0 at a track's first
+    event, so that event is the last *opening* event (``d[j+1] == d[j] + 1``) at level
+    ``d`` before ``i``: a forward fill per depth level after one stable radix sort.
+    """
+    m = len(depth)
+    opening = np.zeros(m, dtype=bool)
+    np.equal(depth[1:], depth[:-1] + 1, out=opening[1:])
+    dmax = int(depth.max())
+    key = depth.astype(np.uint16 if dmax < 2**16 else np.uint32)
+    order = np.argsort(key, kind="stable")
+    level = depth[order] * (m + 1)
+    filled = np.maximum.accumulate(level + np.where(opening[order], order, 0))
+    out = np.empty(m, dtype=np.int64)
+    out[order] = filled - level - 1
+    return out
+
+
+def _uncertified(pos, q, depth, s_, e_) -> np.ndarray:
+    """Events whose candidate parent is not provably their parent (see module docs)."""
+    qq = np.maximum(q, 0)
+    return (depth > 0) & ((q < 0) | (e_[qq] <= s_[pos]) | (e_[pos] > e_[qq]))
+
+
+def _sweep(ks, ke, is_x, groups):
+    """Exact parents and self times of a small set of events, per track.
+
+    ``ks``/``ke``: (track, time) keys of the events, each track's events contiguous and
+    in order; ``is_x``: crossing flags; ``groups``: (lo, hi, windows) per track where
+    windows are the merged spans of the crossing events.  Returns local parent indices
+    (-1 for none), the self time inside the windows, and the self time inside the windows
+    that the same sweep gives without the crossing events.
+    """
+    n = len(ks)
+    parent = [-1] * n
+    self_all = [0] * n
+    self_nested = [0] * n
+    push, pop = heapq.heappush, heapq.heappop
+    for lo, hi, wins in groups:
+        stack: list[int] = []
+        for i in range(lo, hi):
+            si = ks[i]
+            while stack and ke[stack[-1]] <= si:
+                stack.pop()
+            if stack:
+                parent[i] = stack[-1]
+            if ke[i] > si:
+                stack.append(i)
+        times = sorted({*ks[lo:hi], *ke[lo:hi], *(x for w in wins for x in w)})
+        h_all: list[int] = []
+        h_nested: list[int] = []
+        ptr, wi = lo, 0
+        for k in range(len(times) - 1):
+            t = times[k]
+            while ptr < hi and ks[ptr] <= t:
+                if ke[ptr] > ks[ptr]:
+                    push(h_all, -ptr)
+                    if not is_x[ptr]:
+                        push(h_nested, -ptr)
+                ptr += 1
+            while wi < len(wins) and wins[wi][1] <= t:
+                wi += 1
+            if wi == len(wins) or wins[wi][0] > t:
+                continue  # outside every window: the nested answer stands
+            dt = times[k + 1] - t
+            while h_all and ke[-h_all[0]] <= t:
+                pop(h_all)
+            if h_all:
+                self_all[-h_all[0]] += dt
+            while h_nested and ke[-h_nested[0]] <= t:
+                pop(h_nested)
+            if h_nested:
+                self_nested[-h_nested[0]] += dt
+    return parent, self_all, self_nested
+
+
+# --------------------------------------------------------------------------- core
+
+
+def _nest_arrays(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray):
+    """Core on raw arrays.
+
+    Returns None if the composite keys would overflow, else ``(perm, parent, depth,
+    self, n_crossing, n_slow, passes, end)`` where the arrays are in sorted positions
+    (``perm`` maps them to rows) and ``parent`` holds positions (-1 for roots).
+    """
+    n = len(s)
+    base = int(s.min())
+    span = int(e.max()) - base + 1
+    if (int(tid.max()) + 1) * span >= _KEY_LIMIT:
+        return None
+    perm, ks = _order(tid, s, e, eid, span, base)
+    tid_ = ks // span
+    s_ = ks - tid_ * span + base
+    e_ = e[perm]
+    ke = ks + (e_ - s_)
+    pos = np.arange(n)
+
+    # vectorized pass: exact depth, candidate parent, certification
+    depth = _depth(ks, ke)
+    parent = _candidate_parent(depth)
+    bad = _uncertified(pos, parent, depth, s_, e_)
+    passes = 1
+    dur = e_ - s_
+    if not bad.any():
+        return perm, parent, depth, _self_nested(parent, dur, n), 0, 0, passes, e_
+
+    # Set crossing events aside until the rest certifies.  Only the overlap-connected
+    # top-level components holding uncertified events are re-checked (a component's
+    # events see no event outside it), and after the first re-check only those where
+    # events were newly set aside.
+    new_comp = np.ones(n, dtype=bool)
+    np.greater_equal(ks[1:], np.maximum.accumulate(ke)[:-1], out=new_comp[1:])
+    comp = np.cumsum(new_comp) - 1
+    del new_comp
+    n_comp = int(comp[-1]) + 1
+    cross = bad
+    check = np.zeros(n_comp, dtype=bool)
+    check[comp[bad]] = True
+    aff = check = check[comp]
+    while True:
+        parent[check] = -1
+        lpos = np.flatnonzero(check & ~cross)
+        if not len(lpos):
+            break
+        ldepth = _depth(ks[lpos], ke[lpos])
+        lpar = _candidate_parent(ldepth)
+        parent[lpos] = np.where(lpar >= 0, lpos[np.maximum(lpar, 0)], -1)
+        lbad = _uncertified(lpos, parent[lpos], ldepth, s_, e_)
+        passes += 1
+        if not lbad.any():
+            break
+        cross[lpos[lbad]] = True
+        check = np.zeros(n_comp, dtype=bool)
+        check[comp[lpos[lbad]]] = True
+        check = check[comp]
+    del comp, check
+    self_t = _self_nested(parent, dur, n)  # exact for the nested events away from crossings
+    self_t[cross] = 0
+
+    # slow set: crossing events, the nested events open at their starts (chains), and
+    # the children of chain members (or nested roots) overlapping a crossing event
+    xpos = np.flatnonzero(cross)
+    wl, wr = ks[xpos], ke[xpos]
+    new_w = np.ones(len(xpos), dtype=bool)
+    new_w[1:] = wl[1:] > np.maximum.accumulate(wr)[:-1]
+    wl = wl[new_w]
+    wr = np.maximum.reduceat(wr, np.flatnonzero(new_w))
+    last_nested = np.maximum.accumulate(np.where(cross, -1, pos))
+    c = np.where(xpos > 0, last_nested[np.maximum(xpos - 1, 0)], -1)
+    c[(c >= 0) & (tid_[np.maximum(c, 0)] != tid_[xpos])] = -1
+    while True:
+        up = (c >= 0) & (e_[np.maximum(c, 0)] <= s_[xpos])
+        if not up.any():
+            break
+        c[up] = parent[c[up]]
+    chain = np.zeros(n, dtype=bool)
+    cur = np.unique(c[c >= 0])
+    while len(cur):
+        cur = cur[~chain[cur]]
+        chain[cur] = True
+        cur = np.unique(parent[cur][parent[cur] >= 0])
+    kid = aff & ~cross & ~chain & np.where(parent >= 0, chain[np.maximum(parent, 0)], True)
+    ki = np.flatnonzero(kid)
+    j = np.searchsorted(wl, np.maximum(ke[ki], ks[ki] + 1), side="left") - 1
+    ki = ki[(j >= 0) & (wr[np.maximum(j, 0)] > ks[ki])]
+    slow = np.zeros(n, dtype=bool)
+    slow[xpos] = True
+    slow[chain] = True
+    slow[ki] = True
+    spos = np.flatnonzero(slow)
+    g_first = np.flatnonzero(np.concatenate(([True], tid_[spos][1:] != tid_[spos][:-1])))
+    g_bounds = np.append(g_first, len(spos))
+    g_track = ks[spos[g_first]] // span
+    w_track = wl // span
+    w_lo = np.searchsorted(w_track, g_track, side="left")
+    w_hi = np.searchsorted(w_track, g_track, side="right")
+    wl_l, wr_l = wl.tolist(), wr.tolist()
+    groups = [
+        (int(g_bounds[i]), int(g_bounds[i + 1]), list(zip(wl_l[w_lo[i] : w_hi[i]], wr_l[w_lo[i] : w_hi[i]])))
+        for i in range(len(g_first))
+    ]
+    lp, st_all, st_nested = _sweep(ks[spos].tolist(), ke[spos].tolist(), cross[spos].tolist(), groups)
+    lp = np.asarray(lp, dtype=np.int64)
+    parent[spos] = np.where(lp >= 0, spos[np.maximum(lp, 0)], -1)
+    fix = cross[spos] | chain[spos]
+    delta = np.asarray(st_all, dtype=np.int64) - np.asarray(st_nested, dtype=np.int64)
+    self_t[spos[fix]] += delta[fix]
+    return perm, parent, depth, self_t, len(xpos), len(spos), passes, e_
+
+
+def _self_nested(parent: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
+    """``dur - sum(children dur)`` (exact int64; float sums are exact below 2**53)."""
+    has = parent >= 0
+    if not has.any():
+        return dur.copy()
+    if int(dur.max()) < 2**53:  # nested children of one parent sum to <= its dur
+        child = np.bincount(parent[has], weights=dur[has], minlength=n).astype(np.int64)
+    else:
+        child = np.zeros(n, dtype=np.int64)
+        np.add.at(child, parent[has], dur[has])
+    return dur - child
+
+
+def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
+    """Add per-track nesting columns (see the module docstring for the exact definitions).
+
+    Parameters
+    ----------
+    events : pl.DataFrame
+        ``event_id`` (unique), ``start_ns``, ``end_ns`` (Int64, ``end >= start``), the
+        ``by`` columns and any other columns.
+    by : sequence of str
+        Track key columns; nulls are ordinary key values.  Empty means one track.
+
+    Returns
+    -------
+    pl.DataFrame
+        ``events`` (same rows, same order) plus ``parent_id`` (Int64, null for roots),
+        ``depth`` (Int32), ``self_ns`` (Int64) and ``overrun_ns`` (Int64).  Existing
+        columns of those names are replaced.
+    """
+    by = list(by)
+    eid, s, e = _validate(events, by)
+    tid, n_tracks = _track_ids(events, by)
+    n = len(s)
+    if n == 0:
+        _local.stats = NestStats(0, 0, 0, 0, 0)
+        return events.with_columns(
+            pl.lit(None, pl.Int64).alias("parent_id"),
+            pl.lit(0, pl.Int32).alias("depth"),
+            pl.lit(0, pl.Int64).alias("self_ns"),
+            pl.lit(0, pl.Int64).alias("overrun_ns"),
+        )
+    res = _nest_arrays(tid, s, e, eid)
+    if res is None:  # composite keys would overflow: one track at a time
+        res = _nest_per_track(tid, n_tracks, s, e, eid)
+    perm, parent, depth, self_t, n_crossing, n_slow, passes, e_ = res
+    pp = np.maximum(parent, 0)  # parent is -1 exactly where depth == 0
+    overrun = np.maximum(e_ - e_[pp], 0)
+    overrun[depth == 0] = 0
+    pid = eid[perm][pp]
+    inv = np.empty(n, dtype=np.int64)
+    inv[perm] = np.arange(n)
+    cols = pl.DataFrame(
+        {
+            "parent_id": pid,
+            "depth": depth.astype(np.int32),
+            "self_ns": self_t,
+            "overrun_ns": overrun,
+        }
+    )[inv]
+    _local.stats = NestStats(n, n_tracks, n_crossing, n_slow, passes)
+    return events.with_columns(cols.get_columns()).with_columns(
+        pl.when(pl.col("depth") > 0).then(pl.col("parent_id")).alias("parent_id")
+    )
+
+
+def _nest_per_track(tid: np.ndarray, n_tracks: int, s: np.ndarray, e: np.ndarray, eid: np.ndarray):
+    """Fallback when (track, time) keys do not fit in int64: solve each track alone."""
+    n = len(s)
+    order = np.argsort(tid, kind="stable")
+    bounds = np.searchsorted(tid[order], np.arange(n_tracks + 1))
+    perm = np.empty(n, dtype=np.int64)
+    parent = np.empty(n, dtype=np.int64)
+    depth = np.empty(n, dtype=np.int64)
+    self_t = np.empty(n, dtype=np.int64)
+    n_cross = n_slow = passes = 0
+    for t in range(n_tracks):
+        lo, hi = int(bounds[t]), int(bounds[t + 1])
+        rows = order[lo:hi]
+        res = _nest_arrays(np.zeros(hi - lo, dtype=np.int64), s[rows], e[rows], eid[rows])
+        if res is None:  # a single track spanning >= 2**62 ns: plain sweep
+            res = _nest_sweep_track(s[rows], e[rows], eid[rows])
+        p, par, dep, st, nc, ns, ps, _ = res
+        perm[lo:hi] = rows[p]
+        parent[lo:hi] = np.where(par >= 0, par + lo, -1)
+        depth[lo:hi] = dep
+        self_t[lo:hi] = st
+        n_cross, n_slow, passes = n_cross + nc, n_slow + ns, max(passes, ps)
+    return perm, parent, depth, self_t, n_cross, n_slow, passes, e[perm]
+
+
+def _nest_sweep_track(s: np.ndarray, e: np.ndarray, eid: np.ndarray):
+    """Whole track by the Python sweep (only for absurd time spans)."""
+    perm = np.lexsort((eid, np.invert(e), s)).astype(np.int64)
+    ss, ee = s[perm].tolist(), e[perm].tolist()
+    lo, hi = (min(ss), max(ee)) if ss else (0, 0)
+    parent, self_t, _ = _sweep(ss, ee, [True] * len(ss), [(0, len(ss), [(lo, hi)])])
+    depth = []
+    active: list[int] = []
+    for i, si in enumerate(ss):
+        active = [j for j in active if ee[j] > si]
+        depth.append(len(active))
+        if ee[i] > si:
+            active.append(i)
+    as64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+    return perm, as64(parent), as64(depth), as64(self_t), len(ss), len(ss), 1, as64(ee)
+
+
+def union_ns(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
+    """Length of the union of the intervals of each track.
+
+    Parameters
+    ----------
+    events : pl.DataFrame
+        ``start_ns``, ``end_ns`` (Int64, ``end >= start``) and the ``by`` columns
+        (``event_id`` is not needed).
+    by : sequence of str
+        Track key columns (nulls are ordinary key values).
+
+    Returns
+    -------
+    pl.DataFrame
+        One row per track: the ``by`` columns and ``union_ns`` (Int64), sorted by ``by``
+        (nulls last).
+    """
+    by = list(by)
+    cols = events.select(pl.col(_START).cast(pl.Int64), pl.col(_END).cast(pl.Int64))
+    if cols.null_count().sum_horizontal().item():
+        raise ValueError("union_ns: null start_ns/end_ns")
+    s = cols.get_column(_START).to_numpy()
+    e = cols.get_column(_END).to_numpy()
+    if (e < s).any():
+        raise ValueError("union_ns: end_ns < start_ns")
+    n = len(s)
+    tid, n_tracks = _track_ids(events, by)
+    if n == 0:
+        return events.select(by).head(0).with_columns(pl.lit(0, pl.Int64).alias("union_ns"))
+    if ((e - s) < 0).any():
+        raise ValueError("union_ns: a duration end_ns - start_ns overflows int64")
+    counts = np.bincount(tid, minlength=n_tracks)
+    first = np.cumsum(counts) - counts  # track k's events start here in key order
+    rep = np.empty(n_tracks, dtype=np.int64)
+    rep[tid] = np.arange(n)  # one row of each track, for its key values
+    base = int(s.min())
+    span = int(e.max()) - base + 1
+    if n_tracks * span < _KEY_LIMIT:
+        o, ks = _argsort_keys(tid * span + (s - base), n_tracks * span)
+        ke = ks + (e - s)[o]
+        prev = np.empty(n, dtype=np.int64)
+        prev[0] = np.iinfo(np.int64).min
+        prev[1:] = np.maximum.accumulate(ke)[:-1]
+        contrib = np.maximum(ke - np.maximum(ks, prev), 0)
+        totals = np.add.reduceat(contrib, first)
+    else:  # keys would overflow: a plain sweep per track
+        order = np.argsort(tid, kind="stable")
+        totals = np.zeros(n_tracks, dtype=np.int64)
+        for k in range(n_tracks):
+            rows = order[first[k] : first[k] + counts[k]]
+            o = np.argsort(s[rows])
+            tot, reach = 0, None
+            for a, b in zip(s[rows][o].tolist(), e[rows][o].tolist()):
+                if reach is None or a >= reach:
+                    tot, reach = tot + b - a, b
+                elif b > reach:
+                    tot, reach = tot + b - reach, b
+            totals[k] = tot
+    totals_s = pl.Series("union_ns", totals, dtype=pl.Int64)
+    if not by:
+        return pl.DataFrame([totals_s])
+    out = events.select(by)[rep.tolist()].with_columns(totals_s)
+    return out.sort(by, nulls_last=True)
