@@ -453,10 +453,15 @@ class ScannedTrace(Trace):
             lf = lf.drop(list(NEST_COLUMNS))
         return lf
 
+    def _read(self, table: str) -> pl.DataFrame:
+        # one chunk per column, like a loaded table: the scan yields a chunk per row group,
+        # which makes every later filter/to_numpy in the analyses several times slower
+        return self.lazy(table).collect().rechunk()
+
     @functools.cached_property
     def nested(self) -> pl.DataFrame:  # type: ignore[override]
         """`events` plus the stored `parent_id`, `depth`, `self_ns`, `overrun_ns`."""
-        return self.lazy("nested").collect()
+        return self._read("nested")
 
     @functools.cached_property
     def events(self) -> pl.DataFrame:  # type: ignore[override]
@@ -466,12 +471,12 @@ class ScannedTrace(Trace):
     @functools.cached_property
     def anomalies(self) -> pl.DataFrame:  # type: ignore[override]
         """The stored anomalies table."""
-        return self.lazy("anomalies").collect()
+        return self._read("anomalies")
 
     def __getattr__(self, name: str) -> Any:
         # instants, flows, counters, threads, rejected, accounting: read on first use
         if name in ("instants", "flows", "counters", "threads", "rejected", "accounting"):
-            df = self.lazy(name).collect()
+            df = self._read(name)
             self.__dict__[name] = df
             return df
         raise AttributeError(name)
