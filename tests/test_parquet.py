@@ -135,7 +135,7 @@ def test_duckdb_reads_the_dataset(tmp_path: Path) -> None:
     out = pt.load(str(H100)).to_parquet(str(tmp_path / "ds"))
     n, total = duckdb.sql(
         f"select count(*), sum(dur_ns) from read_parquet('{out}/events/*/*.parquet', hive_partitioning=true) "
-        "where cat = 'kernel'").fetchone()
+        "where cat = 'kernel'").fetchall()[0]
     ev = pt.load(str(H100)).events.filter(pl.col("cat") == "kernel")
     assert (n, total) == (ev.height, ev["dur_ns"].sum())
 
