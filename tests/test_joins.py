@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-import json
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "data" / "h100_bert_small.pt.trace.json.gz"
 PAIR = sorted((ROOT / "tests" / "data" / "public").glob("trace_filter__sampled_rank-*.json.gz"))
 TELEMETRY = ROOT / "data" / "telemetry_sample.parquet"
-NOTEBOOK = ROOT / "notebooks" / "parquet_and_telemetry.ipynb"
 
 
 # --------------------------------------------------------------------------- references
@@ -264,15 +261,3 @@ def test_telemetry_sample_is_labelled_synthetic() -> None:
     assert steps == [dt.timedelta(milliseconds=10)]
     tr = pt.load([str(p) for p in PAIR]).with_utc()
     assert df["time"].min() <= tr["start_utc"].min() and df["time"].max() >= tr["end_utc"].max()
-
-
-@pytest.mark.skipif(not NOTEBOOK.exists(), reason="notebook not present")
-def test_notebook_cells_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    nb = json.loads(NOTEBOOK.read_text())
-    monkeypatch.chdir(ROOT)
-    scope: dict[str, object] = {"OUT_DIR": str(tmp_path)}
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            exec(compile("".join(cell["source"]), str(NOTEBOOK), "exec"), scope)  # noqa: S102
-    assert isinstance(scope.get("power"), pl.DataFrame)
-    assert np.isfinite(scope["power"]["power_w_tw_mean"].drop_nulls().to_numpy()).all()
