@@ -924,8 +924,48 @@ static int scan_scalar(cur_t *c, const char **s, size_t *n) {
 }
 
 /* parse a value that should be an integer id / pid / tid */
+/*
+ * Fast path for a plain integer token (-?digits, at most 18 digits, followed by a delimiter):
+ * returns 1 and advances the cursor; returns 0 (cursor untouched) for anything else, including
+ * a token that may continue past the end of the buffer.
+ */
+static inline int fast_int(cur_t *c, int64_t *out) {
+    const char *p = c->p, *end = c->end;
+    int neg = 0;
+    if (p < end && *p == '-') { neg = 1; p++; }
+    const char *d0 = p;
+    int64_t v = 0;
+    while (p < end && (unsigned)(*p - '0') <= 9 && p - d0 < 18) v = v * 10 + (*p++ - '0');
+    if (p == d0 || p >= end || DELIM[(unsigned char)*p] != 1) return 0;
+    *out = neg ? -v : v;
+    c->p = p;
+    return 1;
+}
+
+/* Fast path for µs time tokens digits[.d{1,3}] (at most 16 integer digits, < 9e15) -> exact ns. */
+static inline int fast_time(cur_t *c, int64_t *out, int *frac) {
+    static const int64_t scale[4] = {1000, 100, 10, 1};
+    const char *p = c->p, *end = c->end;
+    const char *d0 = p;
+    int64_t v = 0;
+    while (p < end && (unsigned)(*p - '0') <= 9 && p - d0 < 16) v = v * 10 + (*p++ - '0');
+    if (p == d0 || p >= end || v >= 9000000000000000LL) return 0;
+    int nf = 0;
+    if (*p == '.') {
+        p++;
+        while (p < end && (unsigned)(*p - '0') <= 9 && nf < 3) { v = v * 10 + (*p++ - '0'); nf++; }
+        if (nf == 0) return 0;
+    }
+    if (p >= end || DELIM[(unsigned char)*p] != 1) return 0;
+    *out = v * scale[nf];
+    *frac = nf;
+    c->p = p;
+    return 1;
+}
+
 static int parse_idlike(cur_t *c, int *has, int64_t *v, const char **txt, size_t *txtn, int *is_str) {
     if (c->p >= c->end) return NEED_MORE;
+    if (fast_int(c, v)) { *has = 1; return OK; }
     if (*c->p == '"') {
         const char *s; size_t n; int e = 0;
         int r = scan_string(c, &s, &n, &e);
@@ -944,6 +984,14 @@ static int parse_idlike(cur_t *c, int *has, int64_t *v, const char **txt, size_t
 
 static int parse_time_value(Parser *P, cur_t *c, int *has, int64_t *v, elem_t *e, const char *which) {
     if (c->p >= c->end) return NEED_MORE;
+    {
+        int frac;
+        if (fast_time(c, v, &frac)) {
+            *has = 1;
+            if (frac > P->max_frac) P->max_frac = frac;
+            return OK;
+        }
+    }
     const char *s; size_t n;
     if (*c->p == '"') {
         int es = 0;
@@ -1011,8 +1059,12 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e, int extract) {
         skip_ws(c);
         const char *v = c->p;
         int vesc = 0;
-        r = skip_value(c, &vesc, 1);
-        if (r) return r;
+        int64_t ival = 0;
+        int is_int = fast_int(c, &ival);
+        if (!is_int) {
+            r = skip_value(c, &vesc, 1);
+            if (r) return r;
+        }
         size_t vn = (size_t)(c->p - v);
         int ti = extract ? lookup_typed(P, k, kn, kesc) : -1;
         int taken = 0;
@@ -1029,7 +1081,8 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e, int extract) {
                 e->typed[slot].esc = vesc;
                 switch (t->kind) {
                 case K_I64:
-                    if (parse_i64(v, vn, &e->typed[slot].i) == 0) taken = 1;
+                    if (is_int) { e->typed[slot].i = ival; taken = 1; }
+                    else if (parse_i64(v, vn, &e->typed[slot].i) == 0) taken = 1;
                     break;
                 case K_U64: {
                     uint64_t u;
