@@ -21,10 +21,15 @@ def draw(spec: dict) -> None:
 
     fig, ax = plt.subplots(figsize=(8.5, 5.5), dpi=120)
     for i, (legend, pts) in enumerate(spec["series"].items()):
-        xs = [p[0] for p in pts]
-        ys = [p[1] for p in pts]
+        color = f"C{i % 10}"
+        marker = MARKERS[i % len(MARKERS)]
         ls = ":" if legend.startswith("floor") else ("--" if "torch" in legend else "-")
-        ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], linestyle=ls, markersize=4, linewidth=1.4, label=legend)
+        # every trace as a marker; a line only through the generated ladder (one workload, 3 sizes)
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=16, color=color, alpha=0.75,
+                   label=legend)
+        gen = sorted(p for p in pts if len(p) > 2 and p[2] == "generated")
+        if len(gen) > 1:
+            ax.plot([p[0] for p in gen], [p[1] for p in gen], linestyle=ls, linewidth=1.5, color=color)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("uncompressed JSON (MB)")

@@ -213,7 +213,8 @@ def run_child(cmd: list[str], *, timeout: float, rss_cap_mb: float, env_extra: d
                 result = json.load(f)
         finally:
             os.unlink(res_path)
-    return {"rc": p.returncode, "wall_s": wall, "peak_rss_mb": ru.ru_maxrss / 1024, "result": result,
+    return {"rc": p.returncode, "wall_s": wall, "peak_rss_mb": ru.ru_maxrss / 1024,
+            "cpu_s": ru.ru_utime + ru.ru_stime, "result": result,
             "stdout": text, "killed": killed.get("reason")}
 
 
@@ -223,7 +224,7 @@ def _tail(s: str, n: int = 1500) -> str:
 
 def _finish(rec: dict, r: dict) -> dict:
     """Merge a child's run record into a measurement record."""
-    rec.update(wall_s=r["wall_s"], peak_rss_mb=r["peak_rss_mb"], rc=r["rc"])
+    rec.update(wall_s=r["wall_s"], peak_rss_mb=r["peak_rss_mb"], cpu_s=r["cpu_s"], rc=r["rc"])
     res = r["result"]
     if r["killed"]:
         rec.update(status="timeout" if r["killed"].startswith("timeout") else "killed", error=r["killed"])
@@ -478,14 +479,15 @@ def main(argv=None) -> int:
         print(f"== {t['name']}  gz={e['gz_bytes'] / 1e6:.1f} MB  json={(e['json_bytes'] or 0) / 1e6:.1f} MB", flush=True)
         pq_dir = TRACES_DIR / ".work" / (t["name"].replace("/", "__") + ".parquet")
         for rep in range(a.repeat):
-            shutil.rmtree(pq_dir, ignore_errors=True)
-            pq_dir.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(pq_dir, ignore_errors=True)  # to_parquet gets a fresh, not-yet-existing path
+            pq_dir.parent.mkdir(parents=True, exist_ok=True)
             c = dict(ctx, parquet_dir=pq_dir)
             for tool, step, fn in ms:
+                load_before = os.getloadavg()[0]
                 rec = fn(t, c)
                 if rec is None:  # conditional step not needed
                     continue
-                rec.update(trace=t["name"], rep=rep)
+                rec.update(trace=t["name"], rep=rep, loadavg_1m_before=round(load_before, 2))
                 if rec.get("events") and e.get("events") is None and tool == "floor":
                     e["events"] = rec["events"]
                 doc["measurements"].append(rec)

@@ -17,7 +17,7 @@ import sys
 
 from _child import error_info, perf, run
 
-DEVICE_CANDIDATES = ("device_time", "device_attribution", "device_times", "kernel_attribution")
+DEVICE_CANDIDATES = ("device_time", "device_self", "device_attribution", "device_times", "kernel_attribution")
 
 
 class Unavailable(Exception):
@@ -91,10 +91,9 @@ def main():
         t0 = perf()
         tr = load(path)
         t["load_s"] = perf() - t0
-        for attr in ("n_events", "num_events"):
-            v = getattr(tr, attr, None)
-            if isinstance(v, int):
-                out["events"] = v
+        ev = getattr(tr, "events", None)
+        if ev is not None and not callable(ev):
+            out["table_events"] = _rows(ev)
         if step == "load":
             out["seconds"] = t["load_s"]
             return out
@@ -125,9 +124,12 @@ def main():
             if name is None:
                 raise Unavailable("Trace has none of " + ", ".join(DEVICE_CANDIDATES))
             t0 = perf()
-            r = _force(getattr(tr, name)())
+            r = getattr(tr, name)
+            r = _force(r() if callable(r) else r)
             t["device_time_s"] = perf() - t0
             out["method"] = name
+            if r is None:
+                raise Unavailable(f"Trace.{name}() returned None (no device attribution available)")
             out["rows"] = _rows(r)
             out["seconds"] = t["device_time_s"]
             return out
