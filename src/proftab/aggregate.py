@@ -91,8 +91,10 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True) ->
     pkey = np.where(parent_ids >= 0, ranks * (1 << 40) + parent_ids, -1)
     parent = _index_of(key, pkey)
     parent[parent_ids < 0] = -1
+    start = host["start_ns"].to_numpy()
+    parent = _containing_ancestor(parent, start, np.maximum(start, host["end_ns"].to_numpy()))
     dropped_np = host["_dropped"].to_numpy()
-    depth = host["depth"].to_numpy()
+    depth = _tree_depth(parent)  # nest's depth is not monotone along parents of crossing events
     self_ns = host["self_ns"].to_numpy().astype(np.int64)
 
     # nearest kept ancestor: walk parents top-down (a parent is always shallower)
@@ -129,6 +131,34 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True) ->
         pl.Series("_merged", merge),
         pl.Series("torch_name", names, dtype=pl.String),
     ).filter(~pl.col("_dropped"))
+
+
+def _containing_ancestor(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """torch's parent: the nearest ancestor `p` with `p.end > e.start` and `p.end >= e.end`.
+
+    `nest` parents an event that ends after its parent (crossing) under the event open at
+    its start; torch's `_populate_cpu_children` pops it up to an ancestor that contains it,
+    so that a subtree never reaches past its root (spec §2.2). Parent = row index, -1 root.
+    """
+    cur = parent.copy()
+    while True:
+        c = np.maximum(cur, 0)
+        bad = (cur >= 0) & ~((end[c] > start) & (end[c] >= end))
+        if not bad.any():
+            return cur
+        cur[bad] = parent[cur[bad]]
+
+
+def _tree_depth(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each node (parent = row index, -1 for roots)."""
+    depth = np.zeros(len(parent), np.int64)
+    cur = parent.copy()
+    alive = cur >= 0
+    while alive.any():
+        depth[alive] += 1
+        cur[alive] = parent[cur[alive]]
+        alive = cur >= 0
+    return depth
 
 
 def _subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -174,7 +204,7 @@ def _python_stacks(tree: pl.DataFrame, n: int) -> list[list[str]]:
     parent = tree["kept_parent_pos"].to_numpy()
     is_py = (tree["cat"].cast(pl.String) == "python_function").to_numpy()
     names = tree["name"].to_numpy()
-    depth = tree["depth"].to_numpy()
+    depth = _tree_depth(parent)
     nearest = np.full(len(parent), -1)
     order = np.argsort(depth, kind="stable")
     for d in np.unique(depth):
@@ -223,7 +253,8 @@ def key_averages(
         `Trace.instants` (for `[memory]` attribution).
     device_self
         Per host event the device time of the activities it launched itself:
-        columns `rank`, `event_id`, `self_device_ns` (from device attribution).
+        columns `rank`, `event_id`, `self_device_ns` (from device attribution); rows
+        for device events give their own duration (`proftab.device.self_device_time`).
     device_type
         Name of the device rows' type (`CUDA`, `XPU`, `MTIA`...).
     group_by_input_shape, group_by_stack_n, group_by_overload_name
@@ -248,7 +279,7 @@ def key_averages(
     kp = np.where(kp_row >= 0, pos_of_row[np.maximum(kp_row, 0)], -1) if n else kp_row
     rep = pos_of_row[tree["rep"].to_numpy()] if n else kp_row
     tree = tree.with_columns(pl.Series("kept_parent_pos", kp))
-    depth = tree["depth"].to_numpy()
+    depth = _tree_depth(kp)
 
     own_dev = np.zeros(n, np.int64)
     if device_self is not None and n and not device_self.is_empty():
@@ -310,7 +341,12 @@ def key_averages(
     )
 
     cat = pl.col("cat").cast(pl.String)
-    dev = nested.filter(cat.is_in(list(schema.DEVICE_CATEGORIES))).select(
+    dev = nested.filter(cat.is_in(list(schema.DEVICE_CATEGORIES)))
+    if device_self is not None:  # device events' own durations: annotation margin undone, never < 0
+        dev = dev.join(device_self.select("rank", "event_id", pl.col("self_device_ns").alias("_dev_ns")),
+                       on=["rank", "event_id"], how="left", maintain_order="left").with_columns(
+            dur_ns=pl.coalesce("_dev_ns", "dur_ns"))
+    dev = dev.select(
         "rank", "event_id", "start_ns", "end_ns",
         torch_name_expr().alias("name"),
         pl.lit(device_type).alias("device_type"),
