@@ -16,6 +16,7 @@ from proftab import aggregate, schema
 from proftab.intervals import nest
 
 if TYPE_CHECKING:
+    from proftab.device import DeviceNamespace
     from proftab.io.kineto import FileTables
 
 __all__ = ["Trace"]
@@ -162,12 +163,19 @@ class Trace:
             ["rank", "event_id"])
 
     def device_self(self) -> pl.DataFrame | None:
-        """Per host event, device time of the activities it launched (None without device module)."""
+        """torch's self device time per event: host ops (launched activities) and device events (own)."""
         try:
             from proftab import device
         except ImportError:  # pragma: no cover - device attribution not built
             return None
         return device.self_device_time(self)
+
+    @property
+    def device(self) -> DeviceNamespace:
+        """Device analyses as methods: `tr.device.activities()`, `.summary()`, `.busy()`... (docs/device.md)."""
+        from proftab.device import DeviceNamespace
+
+        return DeviceNamespace(self)
 
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                      group_by_overload_name: bool = False, *, include_python_functions: bool = True,

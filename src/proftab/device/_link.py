@@ -1,0 +1,497 @@
+"""Link device activities (kernels, memcpy, memset, syncs) to the host ops that launched them.
+
+Rules (docs/device.md gives the reasons and the sources):
+
+1. activity -> launch: the runtime/driver event (`cudaLaunchKernel`, `hipGraphLaunch`,
+   `cuLaunchKernel`, `mtia_runtime` ...) with the same `(rank, correlation)`. One launch can
+   own many activities (graph launches). When several launches share a correlation (nested
+   runtime calls), the earliest is the launch.
+2. launch -> op, by `External id`: the `cpu_op` (`Operator` in 2021 traces) of the same rank
+   whose `External id` equals the launch's, accepted only when it is on the launch's thread
+   and the launch starts inside it (`op.start <= launch.start <= op.end`). External ids are
+   ignored for a rank where most launches carry their own correlation as `External id`
+   (Kineto before 2024-02 wrote that; such ids collide with op ids, pytorch#124388).
+3. otherwise by containment: the innermost `cpu_op` open at the launch's start on its thread
+   (`containment`); failing that the innermost `user_annotation` (`annotation`).
+4. an activity without a launch uses its own `External id` (same guard: the op starts no
+   later than the activity) -> `device_external_id`.
+5. everything else is kept, unattributed: `no_launch` or `no_op`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from proftab import schema
+from proftab.intervals import nest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from proftab.trace import Trace
+
+__all__ = [
+    "ACTIVITY_CATEGORIES", "ANNOTATION_CATEGORY", "LINKS", "MARGINS", "OP_CATEGORIES", "activities",
+    "annotation_margins", "device_events", "diagnostics", "self_device_time", "unattributed",
+]
+
+ANNOTATION_CATEGORY = "gpu_user_annotation"
+#: device categories that are synchronisation records, not work
+SYNC_CATEGORIES = frozenset({"cuda_sync", "xpu_sync"})
+#: device categories attributed to launching ops (all device rows of key_averages but annotations)
+ACTIVITY_CATEGORIES = schema.DEVICE_CATEGORIES - {ANNOTATION_CATEGORY}
+#: host categories that launch device work (any other `*_runtime` / `*_driver` too)
+LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "xpu_runtime", "xpu_driver",
+                               "mtia_runtime", "privateuse1_runtime", "privateuse1_driver"})
+#: host ops that own launches (torch links kernels to these); user annotations are the fallback
+OP_CATEGORIES = frozenset({"cpu_op", "Operator"})
+REGION_CATEGORIES = frozenset({"user_annotation"})
+
+#: values of the `link` column: how an activity reached its op, or why it did not
+LINKS = ("external_id", "containment", "annotation", "device_external_id", "no_launch", "no_op")
+LINK_DTYPE = pl.Enum(LINKS)
+KIND_DTYPE = pl.Enum(["kernel", "memcpy", "memset", "sync"])
+#: (start shift, duration added) by which Kineto widened gpu_user_annotation spans, per era:
+#: >= 2024-06, 2024-04..06, 2024-03..04 (ns traces with the old rule), integer-µs traces
+MARGINS = ((1, 2), (1000, 1500), (1, 1), (1000, 1000))
+
+_TRACK = schema.TRACK_KEYS
+_DEV_TRACK = ["rank", "device", "stream"]
+
+
+def _device_col() -> pl.Expr:
+    """Device index of a device event: its `pid`, else its `device` arg."""
+    return pl.coalesce(pl.col("pid"), pl.col("device")).alias("device")
+
+
+def _stream_col() -> pl.Expr:
+    """Stream of a device event: its `tid`, else its `stream` arg, else the number in a
+    string tid (`"stream 7"` in 2021 traces)."""
+    return pl.coalesce(pl.col("tid"), pl.col("stream"),
+                       pl.col("tid_text").str.extract(r"(\d+)").cast(pl.Int64, strict=False)).alias("stream")
+
+_CACHE: weakref.WeakKeyDictionary[Trace, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def cached(trace: Trace, key: str, fn: Callable[[Trace], Any]) -> Any:
+    """`fn(trace)`, computed once per (trace, key); the Trace itself is not touched."""
+    slot = _CACHE.setdefault(trace, {})
+    if key not in slot:
+        slot[key] = fn(trace)
+    return slot[key]
+
+
+def _cat() -> pl.Expr:
+    return pl.col("cat").cast(pl.String)
+
+
+def _in(categories: frozenset[str] | set[str]) -> pl.Expr:
+    """`cat` is one of `categories` (compared on the Categorical column, no string cast)."""
+    return pl.col("cat").is_in(sorted(categories))
+
+
+def launch_categories(events: pl.DataFrame) -> set[str]:
+    """Categories of `events` that launch device work: `LAUNCH_CATEGORIES`, `*_runtime`, `*_driver`."""
+    cats = events["cat"].unique().drop_nulls().cast(pl.String).to_list()
+    return {c for c in cats if c in LAUNCH_CATEGORIES or c.endswith(("_runtime", "_driver"))}
+
+
+def _is_launch(events: pl.DataFrame) -> pl.Expr:
+    return _in(launch_categories(events))
+
+
+def _kind() -> pl.Expr:
+    c = _cat()
+    return (
+        pl.when(c.is_in(["gpu_memcpy", "Memcpy"]) | ((c == "mtia_ccp_events") & (pl.col("name") == "dma_request")))
+        .then(pl.lit("memcpy"))
+        .when(c.is_in(["gpu_memset", "Memset"])).then(pl.lit("memset"))
+        .when(c.is_in(list(SYNC_CATEGORIES))).then(pl.lit("sync"))
+        .otherwise(pl.lit("kernel"))
+        .cast(KIND_DTYPE)
+    )
+
+
+# --------------------------------------------------------------------------- annotation margin
+
+
+def annotation_margins(trace: Trace) -> pl.DataFrame:
+    """Per rank, the widening Kineto applied to `gpu_user_annotation` spans.
+
+    Kineto writes each annotation as `[first activity start - shift, last activity end +
+    (add - shift)]`; `shift`/`add` depend on the Kineto version (`MARGINS`). The era is read
+    from the data: for every annotation the gap to the first device activity inside it and
+    from the last one; the candidate matching most annotations wins.
+
+    Returns
+    -------
+    pl.DataFrame
+        `rank`, `margin_start_ns` (shift), `margin_dur_ns` (add), `margin_evidence` (number
+        of annotations matching the chosen margin; 0: no evidence, default for the format:
+        1 µs / 1 µs for integer-µs files, 1 ns / 2 ns otherwise), `annotations`.
+    """
+    return cached(trace, "margins", _annotation_margins)
+
+
+def _annotation_margins(trace: Trace) -> pl.DataFrame:
+    ev = trace.events
+    ranks = pl.DataFrame({
+        "rank": list(trace.metas),
+        "_res": [int(m.get("time_resolution_ns", 1)) for m in trace.metas.values()],
+    }, schema={"rank": pl.Int32, "_res": pl.Int64})
+    tracks = [_device_col(), _stream_col()]
+    ann = ev.filter(_in({ANNOTATION_CATEGORY})).with_columns(tracks)
+    work = ev.filter(_in(schema.DEVICE_WORK_CATEGORIES)).with_columns(tracks)
+    ann, work = (f.filter(pl.col("device").is_not_null() & pl.col("stream").is_not_null()) for f in (ann, work))
+    a = ann.select(*_DEV_TRACK, "event_id", "start_ns", "end_ns")
+    first = a.sort("start_ns").join_asof(
+        work.select(*_DEV_TRACK, pl.col("start_ns").alias("_ws")).sort("_ws"),
+        left_on="start_ns", right_on="_ws", by=_DEV_TRACK, strategy="forward", check_sortedness=False)
+    last = a.sort("end_ns").join_asof(
+        work.select(*_DEV_TRACK, pl.col("end_ns").alias("_we")).sort("_we"),
+        left_on="end_ns", right_on="_we", by=_DEV_TRACK, strategy="backward", check_sortedness=False)
+    obs = first.join(last.select("rank", "event_id", "_we"), on=["rank", "event_id"]).filter(
+        (pl.col("_ws") < pl.col("end_ns")) & (pl.col("_we") > pl.col("start_ns"))
+    ).select("rank", (pl.col("_ws") - pl.col("start_ns")).alias("lead"),
+             (pl.col("end_ns") - pl.col("_we")).alias("tail"))
+    counts = [
+        obs.group_by("rank").agg(((pl.col("lead") == s) & (pl.col("tail") == d - s)).sum().alias(f"_m{i}"))
+        for i, (s, d) in enumerate(MARGINS)
+    ]
+    out = ranks.join(ann.group_by("rank").agg(pl.len().alias("annotations")), on="rank", how="left")
+    for c in counts:
+        out = out.join(c, on="rank", how="left")
+    rows = []
+    for r in out.iter_rows(named=True):
+        hits = [int(r.get(f"_m{i}") or 0) for i in range(len(MARGINS))]
+        default = 3 if r["_res"] >= 1000 else 0
+        # prefer the format's default on ties, then the listed order
+        best = max(range(len(MARGINS)), key=lambda i: (hits[i], i == default, -i))
+        if hits[best] == 0:
+            best = default
+        rows.append((r["rank"], MARGINS[best][0], MARGINS[best][1], hits[best], int(r["annotations"] or 0)))
+    return pl.DataFrame(rows, schema={"rank": pl.Int32, "margin_start_ns": pl.Int64, "margin_dur_ns": pl.Int64,
+                                      "margin_evidence": pl.Int64, "annotations": pl.Int64}, orient="row")
+
+
+def device_events(trace: Trace) -> pl.DataFrame:
+    """Every device event with the times key_averages and the analyses use.
+
+    Returns
+    -------
+    pl.DataFrame
+        `rank`, `event_id`, `device` (the track's `pid`, else the `device` arg), `stream`
+        (its `tid`, else the `stream` arg, else N of a `"stream N"` tid), `cat`, `name`,
+        `kind` (`kernel`, `memcpy`, `memset`, `sync`; null for annotations), `is_annotation`,
+        `start_ns`, `end_ns`, `dur_ns`: for `gpu_user_annotation` with the Kineto margin
+        undone (`annotation_margins`), a negative `dur` clamped to 0;
+        `raw_start_ns`, `raw_dur_ns` (as in the file), `clamped` (the duration was changed
+        by the clamp, not by the margin).
+    """
+    return cached(trace, "device_events", _device_events)
+
+
+def _device_events(trace: Trace) -> pl.DataFrame:
+    ev = trace.events.filter(_in(schema.DEVICE_CATEGORIES))
+    m = annotation_margins(trace).select("rank", "margin_start_ns", "margin_dur_ns")
+    is_ann = _cat() == ANNOTATION_CATEGORY
+    ev = ev.join(m, on="rank", how="left", maintain_order="left")
+    shift = pl.when(is_ann).then(pl.col("margin_start_ns")).otherwise(0)
+    add = pl.when(is_ann).then(pl.col("margin_dur_ns")).otherwise(0)
+    dur = pl.max_horizontal(pl.col("dur_ns") - add, pl.lit(0, pl.Int64))
+    return ev.select(
+        "rank", "event_id", _device_col(), _stream_col(), "cat", "name",
+        pl.when(is_ann).then(None).otherwise(_kind()).alias("kind"),
+        is_ann.alias("is_annotation"),
+        (pl.col("start_ns") + shift).alias("start_ns"),
+        (pl.col("start_ns") + shift + dur).alias("end_ns"),
+        dur.alias("dur_ns"),
+        pl.col("start_ns").alias("raw_start_ns"), pl.col("dur_ns").alias("raw_dur_ns"),
+        (pl.col("dur_ns") - add < 0).alias("clamped"),
+        "correlation", "external_id", "bytes", "args",
+    )
+
+
+# --------------------------------------------------------------------------- linking
+
+
+def _row_index(rank: np.ndarray, ids: np.ndarray, want_rank: np.ndarray, want_id: np.ndarray) -> np.ndarray:
+    """Row of each (want_rank, want_id) in (rank, ids); -1 where absent or want_id < 0."""
+    key = rank.astype(np.int64) * (1 << 40) + ids
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    wk = want_rank.astype(np.int64) * (1 << 40) + want_id
+    if not len(sk):
+        return np.full(len(wk), -1, np.int64)
+    pos = np.clip(np.searchsorted(sk, wk), 0, len(sk) - 1)
+    return np.where((sk[pos] == wk) & (want_id >= 0), order[pos], -1)
+
+
+def _nearest_ancestor(parent: np.ndarray, start: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """For rows `start`, the nearest strict ancestor (via `parent` rows, -1 = none) with `target`."""
+    cur = parent[start].copy()
+    while True:
+        bad = (cur >= 0) & ~target[np.maximum(cur, 0)]
+        if not bad.any():
+            return cur
+        cur[bad] = parent[cur[bad]]
+
+
+def _ext_reliable(launches: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """Per rank: `_bogus` share of launches and activities whose External id is their own correlation."""
+    both = pl.concat([
+        launches.select("rank", pl.col("launch_external_id").alias("_x"), "correlation"),
+        acts.select("rank", pl.col("external_id").alias("_x"), "correlation"),
+    ])
+    return both.filter(pl.col("_x").is_not_null()).group_by("rank").agg(
+        (pl.col("_x") == pl.col("correlation")).fill_null(False).mean().alias("_bogus"),
+        pl.len().alias("_with_ext"),
+    )
+
+
+def activities(trace: Trace) -> pl.DataFrame:
+    """One row per device activity (kernel, memcpy, memset, sync) with its launch and op.
+
+    Returns
+    -------
+    pl.DataFrame
+        `rank`, `event_id`, `device`, `stream`, `cat`, `name`, `kind`, `category` (kernel
+        category, see `category_expr`), `start_ns`, `end_ns`, `dur_ns` (negative clamped to
+        0), `correlation`, `external_id`, `bytes`, `launch_id` (event_id of the runtime /
+        driver call), `launch_name`, `launch_start_ns`, `launch_delay_ns` (start - launch
+        start), `op_id` (event_id of the host op it is attributed to; null: unattributed),
+        `op_name`, `op_cat`, `link` (Enum, `LINKS`). Sorted by rank, start.
+    """
+    return cached(trace, "activities", _activities)
+
+
+def _activities(trace: Trace) -> pl.DataFrame:
+    from proftab.device._categories import category_expr
+
+    ev = trace.events
+    dev = device_events(trace).filter(~pl.col("is_annotation")).drop("is_annotation", "raw_start_ns", "raw_dur_ns",
+                                                                       "clamped", "args")
+    launches = (
+        ev.filter(_is_launch(ev) & pl.col("correlation").is_not_null())
+        .select("rank", "correlation", pl.col("event_id").alias("launch_id"), pl.col("name").alias("launch_name"),
+                pl.col("start_ns").alias("launch_start_ns"), pl.col("external_id").alias("launch_external_id"),
+                *[pl.col(k).alias(f"_l_{k}") for k in _TRACK[1:]])
+        .sort("rank", "correlation", "launch_start_ns", "launch_id")
+        .unique(subset=["rank", "correlation"], keep="first", maintain_order=True)
+    )
+    acts = dev.join(launches, on=["rank", "correlation"], how="left", maintain_order="left")
+    used = acts.filter(pl.col("launch_id").is_not_null()).select(
+        "rank", "launch_id", "launch_start_ns", "launch_external_id", *[f"_l_{k}" for k in _TRACK[1:]]
+    ).unique(subset=["rank", "launch_id"], keep="first")
+
+    reliable = _ext_reliable(launches, dev).filter(pl.col("_bogus") <= 0.5).select("rank")
+    op_ev = ev.filter(_in(OP_CATEGORIES))
+    ops_by_ext = op_ev.filter(pl.col("external_id").is_not_null()).select(
+        "rank", pl.col("external_id").alias("_x"), pl.col("event_id").alias("op_id"),
+        pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe"),
+        *[pl.col(k).alias(f"_o_{k}") for k in _TRACK[1:]])
+
+    # 2. launch -> op by External id, guarded by "same thread, launch starts inside the op"
+    cand = used.join(reliable, on="rank", how="semi").join(
+        ops_by_ext, left_on=["rank", "launch_external_id"], right_on=["rank", "_x"], how="inner")
+    same = pl.lit(True)
+    for k in _TRACK[1:]:
+        same = same & pl.col(f"_l_{k}").eq_missing(pl.col(f"_o_{k}"))
+    guard = same & (pl.col("_os") <= pl.col("launch_start_ns")) & (pl.col("launch_start_ns") <= pl.col("_oe"))
+    by_ext = cand.filter(guard).sort("rank", "launch_id", "op_id").unique(
+        subset=["rank", "launch_id"], keep="first").select("rank", "launch_id", "op_id",
+                                                           pl.lit("external_id").alias("link"))
+
+    # 3. containment on the launch's thread
+    rest = used.join(by_ext, on=["rank", "launch_id"], how="anti")
+    by_cont = _containment(ev, rest)
+    owners = pl.concat([by_ext, by_cont], how="vertical_relaxed")
+    acts = acts.join(owners, on=["rank", "launch_id"], how="left", maintain_order="left")
+
+    # 4. no launch: the activity's own External id
+    no_launch = acts.filter(pl.col("launch_id").is_null() & pl.col("external_id").is_not_null()).select(
+        "rank", "event_id", "external_id", "start_ns")
+    dev_ext = (
+        no_launch.join(reliable, on="rank", how="semi")
+        .join(ops_by_ext.select("rank", "_x", "op_id", "_os"), left_on=["rank", "external_id"],
+              right_on=["rank", "_x"], how="inner")
+        .filter(pl.col("_os") <= pl.col("start_ns"))
+        .sort("rank", "event_id", "op_id").unique(subset=["rank", "event_id"], keep="first")
+        .select("rank", "event_id", pl.col("op_id").alias("_dop"))
+    )
+    acts = acts.join(dev_ext, on=["rank", "event_id"], how="left", maintain_order="left")
+    link = (
+        pl.when(pl.col("link").is_not_null()).then(pl.col("link"))
+        .when(pl.col("_dop").is_not_null()).then(pl.lit("device_external_id"))
+        .when(pl.col("launch_id").is_null()).then(pl.lit("no_launch"))
+        .otherwise(pl.lit("no_op"))
+    )
+    acts = acts.with_columns(op_id=pl.coalesce("op_id", "_dop"), link=link.cast(LINK_DTYPE))
+    names = ev.select("rank", pl.col("event_id").alias("op_id"), pl.col("name").alias("op_name"),
+                      pl.col("cat").alias("op_cat"))
+    acts = acts.join(names, on=["rank", "op_id"], how="left", maintain_order="left")
+    cats = acts.select("name", "kind").unique().with_columns(category_expr().alias("category"))
+    acts = acts.join(cats, on=["name", "kind"], how="left", maintain_order="left")
+    return acts.select(
+        "rank", "event_id", "device", "stream", "cat", "name", "kind", "category", "start_ns", "end_ns", "dur_ns",
+        "correlation", "external_id", "bytes", "launch_id", "launch_name", "launch_start_ns",
+        (pl.col("start_ns") - pl.col("launch_start_ns")).alias("launch_delay_ns"),
+        "op_id", "op_name", "op_cat", "link",
+    ).sort("rank", "start_ns", "event_id")
+
+
+def unattributed(trace: Trace) -> pl.DataFrame:
+    """The activities no op owns (`activities` rows with a null `op_id`; `link` says why)."""
+    return activities(trace).filter(pl.col("op_id").is_null())
+
+
+def _containment(ev: pl.DataFrame, rest: pl.DataFrame) -> pl.DataFrame:
+    """Owner of each launch in `rest` by the innermost enclosing op (else user annotation)."""
+    empty = pl.DataFrame(schema={"rank": pl.Int32, "launch_id": pl.Int64, "op_id": pl.Int64, "link": pl.String})
+    if rest.is_empty():
+        return empty
+    tracks = rest.select("rank", *[pl.col(f"_l_{k}").alias(k) for k in _TRACK[1:]]).unique()
+    hosts = ev.filter(_in(OP_CATEGORIES | REGION_CATEGORIES)).join(
+        tracks, on=_TRACK, how="semi", nulls_equal=True)
+    frame = pl.concat([
+        hosts.select("event_id", "start_ns", pl.max_horizontal("start_ns", "end_ns").alias("end_ns"), *_TRACK,
+                     _cat().is_in(list(OP_CATEGORIES)).alias("_op"), pl.lit(False).alias("_launch")),
+        rest.select(pl.col("launch_id").alias("event_id"), pl.col("launch_start_ns").alias("start_ns"),
+                    pl.col("launch_start_ns").alias("end_ns"), "rank",
+                    *[pl.col(f"_l_{k}").alias(k) for k in _TRACK[1:]],
+                    pl.lit(False).alias("_op"), pl.lit(True).alias("_launch")),
+    ], how="vertical_relaxed")
+    # a launch is placed as a zero-length point at its start: its owner is the op open then
+    nested = nest(frame, by=_TRACK)
+    rank = nested["rank"].to_numpy()
+    ids = nested["event_id"].to_numpy()
+    pid = nested["parent_id"].fill_null(-1).to_numpy()
+    parent = _row_index(rank, ids, rank, pid)
+    is_op = nested["_op"].to_numpy()
+    is_region = ~is_op & ~nested["_launch"].to_numpy()
+    start = np.flatnonzero(nested["_launch"].to_numpy())
+    op = _nearest_ancestor(parent, start, is_op)
+    region = _nearest_ancestor(parent, start, is_region)
+    owner = np.where(op >= 0, op, region)
+    found = owner >= 0
+    return pl.DataFrame({
+        "rank": rank[start][found],
+        "launch_id": ids[start][found],
+        "op_id": ids[owner[found]],
+        "link": np.where(op[found] >= 0, "containment", "annotation"),
+    }, schema={"rank": pl.Int32, "launch_id": pl.Int64, "op_id": pl.Int64, "link": pl.String})
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def self_device_time(trace: Trace) -> pl.DataFrame:
+    """torch's `self_device_time_total` per event, as `Trace.device_self()` hands it on.
+
+    Returns
+    -------
+    pl.DataFrame
+        `rank`, `event_id`, `self_device_ns`: one row per host op that launched device
+        activities (the sum of their durations) and one per device event (its own duration,
+        gpu_user_annotation with Kineto's margin undone, negatives clamped to 0).
+    """
+    acts = activities(trace)
+    host = acts.filter(pl.col("op_id").is_not_null()).group_by("rank", "op_id").agg(
+        pl.col("dur_ns").sum().alias("self_device_ns")).rename({"op_id": "event_id"})
+    devs = device_events(trace).select("rank", "event_id", pl.col("dur_ns").alias("self_device_ns"))
+    return pl.concat([host, devs], how="vertical_relaxed").sort("rank", "event_id")
+
+
+def diagnostics(trace: Trace) -> pl.DataFrame:
+    """How the activities of each rank were linked, and the cross checks.
+
+    Returns
+    -------
+    pl.DataFrame
+        Per rank: `activities`, `activity_ns`, counts per `link` value (`external_id`,
+        `containment`, `annotation`, `device_external_id`, `no_launch`, `no_op`),
+        `unattributed_ns`, `unattributed_share`, `external_id_mode` (`op`: External ids name
+        ops; `correlation`: they are the launches' own correlation ids and are ignored;
+        `absent`), `ext_rejected` (External-id matches refused by the thread/time guard),
+        `shared_correlation` (correlation ids used by several launches), `clamped` (negative
+        durations set to 0), `ac2g_checked` / `ac2g_agree` (activities with an `ac2g` flow
+        for their correlation, and those whose flow starts at the launch and ends at the
+        activity), and the annotation margin (`margin_start_ns`, `margin_dur_ns`,
+        `margin_evidence`).
+    """
+    return cached(trace, "diagnostics", _diagnostics)
+
+
+def _diagnostics(trace: Trace) -> pl.DataFrame:
+    ev = trace.events
+    acts = activities(trace)
+    ranks = pl.DataFrame({"rank": list(trace.metas)}, schema={"rank": pl.Int32})
+    per_link = acts.group_by("rank").agg(
+        pl.len().alias("activities"), pl.col("dur_ns").sum().alias("activity_ns"),
+        *[(pl.col("link") == v).sum().alias(v) for v in LINKS],
+        pl.col("dur_ns").filter(pl.col("op_id").is_null()).sum().alias("unattributed_ns"),
+    )
+    launches = ev.filter(_is_launch(ev) & pl.col("correlation").is_not_null()).select(
+        "rank", "correlation", pl.col("external_id").alias("launch_external_id"), "start_ns", "event_id",
+        *_TRACK[1:])
+    rel = _ext_reliable(launches, device_events(trace).filter(~pl.col("is_annotation")))
+    shared = launches.group_by("rank", "correlation").len().filter(pl.col("len") > 1).group_by("rank").agg(
+        pl.len().alias("shared_correlation"))
+    # External-id matches the guard refused
+    op_ev = ev.filter(_in(OP_CATEGORIES) & pl.col("external_id").is_not_null()).select(
+        "rank", pl.col("external_id").alias("launch_external_id"))
+    used = acts.filter(pl.col("launch_id").is_not_null()).select("rank", "launch_id", "link").unique(
+        subset=["rank", "launch_id"])
+    used = used.join(launches.select("rank", pl.col("event_id").alias("launch_id"), "launch_external_id"),
+                     on=["rank", "launch_id"], how="left")
+    rel_ranks = rel.filter(pl.col("_bogus") <= 0.5).select("rank")
+    rejected = (used.filter(pl.col("link") != "external_id").join(rel_ranks, on="rank", how="semi")
+                .join(op_ev.unique(), on=["rank", "launch_external_id"], how="semi")
+                .group_by("rank").agg(pl.len().alias("ext_rejected")))
+    clamped = device_events(trace).group_by("rank").agg(pl.col("clamped").sum().alias("clamped"))
+    flows = _ac2g_check(trace, acts)
+    out = (ranks.join(per_link, on="rank", how="left").join(rel, on="rank", how="left")
+           .join(shared, on="rank", how="left").join(rejected, on="rank", how="left")
+           .join(clamped, on="rank", how="left").join(flows, on="rank", how="left")
+           .join(annotation_margins(trace).drop("annotations"), on="rank", how="left"))
+    counts = ["activities", "activity_ns", *LINKS, "unattributed_ns", "shared_correlation", "ext_rejected", "clamped",
+              "ac2g_checked", "ac2g_agree"]
+    return out.with_columns(
+        *[pl.col(c).fill_null(0).cast(pl.Int64) for c in counts],
+        external_id_mode=pl.when(pl.col("_with_ext").is_null()).then(pl.lit("absent"))
+        .when(pl.col("_bogus") > 0.5).then(pl.lit("correlation")).otherwise(pl.lit("op")),
+    ).with_columns(
+        unattributed_share=pl.when(pl.col("activity_ns") > 0).then(
+            pl.col("unattributed_ns") / pl.col("activity_ns")).otherwise(None),
+    ).select("rank", "activities", "activity_ns", *LINKS, "unattributed_ns", "unattributed_share",
+             "external_id_mode", "ext_rejected", "shared_correlation", "clamped", "ac2g_checked", "ac2g_agree",
+             "margin_start_ns", "margin_dur_ns", "margin_evidence").sort("rank")
+
+
+def _ac2g_check(trace: Trace, acts: pl.DataFrame) -> pl.DataFrame:
+    """Per rank: activities with an ac2g flow for their correlation, and those it confirms.
+
+    A flow confirms the link when, among the endpoints with the activity's correlation as
+    id (any phase: graph launches write the host side as `f`), one sits on the activity
+    (device, stream, start) and one on the launch (thread, start).
+    """
+    fl = trace.flows.filter((pl.col("cat").cast(pl.String) == "ac2g") & pl.col("id").is_not_null())
+    if fl.is_empty():
+        return pl.DataFrame(schema={"rank": pl.Int32, "ac2g_checked": pl.Int64, "ac2g_agree": pl.Int64})
+    ends = fl.select("rank", pl.col("id").alias("correlation"), "pid", "tid", pl.col("ts_ns").alias("_t")).unique()
+    launch = trace.events.select("rank", pl.col("event_id").alias("launch_id"), pl.col("pid").alias("_lp"),
+                                 pl.col("tid").alias("_lt"))
+    a = acts.filter(pl.col("launch_id").is_not_null()).select(
+        "rank", "event_id", "correlation", "start_ns", "device", "stream", "launch_id", "launch_start_ns")
+    a = a.join(ends.select("rank", "correlation").unique(), on=["rank", "correlation"], how="semi")
+    a = a.join(launch, on=["rank", "launch_id"], how="left")
+    on_act = a.join(ends, left_on=["rank", "correlation", "device", "stream", "start_ns"],
+                    right_on=["rank", "correlation", "pid", "tid", "_t"], how="semi")
+    ok = on_act.join(ends, left_on=["rank", "correlation", "_lp", "_lt", "launch_start_ns"],
+                     right_on=["rank", "correlation", "pid", "tid", "_t"], how="semi")
+    return a.group_by("rank").agg(pl.len().cast(pl.Int64).alias("ac2g_checked")).join(
+        ok.group_by("rank").agg(pl.len().cast(pl.Int64).alias("ac2g_agree")), on="rank", how="left")
