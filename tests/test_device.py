@@ -630,6 +630,30 @@ def test_analyses_on_h100_bert_small() -> None:
     assert tr.device.activities() is device.activities(tr)
 
 
+def test_parquet_dataset_gives_the_same_attribution(tmp_path: Path) -> None:
+    pt.convert(H100, tmp_path / "h100.pq")
+    scanned = pt.scan(tmp_path / "h100.pq")
+    cols = [c for c in device.activities(load(H100)).columns if c not in ("cat", "op_cat")]
+    assert device.activities(scanned).select(cols).equals(device.activities(load(H100)).select(cols))
+    assert scanned.key_averages()["device_total_ns"].equals(load(H100).key_averages()["device_total_ns"])
+
+
+def test_mtia_dma_requests_are_copies(tmp_path: Path) -> None:
+    dma = {"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 9, "tid": 801, "ts": 1.5, "dur": 0.5,
+           "args": {"direction": "HOST_TO_DEVICE", "size": 1000}}
+    fw = {"ph": "X", "cat": "mtia_ccp_events", "name": "fc-dtype_Float", "pid": 9, "tid": 408, "ts": 3.0, "dur": 1.0,
+          "args": {"correlation": 5}}
+    rt = {"ph": "X", "cat": "mtia_runtime", "name": "runFunction", "pid": 1, "tid": 1, "ts": 2.0, "dur": 0.1,
+          "args": {"correlation": 5}}
+    tr = write(tmp_path, [op("aten::fc", 1, 1_900, 500), rt, dma, fw])
+    c = device.copies(tr).row(0, named=True)
+    assert (c["kind"], c["direction"], c["bytes"], c["bandwidth_gbs"]) == ("memcpy", "HtoD", 1000, 2.0)
+    lk = links(tr)
+    assert lk[by_id(tr, "fc-dtype_Float")] == ("containment", by_id(tr, "aten::fc"))
+    assert lk[by_id(tr, "dma_request")] == ("no_launch", None)
+    assert tr.device_type == "MTIA" and "Self MTIA" in tr.table()
+
+
 def test_bad_arguments_raise() -> None:
     tr = load(H100)
     with pytest.raises(ValueError, match="by must be"):

@@ -242,17 +242,16 @@ def copies(trace: Trace) -> pl.DataFrame:
         `op_id`, `op_name`.
     """
     acts = activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))
-    args = device_events(trace).select("rank", "event_id", "args")
-    acts = acts.join(args, on=["rank", "event_id"], how="left", maintain_order="left")
-    dma = pl.col("name") == "dma_request"
-    direction = (
-        pl.when(dma).then(pl.col("args").str.json_path_match("$.direction").replace_strict(
-            _DIRECTIONS, default=pl.col("args").str.json_path_match("$.direction")))
-        .when(pl.col("kind") == "memcpy").then(pl.col("name").str.extract(r"^Memcpy (\w+)"))
-        .otherwise(None)
-    )
-    size = pl.when(dma).then(pl.col("args").str.json_path_match("$.size").cast(pl.Int64, strict=False))
-    acts = acts.with_columns(direction=direction, bytes=pl.coalesce("bytes", size))
+    # MTIA dma_request: direction and size are in the args (parsed for those rows only)
+    dma = acts.filter(pl.col("name") == "dma_request").select("rank", "event_id").join(
+        device_events(trace).select("rank", "event_id", "args"), on=["rank", "event_id"], how="left")
+    raw_dir = pl.col("args").str.json_path_match("$.direction")
+    dma = dma.select("rank", "event_id", raw_dir.replace_strict(_DIRECTIONS, default=raw_dir).alias("_dir"),
+                     pl.col("args").str.json_path_match("$.size").cast(pl.Int64, strict=False).alias("_size"))
+    acts = acts.join(dma, on=["rank", "event_id"], how="left", maintain_order="left")
+    direction = pl.coalesce("_dir", pl.when(pl.col("kind") == "memcpy").then(
+        pl.col("name").str.extract(r"^Memcpy (\w+)")))
+    acts = acts.with_columns(direction=direction, bytes=pl.coalesce("bytes", "_size"))
     return acts.select(
         "rank", "event_id", "device", "stream", "name", "kind", "direction", "bytes", "start_ns", "dur_ns",
         pl.when((pl.col("dur_ns") > 0) & pl.col("bytes").is_not_null())
