@@ -24,23 +24,31 @@ Definitions (per track, i.e. per distinct value of ``by``):
 
 Algorithm
 ---------
-Everything runs on int64 numpy arrays in track-major order: one argsort of a composite
-``(track, start)`` key, ties on equal starts re-sorted by ``(end desc, id)``.
+Everything runs on int64 numpy arrays in track-major order: one sort of composite
+``(track, start)`` keys (packed with the row index when they fit), then the runs of equal
+starts are re-sorted by ``(end desc, event_id)``.
 
-1. ``depth`` is exact in all cases: ``#preceding - #(track ends <= start)`` plus a
-   correction for zero-length events sharing the start (one ``searchsorted``).
-2. Candidate parent ``q`` = latest earlier event of the track with depth ``d - 1``
-   (depth rises by at most 1 per event: a forward fill per depth level).
+1. ``depth`` is exact in all cases: zero-length events are never open, so it is
+   ``#(positive events before) - #(positive ends <= start)`` (one merged sort).
+2. Candidate parent ``q``: the latest earlier event of the track with depth ``d - 1``.
+   Depth rises by at most 1 from one event to the next, so this is a forward fill per
+   depth level (one stable radix sort of the depths).
 3. Certification: if every event with ``d >= 1`` has ``start < end[q]`` and
-   ``end <= end[q]``, the track nests properly (proof: a minimal crossing pair would
-   contradict it) and ``q`` is the parent; ``self = dur - sum(children dur)``.
-4. Otherwise the uncertified events are set aside as *crossing* and steps 1-3 are
-   re-run on the rest of the affected top-level components until it certifies (usually
-   one more pass).  The crossing events only change the answers of a small set: the
-   crossing events, the nested events open at their starts (their "chains") and the
-   children of chain members overlapping a crossing event.  That set is re-solved by an
-   exact Python sweep (stack for parents; two heaps for the self time inside the spans
-   of the crossing events, with and without them, applied as a correction).
+   ``end <= end[q]``, the track nests properly (a crossing pair ``a`` before ``b`` with
+   ``b`` minimal would contradict it) and ``q`` is the parent;
+   ``self = dur - sum(children dur)``.
+4. Otherwise the uncertified events are set aside as *crossing* and steps 1-3 are re-run
+   on the rest of the affected overlap-connected top-level components until it
+   certifies (usually one or two more passes, on ever fewer components).  The crossing
+   events can only change the answers of a small set: themselves, the nested events
+   open at their starts (their "chains") and the nested children of chain members (or
+   nested roots) overlapping a crossing event.  That set is re-solved exactly by a
+   Python sweep: a stack for parents, and two heaps giving the self time inside the
+   crossing events' spans with and without them, applied as a correction to the nested
+   self times.
+
+Tracks whose composite keys would overflow int64 (time spans near 2**62 ns) are solved
+one by one, and a single track spanning that much by the plain sweep.
 
 :func:`nest_stats` returns the counters of the last :func:`nest` call of the current
 thread, including the share of events that took the slow path (step 4).
@@ -61,7 +69,6 @@ __all__ = ["NestStats", "nest", "nest_stats", "union_ns"]
 _EVENT_ID = "event_id"
 _START = "start_ns"
 _END = "end_ns"
-_OUT_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
 _KEY_LIMIT = 2**62  # composite (track, time) keys must stay below this
 
 _local = threading.local()
@@ -82,7 +89,7 @@ class NestStats:
         events, the nested events open at their starts, and the children of those that
         overlap a crossing event.
     n_passes : int
-        Vectorized passes (1 when every track is properly nested).
+        Vectorized passes (1 when every track is properly nested, 0 for no events).
     """
 
     n_events: int
@@ -163,40 +170,55 @@ def _argsort_keys(k: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
 def _order(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray, mult: int, base: int):
     """Permutation into (track, start asc, end desc, id asc) order and sorted start keys."""
     perm, ks = _argsort_keys(tid * mult + (s - base), (int(tid.max()) + 1) * mult)
-    if len(ks) > 1:
-        eq = ks[1:] == ks[:-1]
-        if eq.any():
-            m = np.zeros(len(ks), dtype=bool)
-            m[1:] |= eq
-            m[:-1] |= eq
-            idx = np.flatnonzero(m)
-            sub = perm[idx]
-            perm[idx] = sub[np.lexsort((eid[sub], np.invert(e[sub]), ks[idx]))]
+    if len(ks) < 2:
+        return perm, ks
+    eq = ks[1:] == ks[:-1]
+    if not eq.any():
+        return perm, ks
+    # runs of equal (track, start): order by end desc, then event_id
+    tie = np.zeros(len(ks), dtype=bool)
+    tie[1:] |= eq
+    tie[:-1] |= eq
+    idx = np.flatnonzero(tie)
+    sub = perm[idx]
+    run = np.cumsum(np.concatenate(([True], ks[idx][1:] != ks[idx][:-1]))) - 1
+    dur = e[sub] - s[sub]
+    longest = int(dur.max())
+    ib, rb, db = (len(idx) - 1).bit_length(), int(run[-1]).bit_length(), longest.bit_length()
+    if ib + rb + db > 63:
+        perm[idx] = sub[np.lexsort((eid[sub], -dur, run))]
+        return perm, ks
+    packed = (run << (db + ib)) | ((longest - dur) << ib) | np.arange(len(idx))
+    packed.sort()
+    o = packed & ((1 << ib) - 1)
+    same = packed >> ib  # (run, duration): identical intervals still need the id order
+    eq2 = same[1:] == same[:-1]
+    if eq2.any():
+        dup = np.zeros(len(idx), dtype=bool)
+        dup[1:] |= eq2
+        dup[:-1] |= eq2
+        j = np.flatnonzero(dup)
+        o[j] = o[j][np.lexsort((eid[sub[o[j]]], same[j]))]
+    perm[idx] = sub[o]
     return perm, ks
 
 
 def _depth(ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
     """Exact depth of the events given in order by their (track, time) keys.
 
-    ``depth = #preceding - #(ends <= start)`` (keys are track-major, so other tracks
-    cancel out), corrected for the zero-length events that share the start but come
-    later in the order (they sort last among equal starts).  The counts come from one
-    sort of the merged start/end keys (ends before starts on equal keys).
+    Zero-length events are never open, so only positive events count:
+    ``depth = #(positive events before) - #(positive ends <= start)`` -- a positive
+    event ending by this start also starts before it, so it precedes it; keys are
+    track-major, so other tracks cancel out.  The ends are counted by one sort of the
+    merged start/end keys (ends first on equal keys).
     """
     m = len(ks)
-    merged = np.concatenate((ke << 1, (ks << 1) | 1))
+    positive = ke > ks
+    merged = np.concatenate((ke[positive] << 1, (ks << 1) | 1))
     merged.sort()
     at = np.flatnonzero(merged & 1)  # where the j-th start landed
-    depth = 2 * np.arange(m) - at  # j - (at[j] - j)
-    zero = ke == ks
-    if zero.any():
-        run_last = np.empty(m, dtype=bool)
-        run_last[-1] = True
-        np.not_equal(ks[1:], ks[:-1], out=run_last[:-1])
-        run_end = np.flatnonzero(run_last)[np.cumsum(np.concatenate(([True], run_last[:-1]))) - 1]
-        cz = np.cumsum(zero)
-        depth += cz[run_end] - cz + zero  # zero-length events at this start ranked >= i
-    return depth
+    before = np.cumsum(positive) - positive
+    return before - (at - np.arange(m))
 
 
 def _candidate_parent(depth: np.ndarray) -> np.ndarray:
@@ -423,6 +445,16 @@ def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
         ``events`` (same rows, same order) plus ``parent_id`` (Int64, null for roots),
         ``depth`` (Int32), ``self_ns`` (Int64) and ``overrun_ns`` (Int64).  Existing
         columns of those names are replaced.
+
+    Raises
+    ------
+    ValueError
+        Missing columns, nulls in the time/id columns, ``end_ns < start_ns``.
+
+    Notes
+    -----
+    :func:`nest_stats` then returns this call's :class:`NestStats` (e.g. ``slow_share``,
+    the fraction of events that took the exact Python slow path).
     """
     by = list(by)
     eid, s, e = _validate(events, by)
@@ -499,7 +531,7 @@ def _nest_sweep_track(s: np.ndarray, e: np.ndarray, eid: np.ndarray):
         if ee[i] > si:
             active.append(i)
     as64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
-    return perm, as64(parent), as64(depth), as64(self_t), len(ss), len(ss), 1, as64(ee)
+    return perm, as64(parent), as64(depth), as64(self_t), 0, len(ss), 1, as64(ee)
 
 
 def union_ns(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
