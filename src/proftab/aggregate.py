@@ -59,78 +59,55 @@ def torch_name_expr() -> pl.Expr:
         pl.col("name"))
 
 
-def _index_of(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Positions of `wanted` ids in `ids` (-1 where absent); ids need not be sorted."""
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    pos = np.searchsorted(sorted_ids, wanted)
-    pos = np.clip(pos, 0, max(len(ids) - 1, 0))
-    found = (len(ids) > 0) & (sorted_ids[pos] == wanted) if len(ids) else np.zeros(len(wanted), bool)
-    return np.where(found, order[pos], -1)
+def _positions(rank: np.ndarray, ids: np.ndarray, want_rank: np.ndarray, want_id: np.ndarray) -> np.ndarray:
+    """Row positions of `(want_rank, want_id)` among the rows `(rank, ids)`; -1 where absent.
 
-
-def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True) -> pl.DataFrame:
-    """The host events torch builds its tree from, with torch's parent links.
-
-    Returns one row per kept host event with `kept_parent` (row index of the nearest kept
-    ancestor, -1 for roots), `tree_self_ns` (own self + filtered descendants' self),
-    `rep` (row index of the event it is folded into by `_remove_dup_nodes`, itself if none).
+    Event ids are file positions, so a dense lookup table is small; it falls back to a
+    sort + binary search when ids are too sparse for that.
     """
-    cat = pl.col("cat").cast(pl.String)
-    host = nested.filter(~cat.is_in(list(schema.DEVICE_CATEGORIES | schema.PROFILER_SPAN_CATEGORIES))
-                         | cat.is_null())
-    dropped = pl.col("name").is_in(list(schema.TORCH_FILTERED_NAMES))
-    if not include_python_functions:
-        dropped = dropped | (cat == "python_function")
-    host = host.with_columns(_dropped=dropped.fill_null(False))
-    n = len(host)
-    ids = host["event_id"].to_numpy()
-    ranks = host["rank"].to_numpy().astype(np.int64)
-    key = ranks * (1 << 40) + ids  # event ids are unique per rank
-    parent_ids = host["parent_id"].fill_null(-1).to_numpy()
-    pkey = np.where(parent_ids >= 0, ranks * (1 << 40) + parent_ids, -1)
-    parent = _index_of(key, pkey)
-    parent[parent_ids < 0] = -1
-    start = host["start_ns"].to_numpy()
-    parent = _containing_ancestor(parent, start, np.maximum(start, host["end_ns"].to_numpy()))
-    dropped_np = host["_dropped"].to_numpy()
-    depth = _tree_depth(parent)  # nest's depth is not monotone along parents of crossing events
-    self_ns = host["self_ns"].to_numpy().astype(np.int64)
+    n = len(ids)
+    out = np.full(len(want_id), -1, np.int64)
+    if n == 0 or len(want_id) == 0:
+        return out
+    ranks, ridx = np.unique(rank, return_inverse=True)
+    widx = np.clip(np.searchsorted(ranks, want_rank), 0, len(ranks) - 1)
+    ok = (ranks[widx] == want_rank) & (want_id >= 0)
+    stride = int(max(ids.max(), want_id.max())) + 1
+    key = ridx.astype(np.int64) * stride + ids
+    wkey = widx.astype(np.int64) * stride + np.where(ok, want_id, 0)
+    if stride * len(ranks) <= 4 * n + 1024:
+        table = np.full(stride * len(ranks), -1, np.int64)
+        table[key] = np.arange(n)
+        out[ok] = table[wkey[ok]]
+        return out
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    pos = np.clip(np.searchsorted(sk, wkey), 0, n - 1)
+    hit = ok & (sk[pos] == wkey)
+    out[hit] = order[pos[hit]]
+    return out
 
-    # nearest kept ancestor: walk parents top-down (a parent is always shallower)
-    order = np.argsort(depth, kind="stable")
-    kept_parent = parent.copy()
-    for d in np.unique(depth):
-        sel = order[depth[order] == d]
-        p = kept_parent[sel]
-        has = p >= 0
-        lift = has & dropped_np[np.maximum(p, 0)]
-        # the parent was dropped: use the parent's own kept parent (already final)
-        kept_parent[sel[lift]] = kept_parent[p[lift]]
-    # filtered events give their self time to their kept ancestor
-    tree_self = np.where(dropped_np, 0, self_ns)
-    give = dropped_np & (kept_parent >= 0)
-    np.add.at(tree_self, kept_parent[give], self_ns[give])
 
-    keep = ~dropped_np
-    # _remove_dup_nodes: fold an only child with the parent's name into the parent
-    names = host.select(torch_name_expr()).to_series().to_numpy()
-    nchildren = np.bincount(kept_parent[keep & (kept_parent >= 0)], minlength=n)
-    kp = np.maximum(kept_parent, 0)
-    merge = keep & (kept_parent >= 0) & (nchildren[kp] == 1) & (names[kp] == names)
-    rep = np.arange(n)
-    for d in np.unique(depth):
-        sel = order[depth[order] == d]
-        m = sel[merge[sel]]
-        rep[m] = rep[kept_parent[m]]
-    return host.with_columns(
-        pl.Series("_row", np.arange(n)),
-        pl.Series("kept_parent", kept_parent),
-        pl.Series("tree_self_ns", tree_self),
-        pl.Series("rep", rep),
-        pl.Series("_merged", merge),
-        pl.Series("torch_name", names, dtype=pl.String),
-    ).filter(~pl.col("_dropped"))
+def _levels(depth: np.ndarray) -> list[np.ndarray]:
+    """Row indices grouped by depth, shallowest first."""
+    d = depth.astype(np.int16) if len(depth) and depth.max() < 2**15 else depth
+    order = np.argsort(d, kind="stable")  # radix sort for 16-bit keys
+    bounds = np.flatnonzero(np.diff(d[order])) + 1
+    return np.split(order, bounds)
+
+
+def _tree_depth(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each node (parent = row index, -1 for roots), by pointer
+    jumping: O(n log depth)."""
+    dist = (parent >= 0).astype(np.int64)
+    anc = parent.copy()
+    live = np.flatnonzero(anc >= 0)
+    while len(live):
+        a = anc[live]
+        dist[live] = dist[live] + dist[a]
+        anc[live] = anc[a]
+        live = live[anc[live] >= 0]
+    return dist
 
 
 def _containing_ancestor(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -141,33 +118,118 @@ def _containing_ancestor(parent: np.ndarray, start: np.ndarray, end: np.ndarray)
     so that a subtree never reaches past its root (spec §2.2). Parent = row index, -1 root.
     """
     cur = parent.copy()
-    while True:
-        c = np.maximum(cur, 0)
-        bad = (cur >= 0) & ~((end[c] > start) & (end[c] >= end))
-        if not bad.any():
-            return cur
-        cur[bad] = parent[cur[bad]]
+    todo = np.flatnonzero(cur >= 0)
+    while len(todo):
+        c = cur[todo]
+        bad = ~((end[c] > start[todo]) & (end[c] >= end[todo]))
+        todo = todo[bad]
+        cur[todo] = parent[cur[todo]]
+        todo = todo[cur[todo] >= 0]
+    return cur
 
 
-def _tree_depth(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each node (parent = row index, -1 for roots)."""
-    depth = np.zeros(len(parent), np.int64)
-    cur = parent.copy()
-    alive = cur >= 0
-    while alive.any():
-        depth[alive] += 1
-        cur[alive] = parent[cur[alive]]
-        alive = cur >= 0
-    return depth
+_TREE_COLUMNS = ("rank", "event_id", "pid", "cat", "name", "start_ns", "end_ns", "dur_ns", "parent_id", "self_ns")
+
+
+def _name_codes(names: pl.Series) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """Integer codes of torch's grouping names (`ProfilerStep#N` -> `ProfilerStep*`).
+
+    Returns (code per row, filtered-name flag per row, code -> name). Strings are hashed
+    once (the Categorical cast); everything else works on the few distinct names.
+    """
+    cat = names.cast(pl.Categorical)
+    phys = cat.to_physical()
+    uniq = cat.unique()
+    u_ids = uniq.to_physical().fill_null(0).to_numpy().astype(np.int64)
+    u_str = uniq.cast(pl.String).to_list()
+    table: dict[str | None, int] = {}
+    code_of = [table.setdefault("ProfilerStep*" if s is not None and s.startswith("ProfilerStep#") else s, len(table))
+               for s in u_str]
+    size = int(u_ids.max()) + 2 if len(u_ids) else 1
+    lut = np.zeros(size, np.int64)
+    filt = np.zeros(size, bool)
+    null_slot = size - 1
+    for i, s, c in zip(u_ids, u_str, code_of, strict=True):
+        slot = null_slot if s is None else i
+        lut[slot] = c
+        filt[slot] = s in schema.TORCH_FILTERED_NAMES
+    ids = phys.fill_null(null_slot).to_numpy().astype(np.int64)
+    return lut[ids], filt[ids], list(table)
+
+
+def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
+              extra_columns: Sequence[str] = ()) -> tuple[pl.DataFrame, list[str | None]]:
+    """The host events torch builds its tree from, with torch's parent links.
+
+    Returns one row per kept host event (columns `_TREE_COLUMNS` + `extra_columns`) with
+    `kept_parent` (row position of the nearest kept ancestor that contains the event, -1
+    for roots), `tree_self_ns` (own self + filtered descendants' self), `rep` (row position of
+    the event it is folded into by `_remove_dup_nodes`, itself if none), `name_code` (torch's
+    grouping name as an index into the returned list of names) and `tree_depth`.
+    """
+    host_mask = ~pl.col("cat").is_in(sorted(schema.DEVICE_CATEGORIES | schema.PROFILER_SPAN_CATEGORIES))
+    host = nested.select([*_TREE_COLUMNS, "depth", *extra_columns]).filter(host_mask.fill_null(True))
+    names, dropped_np, code_names = _name_codes(host["name"])
+    if not include_python_functions:
+        dropped_np |= (host["cat"] == "python_function").fill_null(False).to_numpy()
+    n = len(host)
+    rank = host["rank"].to_numpy()
+    parent_ids = host["parent_id"].fill_null(-1).to_numpy()
+    parent = _positions(rank, host["event_id"].to_numpy(), rank, parent_ids)
+    start = host["start_ns"].to_numpy()
+    contained = _containing_ancestor(parent, start, np.maximum(start, host["end_ns"].to_numpy()))
+    # without crossing events the nesting depth is the number of ancestors; otherwise the
+    # containing parents change it and it is recounted
+    depth = host["depth"].to_numpy() if np.array_equal(contained, parent) else _tree_depth(contained)
+    parent = contained
+    levels = _levels(depth)
+    self_ns = host["self_ns"].to_numpy().astype(np.int64)
+
+    # nearest kept ancestor, top-down (a parent is always shallower)
+    kept_parent = parent.copy()
+    if dropped_np.any():
+        for sel in levels:
+            p = kept_parent[sel]
+            lift = (p >= 0) & dropped_np[np.maximum(p, 0)]
+            kept_parent[sel[lift]] = kept_parent[p[lift]]
+    # filtered events give their self time to their kept ancestor
+    tree_self = np.where(dropped_np, 0, self_ns)
+    give = dropped_np & (kept_parent >= 0)
+    np.add.at(tree_self, kept_parent[give], self_ns[give])
+
+    keep = ~dropped_np
+    # _remove_dup_nodes: fold an only child with the parent's name into the parent
+    has_kp = kept_parent >= 0
+    nchildren = np.bincount(kept_parent[keep & has_kp], minlength=n)
+    kp = np.maximum(kept_parent, 0)
+    merge = keep & has_kp & (nchildren[kp] == 1) & (names[kp] == names)
+    rep = np.arange(n)
+    if merge.any():
+        for sel in levels:
+            m = sel[merge[sel]]
+            rep[m] = rep[kept_parent[m]]
+    out = host.with_columns(
+        pl.Series("kept_parent", kept_parent),
+        pl.Series("tree_self_ns", tree_self),
+        pl.Series("rep", rep),
+        pl.Series("_merged", merge),
+        pl.Series("tree_depth", depth),
+        pl.Series("name_code", names),
+    )
+    if not dropped_np.any():
+        return out, code_names
+    # re-index the links to positions among the kept rows
+    new_pos = np.cumsum(keep) - 1
+    return out.filter(pl.Series(keep)).with_columns(
+        pl.Series("kept_parent", np.where(kept_parent[keep] >= 0, new_pos[kp[keep]], -1)),
+        pl.Series("rep", new_pos[rep[keep]]),
+    ), code_names
 
 
 def _subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """Σ of `values` over each node's subtree (parent = row index, -1 for roots)."""
     total = values.astype(np.int64).copy()
-    order = np.argsort(-depth, kind="stable")
-    levels = depth[order]
-    bounds = np.flatnonzero(np.diff(levels)) + 1
-    for chunk in np.split(order, bounds):
+    for chunk in reversed(_levels(depth)):
         p = parent[chunk]
         has = p >= 0
         np.add.at(total, p[has], total[chunk[has]])
@@ -201,18 +263,14 @@ def _memory(host: pl.DataFrame, instants: pl.DataFrame) -> tuple[np.ndarray, np.
 
 def _python_stacks(tree: pl.DataFrame, n: int) -> list[list[str]]:
     """Up to `n` enclosing python_function frames per row, innermost first."""
-    parent = tree["kept_parent_pos"].to_numpy()
-    is_py = (tree["cat"].cast(pl.String) == "python_function").to_numpy()
-    names = tree["name"].to_numpy()
-    depth = _tree_depth(parent)
+    parent = tree["kept_parent"].to_numpy()
+    is_py = (tree["cat"] == "python_function").fill_null(False).to_numpy()
+    names = tree["name"].to_list()
     nearest = np.full(len(parent), -1)
-    order = np.argsort(depth, kind="stable")
-    for d in np.unique(depth):
-        sel = order[depth[order] == d]
+    for sel in _levels(tree["tree_depth"].to_numpy()):
         p = parent[sel]
-        has = p >= 0
         pp = np.maximum(p, 0)
-        nearest[sel] = np.where(has, np.where(is_py[pp], pp, nearest[pp]), -1)
+        nearest[sel] = np.where(p >= 0, np.where(is_py[pp], pp, nearest[pp]), -1)
     frames = []
     cur = nearest
     for _ in range(n):
@@ -270,90 +328,84 @@ def key_averages(
     wall_ns
         Denominator of `wall_share` (defaults to the span of all events).
     """
-    tree = host_tree(nested, include_python_functions=include_python_functions)
+    extra = [c for c, want in (("input_dims", group_by_input_shape), ("call_stack", group_by_stack_n > 0)) if want]
+    tree, code_names = host_tree(nested, include_python_functions=include_python_functions, extra_columns=extra)
     n = len(tree)
-    # re-index parents to positions in the filtered tree
-    pos_of_row = np.full(int(tree["_row"].max()) + 1 if n else 0, -1)
-    pos_of_row[tree["_row"].to_numpy()] = np.arange(n)
-    kp_row = tree["kept_parent"].to_numpy()
-    kp = np.where(kp_row >= 0, pos_of_row[np.maximum(kp_row, 0)], -1) if n else kp_row
-    rep = pos_of_row[tree["rep"].to_numpy()] if n else kp_row
-    tree = tree.with_columns(pl.Series("kept_parent_pos", kp))
-    depth = _tree_depth(kp)
+    kp = tree["kept_parent"].to_numpy()
+    rep = tree["rep"].to_numpy()
+    depth = tree["tree_depth"].to_numpy()
 
     own_dev = np.zeros(n, np.int64)
     if device_self is not None and n and not device_self.is_empty():
-        joined = tree.select("rank", "event_id").join(
-            device_self.select("rank", "event_id", "self_device_ns"), on=["rank", "event_id"], how="left")
-        own_dev = joined["self_device_ns"].fill_null(0).to_numpy().astype(np.int64)
+        pos = _positions(tree["rank"].to_numpy(), tree["event_id"].to_numpy(), device_self["rank"].to_numpy(),
+                         device_self["event_id"].to_numpy())
+        hit = pos >= 0
+        np.add.at(own_dev, pos[hit], device_self["self_device_ns"].to_numpy()[hit])
     dev_total = _subtree_sum(own_dev, kp, depth)
     cpu_mem, dev_mem = _memory(tree, instants)
-    child_cpu_mem = np.zeros(n, np.int64)
-    child_dev_mem = np.zeros(n, np.int64)
     has_p = kp >= 0
-    np.add.at(child_cpu_mem, kp[has_p], cpu_mem[has_p])
-    np.add.at(child_dev_mem, kp[has_p], dev_mem[has_p])
+    child_cpu_mem = np.bincount(kp[has_p], weights=cpu_mem[has_p], minlength=n).astype(np.int64) if n else cpu_mem
+    child_dev_mem = np.bincount(kp[has_p], weights=dev_mem[has_p], minlength=n).astype(np.int64) if n else dev_mem
 
     # fold merged events into their representative
-    self_cpu = np.zeros(n, np.int64)
-    np.add.at(self_cpu, rep, tree["tree_self_ns"].to_numpy())
-    self_dev = np.zeros(n, np.int64)
-    np.add.at(self_dev, rep, own_dev)
-    self_cpu_mem = np.zeros(n, np.int64)
-    np.add.at(self_cpu_mem, rep, cpu_mem - child_cpu_mem)
-    self_dev_mem = np.zeros(n, np.int64)
-    np.add.at(self_dev_mem, rep, dev_mem - child_dev_mem)
+    def fold(values: np.ndarray) -> np.ndarray:
+        out = np.zeros(n, np.int64)
+        np.add.at(out, rep, values)
+        return out
 
-    host_rows = tree.with_columns(
-        pl.Series("self_cpu_ns", self_cpu),
-        pl.Series("self_device_ns", self_dev),
-        pl.Series("device_total_ns", dev_total),
-        pl.Series("cpu_mem_bytes", cpu_mem),
-        pl.Series("self_cpu_mem_bytes", self_cpu_mem),
-        pl.Series("device_mem_bytes", dev_mem),
-        pl.Series("self_device_mem_bytes", self_dev_mem),
-        pl.Series("top_level", kp < 0),
-    ).filter(~pl.col("_merged"))
-    if top_level_only:
-        host_rows = host_rows.filter(pl.col("top_level"))
-
-    stacks: pl.Expr = pl.lit([], pl.List(pl.String))
+    # one row per kept, unfolded host event, built straight from the arrays (no frame filter)
+    top = kp < 0
+    sel = np.flatnonzero(~tree["_merged"].to_numpy() & (top if top_level_only else True))
+    dur = tree["dur_ns"].to_numpy()
+    host_cols: dict[str, object] = {
+        "rank": tree["rank"].to_numpy()[sel],
+        "event_id": tree["event_id"].to_numpy()[sel],
+        "start_ns": tree["start_ns"].to_numpy()[sel],
+        "end_ns": tree["end_ns"].to_numpy()[sel],
+        "_code": tree["name_code"].to_numpy()[sel],
+        "is_user_annotation": (tree["cat"] == "user_annotation").fill_null(False).to_numpy()[sel],
+        "self_cpu_ns": fold(tree["tree_self_ns"].to_numpy())[sel],
+        "cpu_total_ns": dur[sel],
+        "self_device_ns": fold(own_dev)[sel],
+        "device_total_ns": dev_total[sel],
+        "cpu_mem_bytes": cpu_mem[sel],
+        "self_cpu_mem_bytes": fold(cpu_mem - child_cpu_mem)[sel],
+        "device_mem_bytes": dev_mem[sel],
+        "self_device_mem_bytes": fold(dev_mem - child_dev_mem)[sel],
+        "top_level": top[sel],
+        "_call_ns": dur[sel],
+    }
+    host_rows = pl.DataFrame(host_cols)
+    host_keys = ["_code", "is_user_annotation"]
+    sel_s = pl.Series(sel)
+    if group_by_input_shape:
+        host_rows = host_rows.with_columns(tree.select(input_shapes_expr().alias("input_shapes"))
+                                           .to_series().gather(sel_s))
+        host_keys.append("input_shapes")
     if group_by_stack_n > 0:
         py = _python_stacks(tree, group_by_stack_n)
         from_call = tree["call_stack"].str.split(";").list.head(group_by_stack_n)
-        stack_series = pl.Series("stack", [
-            cs if cs is not None else st for cs, st in zip(from_call.to_list(), py, strict=True)
-        ], dtype=pl.List(pl.String))
-        host_rows = host_rows.join(tree.select("_row").with_columns(stack_series), on="_row", how="left")
-        stacks = pl.col("stack").fill_null(pl.lit([], pl.List(pl.String)))
+        stack = pl.Series("stack", [cs if cs is not None else st
+                                    for cs, st in zip(from_call.to_list(), py, strict=True)],
+                          dtype=pl.List(pl.String))
+        host_rows = host_rows.with_columns(stack.gather(sel_s))
+        host_keys.append("stack")
+    if group_by_overload_name:
+        full = tree["name"].gather(sel_s)
+        host_rows = host_rows.with_columns(
+            overload_name=full.str.extract(r"^[\w:]+::\w+\.(\w+)$").fill_null(""))
+        host_keys.append("overload_name")
 
-    host_rows = host_rows.select(
-        "rank", "event_id", "start_ns", "end_ns",
-        pl.col("torch_name").alias("name"),
-        pl.lit("CPU").alias("device_type"),
-        (pl.col("cat").cast(pl.String) == "user_annotation").fill_null(False).alias("is_user_annotation"),
-        (input_shapes_expr() if group_by_input_shape else pl.lit("")).alias("input_shapes"),
-        stacks.alias("stack"),
-        pl.col("name").alias("_full_name"),
-        "self_cpu_ns", pl.col("dur_ns").alias("cpu_total_ns"), "self_device_ns", "device_total_ns",
-        "cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes", "self_device_mem_bytes", "top_level",
-        pl.col("dur_ns").alias("_call_ns"),
-    )
-
-    cat = pl.col("cat").cast(pl.String)
-    dev = nested.filter(cat.is_in(list(schema.DEVICE_CATEGORIES)))
+    cat = pl.col("cat")
+    dev = nested.filter(cat.is_in(sorted(schema.DEVICE_CATEGORIES)))
     if device_self is not None:  # device events' own durations: annotation margin undone, never < 0
         dev = dev.join(device_self.select("rank", "event_id", pl.col("self_device_ns").alias("_dev_ns")),
                        on=["rank", "event_id"], how="left", maintain_order="left").with_columns(
             dur_ns=pl.coalesce("_dev_ns", "dur_ns"))
-    dev = dev.select(
+    dev_rows = dev.select(
         "rank", "event_id", "start_ns", "end_ns",
         torch_name_expr().alias("name"),
-        pl.lit(device_type).alias("device_type"),
         (cat == "gpu_user_annotation").alias("is_user_annotation"),
-        pl.lit("[]" if group_by_input_shape else "").alias("input_shapes"),
-        pl.lit([], pl.List(pl.String)).alias("stack"),
-        pl.col("name").alias("_full_name"),
         pl.lit(0, pl.Int64).alias("self_cpu_ns"),
         pl.lit(0, pl.Int64).alias("cpu_total_ns"),
         pl.col("dur_ns").alias("self_device_ns"),
@@ -363,54 +415,67 @@ def key_averages(
         pl.lit(True).alias("top_level"),
         pl.col("dur_ns").alias("_call_ns"),
     )
-    rows = pl.concat([host_rows, dev], how="vertical_relaxed")
-    keys = ["name", "device_type", "is_user_annotation"]
-    if group_by_overload_name:
-        overload = pl.col("_full_name").str.extract(r"^[\w:]+::\w+\.(\w+)$").fill_null("")
-        rows = rows.with_columns(
-            overload_name=overload,
-            name=pl.when(overload != "").then(pl.col("name").str.replace(r"\.\w+$", "")).otherwise(pl.col("name")),
-        )
-        keys.append("overload_name")
-    else:
-        rows = rows.with_columns(overload_name=pl.lit(""))
+    dev_keys = ["name", "is_user_annotation"]
     if group_by_input_shape:
-        keys.append("input_shapes")
+        dev_rows = dev_rows.with_columns(input_shapes=pl.lit("[]"))
+        dev_keys.append("input_shapes")
     if group_by_stack_n > 0:
-        keys.append("stack")
-    if by_step:
-        rows = _assign_steps(rows, nested)
-        keys.insert(0, "step")
+        dev_rows = dev_rows.with_columns(stack=pl.lit([], pl.List(pl.String)))
+        dev_keys.append("stack")
+    if group_by_overload_name:
+        dev_rows = dev_rows.with_columns(overload_name=pl.lit(""))
+        dev_keys.append("overload_name")
 
-    if wall_ns is None:
-        span = nested.group_by("rank").agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("w"))
-        wall_ns = int(span["w"].sum() or 0)
-    rows = rows.sort(["start_ns", "end_ns", "rank", "event_id"], descending=[False, True, False, False])
-    out = (
-        rows.with_row_index("_order")
-        .group_by(keys, maintain_order=True)
-        .agg(
-            pl.col("_order").first(),
+    # torch's rows appear in first-occurrence order of all events sorted by (start, -end)
+    both = pl.concat([host_rows.select("start_ns", "end_ns", "rank", "event_id"),
+                      dev_rows.select("start_ns", "end_ns", "rank", "event_id")])
+    order = both.select(pl.arg_sort_by(["start_ns", "end_ns", "rank", "event_id"],
+                                       descending=[False, True, False, False]).alias("i"))["i"].to_numpy()
+    rank_of = np.empty(len(order), np.int64)
+    rank_of[order] = np.arange(len(order))
+    host_rows = host_rows.with_columns(pl.Series("_order", rank_of[:len(host_rows)]))
+    dev_rows = dev_rows.with_columns(pl.Series("_order", rank_of[len(host_rows):]))
+    if by_step:
+        host_rows = _assign_steps(host_rows, nested)
+        dev_rows = _assign_steps(dev_rows, nested)
+        host_keys.insert(0, "step")
+        dev_keys.insert(0, "step")
+
+    def aggregate(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+        first = pl.col("_order").arg_min()
+        optional = [pl.col(c).get(first) for c in ("input_shapes", "stack", "overload_name")
+                    if c in rows.columns and c not in keys]
+        return rows.group_by(keys).agg(
+            pl.col("_order").min(),
             pl.len().cast(pl.Int64).alias("calls"),
-            pl.col("self_cpu_ns").sum(),
-            pl.col("cpu_total_ns").sum(),
-            pl.col("self_device_ns").sum(),
-            pl.col("device_total_ns").sum(),
-            pl.col("cpu_mem_bytes").sum(),
-            pl.col("self_cpu_mem_bytes").sum(),
-            pl.col("device_mem_bytes").sum(),
-            pl.col("self_device_mem_bytes").sum(),
-            pl.col("top_level").first(),
+            *(pl.col(c).sum() for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
+                                        "cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes",
+                                        "self_device_mem_bytes")),
+            pl.col("top_level").get(first),
             pl.col("_call_ns").min().alias("min_ns"),
             pl.col("_call_ns").max().alias("max_ns"),
             pl.col("_call_ns").quantile(0.5, interpolation="nearest").cast(pl.Int64).alias("p50_ns"),
             pl.col("_call_ns").quantile(0.95, interpolation="nearest").cast(pl.Int64).alias("p95_ns"),
-            *([pl.col("input_shapes").first()] if "input_shapes" not in keys else []),
-            *([pl.col("overload_name").first()] if "overload_name" not in keys else []),
-            *([pl.col("stack").first()] if "stack" not in keys else []),
+            *optional,
         )
-        .sort("_order")
-    )
+
+    host_out = aggregate(host_rows, host_keys).with_columns(
+        name=pl.col("_code").replace_strict(dict(enumerate(code_names)), default=None, return_dtype=pl.String),
+        device_type=pl.lit("CPU")).drop("_code")
+    if group_by_overload_name:  # `aten::add.Tensor` -> name `aten::add`, overload `Tensor`
+        host_out = host_out.with_columns(name=pl.when(pl.col("overload_name") != "").then(
+            pl.col("name").str.replace(r"\.\w+$", "")).otherwise(pl.col("name")))
+    dev_out = aggregate(dev_rows, dev_keys).with_columns(device_type=pl.lit(device_type))
+    out = pl.concat([host_out, dev_out], how="diagonal_relaxed").sort("_order")
+    for c, dt in (("input_shapes", pl.String), ("overload_name", pl.String)):
+        if c not in out.columns:
+            out = out.with_columns(pl.lit("", dt).alias(c))
+    if "stack" not in out.columns:
+        out = out.with_columns(pl.lit([], pl.List(pl.String)).alias("stack"))
+
+    if wall_ns is None:
+        span = nested.group_by("rank").agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("w"))
+        wall_ns = int(span["w"].sum() or 0)
     total_self = out.filter(pl.col("device_type") == "CPU")["self_cpu_ns"].sum()
     out = out.with_columns(
         cpu_avg_ns=pl.col("cpu_total_ns") / pl.col("calls"),
@@ -428,17 +493,16 @@ def key_averages(
 def _assign_steps(rows: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
     """`step`: N of the `ProfilerStep#N` (same rank, host side) whose window holds the start."""
     steps = (
-        nested.filter(pl.col("name").str.starts_with("ProfilerStep#")
-                      & (pl.col("cat").cast(pl.String) != "gpu_user_annotation"))
+        nested.filter(pl.col("name").str.starts_with("ProfilerStep#") & (pl.col("cat") != "gpu_user_annotation"))
         .select("rank", pl.col("start_ns").alias("_s0"), pl.col("end_ns").alias("_s1"),
                 pl.col("name").str.strip_prefix("ProfilerStep#").cast(pl.Int64, strict=False).alias("step"))
-        .sort("_s0")
+        .sort("rank", "_s0")
     )
-    joined = rows.sort("start_ns").join_asof(steps, left_on="start_ns", right_on="_s0", by="rank",
-                                             strategy="backward")
+    joined = rows.with_row_index("_pos").sort("rank", "start_ns").join_asof(
+        steps, left_on="start_ns", right_on="_s0", by="rank", strategy="backward", check_sortedness=False)
     return joined.with_columns(
         step=pl.when(pl.col("start_ns") < pl.col("_s1")).then(pl.col("step")).otherwise(None)
-    ).drop("_s0", "_s1")
+    ).sort("_pos").drop("_s0", "_s1", "_pos")
 
 
 def sort_keys() -> Sequence[str]:

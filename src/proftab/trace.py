@@ -72,10 +72,15 @@ class Trace:
         meta = self.meta if rank is None else self.metas[rank]
         return int(meta["time_resolution_ns"])
 
+    @functools.cached_property
+    def categories(self) -> frozenset[str]:
+        """The event categories present in this trace."""
+        return frozenset(self.events["cat"].unique().drop_nulls().cast(pl.String).to_list())
+
     @property
     def device_type(self) -> str:
         """torch's device name for this trace's device rows (`CUDA`, `XPU`, `MTIA`)."""
-        cats = set(self.events["cat"].cast(pl.String).unique().drop_nulls().to_list())
+        cats = self.categories
         if any(c.startswith("xpu") for c in cats):
             return "XPU"
         if any(c.startswith("mtia") for c in cats):
@@ -85,7 +90,7 @@ class Trace:
     @property
     def use_device(self) -> str | None:
         """torch's `use_device` (`"cuda"`...) when the trace has device activity, else None."""
-        cats = set(self.events["cat"].cast(pl.String).unique().drop_nulls().to_list())
+        cats = self.categories
         if cats & schema.DEVICE_CATEGORIES or any(c.endswith(("_runtime", "_driver")) for c in cats):
             return self.device_type.lower()
         return None
@@ -164,10 +169,10 @@ class Trace:
 
     def device_self(self) -> pl.DataFrame | None:
         """torch's self device time per event: host ops (launched activities) and device events (own)."""
-        try:
-            from proftab import device
-        except ImportError:  # pragma: no cover - device attribution not built
-            return None
+        if not self.categories & schema.DEVICE_CATEGORIES:
+            return None  # a CPU-only trace: nothing to attribute
+        from proftab import device
+
         return device.self_device_time(self)
 
     @property
