@@ -270,3 +270,35 @@ def test_cli_convert_through_the_entry_point(tmp_path: Path) -> None:
     forced = subprocess.run([*cmd, "--force", "--quiet", "--workers", "1"], capture_output=True, text=True, timeout=120, env=env,
                             cwd=tmp_path)
     assert forced.returncode == 0 and forced.stderr == ""
+
+
+def test_stored_key_averages_is_used_only_by_the_same_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A single-rank dataset keeps its default key_averages; it is read back (no aggregation)
+    only when the code that wrote it is the code reading it, and it equals the computed one."""
+    tr = pt.load(CNN)
+    computed, text = tr.key_averages(), tr.table()
+    out = pt.convert(CNN, tmp_path / "ds", progress=False)
+    assert (out / "key_averages.parquet").is_file()
+    from proftab import aggregate
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("aggregated instead of reading the stored table")
+
+    monkeypatch.setattr(aggregate, "key_averages", boom)
+    sc = pt.scan(out)
+    assert_frame_equal(sc.key_averages(), computed)
+    assert sc.table() == text
+    with pytest.raises(AssertionError, match="aggregated"):
+        sc.key_averages(group_by_input_shape=True)  # other options are computed
+    monkeypatch.undo()
+    # a different fingerprint (older or newer code): recomputed, same result
+    stored = pl.read_parquet(out / "key_averages.parquet")
+    stored.with_columns(calls=pl.lit(-1, pl.Int64)).write_parquet(
+        out / "key_averages.parquet", metadata={"proftab": json.dumps({"fingerprint": "other"})})
+    assert_frame_equal(pt.scan(out).key_averages(), computed)
+
+
+def test_multi_rank_dataset_has_no_stored_key_averages(tmp_path: Path) -> None:
+    out = pt.convert([str(p) for p in PAIR], tmp_path / "pair", progress=False)
+    assert not (out / "key_averages.parquet").exists()
+    assert_frame_equal(pt.scan(out).key_averages(), _load(PAIR).key_averages())

@@ -49,6 +49,9 @@ MANIFEST = "_proftab.json"
 #: tables of a dataset, in order; `events` holds the nesting columns too
 TABLES = ("events", "instants", "flows", "counters", "threads", "rejected", "accounting", "anomalies", "meta")
 NEST_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
+#: a materialized `key_averages()` (default options) of a single-rank dataset, written by the
+#: same proftab version that reads it back; any other case is computed from `events`
+DERIVED_KEY_AVERAGES = "key_averages"
 META_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int32,
     "source_file": pl.String,
@@ -223,8 +226,31 @@ def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = F
             sha, size = _source_info(meta)
             rows[r] = _write_rank(tmp, r, per_rank[r], meta, sha, size)
             infos[r] = {"source_file": meta.get("source_file"), "source_sha256": sha, "source_bytes": size}
+        if len(trace.metas) == 1:
+            _write_key_averages(tmp, trace)
         (tmp / MANIFEST).write_text(json.dumps(_manifest(infos, rows), indent=1))
     return Path(path)
+
+
+@functools.lru_cache(maxsize=1)
+def _analysis_fingerprint() -> str:
+    """Version + hash of the code that computes key_averages: a stored result is reused
+    only by exactly the same code."""
+    import importlib
+
+    h = hashlib.sha256(_version().encode())
+    for mod in ("proftab.aggregate", "proftab.trace", "proftab.schema", "proftab.intervals.nest",
+                "proftab.device._link", "proftab.device._categories"):
+        h.update(Path(importlib.import_module(mod).__file__ or "").read_bytes())
+    return h.hexdigest()
+
+
+def _write_key_averages(root: Path, trace: Trace) -> None:
+    """Materialize `trace.key_averages()` (default options) next to the tables."""
+    ka = trace.key_averages()
+    ka.write_parquet(root / f"{DERIVED_KEY_AVERAGES}.parquet", compression="zstd",
+                     metadata={"proftab": json.dumps({"fingerprint": _analysis_fingerprint(),
+                                                      "table": DERIVED_KEY_AVERAGES})})
 
 
 # ----------------------------------------------------------------------------- convert
@@ -289,6 +315,7 @@ def _convert_one(path: str, position: int, rank: int | None, salvage: bool, stag
             progress.show("writing")
         sha, size = sha256_file(path), os.path.getsize(path)
         rows = _write_rank(Path(staging), ft.rank, tables, ft.meta, sha, size)
+        _write_key_averages(Path(staging), tr)
     return {"rank": ft.rank, "path": path, "rank_source": ft.meta["rank_source"], "rows": rows,
             "info": {"source_file": ft.meta.get("source_file"), "source_sha256": sha, "source_bytes": size},
             "warnings": [str(w.message) for w in caught if issubclass(w.category, ProftabWarning)],
@@ -388,6 +415,12 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                 raise TraceError(msg, hint="convert them separately, or pass ranks=[...]")
             seen[res["rank"]] = res
         for st in staging:
+            derived = st / f"{DERIVED_KEY_AVERAGES}.parquet"
+            if derived.exists():
+                if len(staging) == 1:
+                    os.rename(derived, tmp / derived.name)
+                else:  # per-file aggregates do not add up to a multi-rank one (quantiles, order)
+                    derived.unlink()
             for table_dir in st.iterdir():
                 dest = tmp / table_dir.name
                 dest.mkdir(exist_ok=True)
@@ -472,6 +505,22 @@ class ScannedTrace(Trace):
     def anomalies(self) -> pl.DataFrame:  # type: ignore[override]
         """The stored anomalies table."""
         return self._read("anomalies")
+
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+                     group_by_overload_name: bool = False, *, include_python_functions: bool = True,
+                     top_level_only: bool = False, by_step: bool = False) -> pl.DataFrame:
+        """torch's `key_averages()`; with default options, the stored copy when the dataset
+        was written by this very proftab version (identical by construction), else computed."""
+        default = not (group_by_input_shape or group_by_stack_n or group_by_overload_name or top_level_only
+                       or by_step) and include_python_functions
+        stored = self.path / f"{DERIVED_KEY_AVERAGES}.parquet"
+        if default and stored.is_file():
+            meta = pl.read_parquet_metadata(stored).get("proftab")
+            if meta and json.loads(meta).get("fingerprint") == _analysis_fingerprint():
+                return pl.read_parquet(stored)
+        return super().key_averages(group_by_input_shape, group_by_stack_n, group_by_overload_name,
+                                    include_python_functions=include_python_functions,
+                                    top_level_only=top_level_only, by_step=by_step)
 
     def __getattr__(self, name: str) -> Any:
         # instants, flows, counters, threads, rejected, accounting: read on first use
