@@ -336,6 +336,26 @@ def test_union_ns_tracks():
     assert got.to_dict(as_series=False) == {"tid": [0, 1, None], "union_ns": [20, 0, 3]}
 
 
+def test_many_tracks_and_hash_collisions(monkeypatch):
+    rng = np.random.default_rng(3)
+    n = 4000
+    s = rng.integers(0, 50, n)
+    df = pl.DataFrame(
+        {
+            "event_id": rng.permutation(n),
+            "tid": rng.integers(0, 1500, n),  # > 1024 tracks: binary-search track ids
+            "dev": rng.choice(["a", "b"], n),
+            "start_ns": s,
+            "end_ns": s + rng.integers(0, 20, n),
+        }
+    )
+    out = check(df, ["tid", "dev"])
+    assert nest_stats().n_tracks == df.select("tid", "dev").unique().height
+    # every key hashing alike forces the exact dense-rank fallback
+    monkeypatch.setattr(pl.Expr, "hash", lambda self, *a, **k: pl.lit(0, pl.UInt64))
+    assert_frame_equal(nest(df, by=["tid", "dev"]), out)
+
+
 # --------------------------------------------------------------------------- synthetic
 
 

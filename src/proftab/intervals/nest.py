@@ -149,7 +149,16 @@ def _track_ids(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, int
     uniq = h.unique().sort().to_numpy()
     n_groups = keys.group_by(by).len().height
     if len(uniq) == n_groups:  # hash is injective on the keys present
-        return np.searchsorted(uniq, h.to_numpy()).astype(np.int64), n_groups
+        hn = h.to_numpy()
+        k = len(uniq)
+        if k <= 1024:  # a small perfect hash (h % M) beats a binary search per row
+            for mod in range(2 * k * k + 1, 2 * k * k + 17):
+                res = (uniq % np.uint64(mod)).astype(np.int64)
+                if len(np.unique(res)) == k:
+                    table = np.empty(mod, dtype=np.int64)
+                    table[res] = np.arange(k)
+                    return table[(hn % np.uint64(mod)).astype(np.int64)], n_groups
+        return np.searchsorted(uniq, hn).astype(np.int64), n_groups
     tid = keys.select(pl.struct(by).rank("dense")).to_series().to_numpy()
     return tid.astype(np.int64) - 1, n_groups
 
@@ -235,7 +244,7 @@ def _candidate_parent(depth: np.ndarray) -> np.ndarray:
     dmax = int(depth.max())
     key = depth.astype(np.uint16 if dmax < 2**16 else np.uint32)
     order = np.argsort(key, kind="stable")
-    level = depth[order] * (m + 1)
+    level = np.repeat(np.arange(dmax + 1) * (m + 1), np.bincount(depth, minlength=dmax + 1))
     filled = np.maximum.accumulate(level + np.where(opening[order], order, 0))
     out = np.empty(m, dtype=np.int64)
     out[order] = filled - level - 1
