@@ -12,20 +12,21 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from proftab.exceptions import ProftabError, ProftabWarning, TraceError
-from proftab.schema import Flag
-from proftab.trace import Trace
 from proftab.diff import diff
+from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.io.parquet import ScannedTrace, convert, scan
 from proftab.joins import join_samples, overlaps
+from proftab.schema import Flag
+from proftab.trace import Trace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __version__ = "0.1.0"
-__all__ = ["Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "from_profiler", "load"]
-__all__ += ["diff"]
-__all__ += ["ScannedTrace", "convert", "join_samples", "overlaps", "scan"]
+__all__ = [
+    "Flag", "ProftabError", "ProftabWarning", "ScannedTrace", "Trace", "TraceError", "__version__", "convert", "diff",
+    "from_profiler", "join_samples", "load", "overlaps", "scan",
+]
 
 
 def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, salvage: bool = False,
