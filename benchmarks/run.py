@@ -14,7 +14,8 @@ For each trace of a ladder of real Kineto traces it measures, each in a fresh pr
   proftab/key_averages  pt.load(path).key_averages()  (+ tr.table())
   proftab/device_time   pt.load(path).device_time()   (or a similarly named method)
   proftab/to_parquet    pt.load(path).to_parquet(dir)
-  proftab/scan_key_averages  pt.scan(dir).key_averages()
+  proftab/scan_key_averages  pt.scan(dir).key_averages()  (may read the copy stored by to_parquet)
+  proftab/scan_key_averages_computed  pt.Trace.key_averages(pt.scan(dir))  (always computed)
 
 and records, per measurement, the timed operation (measured inside the child), the child's
 process wall time and its peak RSS (os.wait4 rusage of that one child). A step whose API is
@@ -332,12 +333,13 @@ def measurements(tools: set[str]):
         ms.append(("hta", "call_graph_no_ns_rounding", hta_cg_noround))
     if "proftab" in tools:
         penv = {"PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        for s in ("load", "key_averages", "device_time", "to_parquet", "scan_key_averages"):
+        for s in ("load", "key_averages", "device_time", "to_parquet", "scan_key_averages",
+                  "scan_key_averages_computed"):
             def fn(t, c, s=s):
                 args = [s, t["path"]]
-                if s in ("to_parquet", "scan_key_averages"):
+                if s != "load" and s.startswith(("to_parquet", "scan")):
                     args.append(str(c["parquet_dir"]))
-                if s == "scan_key_averages" and not c.get("parquet_ok"):
+                if s.startswith("scan") and not c.get("parquet_ok"):
                     return {"tool": "proftab", "step": s, "status": "unavailable",
                             "error": "no parquet dir (proftab/to_parquet did not succeed)"}
                 rec = _py_step("proftab", s, PY, "proftab_step.py", args, c, env_extra=penv)
@@ -408,6 +410,14 @@ def versions() -> dict:
     return v
 
 
+def git_state() -> dict:
+    head = _cmd_out(["git", "-C", str(REPO), "rev-parse", "HEAD"])
+    subj = _cmd_out(["git", "-C", str(REPO), "log", "-1", "--format=%s"])
+    dirty = _cmd_out(["git", "-C", str(REPO), "status", "--porcelain", "--", "src"])
+    return {"head": head, "subject": subj, "src_dirty": bool(dirty),
+            "src_dirty_files": (dirty or "").splitlines()[:20]}
+
+
 def trace_entry(t: dict) -> dict:
     e = {k: t[k] for k in ("name", "group", "path")}
     e["gz_bytes"] = os.path.getsize(t["path"])
@@ -457,7 +467,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     doc = {
         "schema": 1, "started": _dt.datetime.now().isoformat(timespec="seconds"), "quick": a.quick,
-        "argv": sys.argv[1:], "machine": machine_info(), "versions": versions(),
+        "argv": sys.argv[1:], "machine": machine_info(), "versions": versions(), "git": git_state(),
         "config": {"timeout_s": a.timeout, "rss_cap_gb": a.rss_cap_gb, "repeat": a.repeat,
                    "tools": sorted(tools), "py": PY, "hta_py": HTA_PY, "node": NODE, "tp_js": TP_JS,
                    "tp_wasm": TP_WASM, "traces_dir": str(TRACES_DIR)},
