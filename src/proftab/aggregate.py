@@ -31,7 +31,7 @@ from proftab import schema
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["KEY_AVERAGES_COLUMNS", "host_tree", "input_shapes_expr", "key_averages"]
+__all__ = ["KEY_AVERAGES_COLUMNS", "NESTED_COLUMNS", "host_tree", "input_shapes_expr", "key_averages"]
 
 KEY_AVERAGES_COLUMNS = [
     "name", "device_type", "is_user_annotation", "overload_name", "input_shapes", "stack", "calls",
@@ -129,6 +129,8 @@ def _containing_ancestor(parent: np.ndarray, start: np.ndarray, end: np.ndarray)
 
 
 _TREE_COLUMNS = ("rank", "event_id", "pid", "cat", "name", "start_ns", "end_ns", "dur_ns", "parent_id", "self_ns")
+#: the columns of `Trace.nested` that `key_averages` reads (a Parquet scan reads only these)
+NESTED_COLUMNS = (*_TREE_COLUMNS, "depth", "input_dims", "call_stack")
 
 
 def _name_codes(names: pl.Series) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
@@ -153,7 +155,7 @@ def _name_codes(names: pl.Series) -> tuple[np.ndarray, np.ndarray, list[str | No
         slot = null_slot if s is None else i
         lut[slot] = c
         filt[slot] = s in schema.TORCH_FILTERED_NAMES
-    ids = phys.fill_null(null_slot).to_numpy().astype(np.int64)
+    ids = phys.fill_null(null_slot).to_numpy()
     return lut[ids], filt[ids], list(table)
 
 
@@ -183,7 +185,7 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     depth = host["depth"].to_numpy() if np.array_equal(contained, parent) else _tree_depth(contained)
     parent = contained
     levels = _levels(depth)
-    self_ns = host["self_ns"].to_numpy().astype(np.int64)
+    self_ns = host["self_ns"].to_numpy()
 
     # nearest kept ancestor, top-down (a parent is always shallower)
     kept_parent = parent.copy()
@@ -228,7 +230,7 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
 
 def _subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """Σ of `values` over each node's subtree (parent = row index, -1 for roots)."""
-    total = values.astype(np.int64).copy()
+    total = values.astype(np.int64, copy=True)
     for chunk in reversed(_levels(depth)):
         p = parent[chunk]
         has = p >= 0
@@ -341,43 +343,61 @@ def key_averages(
                          device_self["event_id"].to_numpy())
         hit = pos >= 0
         np.add.at(own_dev, pos[hit], device_self["self_device_ns"].to_numpy()[hit])
-    dev_total = _subtree_sum(own_dev, kp, depth)
+    dev_total = _subtree_sum(own_dev, kp, depth) if own_dev.any() else own_dev
     cpu_mem, dev_mem = _memory(tree, instants)
     has_p = kp >= 0
-    child_cpu_mem = np.bincount(kp[has_p], weights=cpu_mem[has_p], minlength=n).astype(np.int64) if n else cpu_mem
-    child_dev_mem = np.bincount(kp[has_p], weights=dev_mem[has_p], minlength=n).astype(np.int64) if n else dev_mem
-
-    # fold merged events into their representative
-    def fold(values: np.ndarray) -> np.ndarray:
+    def child_sum(values: np.ndarray) -> np.ndarray:
+        if not values.any():
+            return values
         out = np.zeros(n, np.int64)
-        np.add.at(out, rep, values)
+        np.add.at(out, kp[has_p], values[has_p])
+        return out
+
+    child_cpu_mem = child_sum(cpu_mem)
+    child_dev_mem = child_sum(dev_mem)
+
+    # fold merged events into their representative (merged rows are few)
+    merged = tree["_merged"].to_numpy()
+    mi = np.flatnonzero(merged)
+
+    def fold(values: np.ndarray) -> np.ndarray:
+        if not len(mi):
+            return values
+        out = values.astype(np.int64, copy=True)
+        np.add.at(out, rep[mi], values[mi])
+        out[mi] = 0
         return out
 
     # one row per kept, unfolded host event, built straight from the arrays (no frame filter)
     top = kp < 0
-    sel = np.flatnonzero(~tree["_merged"].to_numpy() & (top if top_level_only else True))
+    keep_rows = ~merged & (top if top_level_only else True)
+    sel = None if keep_rows.all() else np.flatnonzero(keep_rows)
+
+    def take(a: np.ndarray) -> np.ndarray:
+        return a if sel is None else a[sel]
+
     dur = tree["dur_ns"].to_numpy()
     host_cols: dict[str, object] = {
-        "rank": tree["rank"].to_numpy()[sel],
-        "event_id": tree["event_id"].to_numpy()[sel],
-        "start_ns": tree["start_ns"].to_numpy()[sel],
-        "end_ns": tree["end_ns"].to_numpy()[sel],
-        "_code": tree["name_code"].to_numpy()[sel],
-        "is_user_annotation": (tree["cat"] == "user_annotation").fill_null(False).to_numpy()[sel],
-        "self_cpu_ns": fold(tree["tree_self_ns"].to_numpy())[sel],
-        "cpu_total_ns": dur[sel],
-        "self_device_ns": fold(own_dev)[sel],
-        "device_total_ns": dev_total[sel],
-        "cpu_mem_bytes": cpu_mem[sel],
-        "self_cpu_mem_bytes": fold(cpu_mem - child_cpu_mem)[sel],
-        "device_mem_bytes": dev_mem[sel],
-        "self_device_mem_bytes": fold(dev_mem - child_dev_mem)[sel],
-        "top_level": top[sel],
-        "_call_ns": dur[sel],
+        "rank": take(tree["rank"].to_numpy()),
+        "event_id": take(tree["event_id"].to_numpy()),
+        "start_ns": take(tree["start_ns"].to_numpy()),
+        "end_ns": take(tree["end_ns"].to_numpy()),
+        "_code": take(tree["name_code"].to_numpy()),
+        "is_user_annotation": take((tree["cat"] == "user_annotation").fill_null(False).to_numpy()),
+        "self_cpu_ns": take(fold(tree["tree_self_ns"].to_numpy())),
+        "cpu_total_ns": take(dur),
+        "self_device_ns": take(fold(own_dev)),
+        "device_total_ns": take(dev_total),
+        "cpu_mem_bytes": take(cpu_mem),
+        "self_cpu_mem_bytes": take(fold(cpu_mem - child_cpu_mem)),
+        "device_mem_bytes": take(dev_mem),
+        "self_device_mem_bytes": take(fold(dev_mem - child_dev_mem)),
+        "top_level": take(top),
+        "_call_ns": take(dur),
     }
     host_rows = pl.DataFrame(host_cols)
     host_keys = ["_code", "is_user_annotation"]
-    sel_s = pl.Series(sel)
+    sel_s = pl.Series(np.arange(n) if sel is None else sel)
     if group_by_input_shape:
         host_rows = host_rows.with_columns(tree.select(input_shapes_expr().alias("input_shapes"))
                                            .to_series().gather(sel_s))

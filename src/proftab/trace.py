@@ -182,6 +182,10 @@ class Trace:
 
         return DeviceNamespace(self)
 
+    def _nested_for_aggregation(self) -> pl.DataFrame:
+        """The nested events `key_averages` works on (a scanned trace reads only its columns)."""
+        return self.nested
+
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                      group_by_overload_name: bool = False, *, include_python_functions: bool = True,
                      top_level_only: bool = False, by_step: bool = False) -> pl.DataFrame:
@@ -190,7 +194,8 @@ class Trace:
         See `proftab.aggregate.key_averages` for the columns and rules.
         """
         return aggregate.key_averages(
-            self.nested, self.instants, device_self=self.device_self(), device_type=self.device_type,
+            self._nested_for_aggregation(), self.instants, device_self=self.device_self(),
+            device_type=self.device_type,
             group_by_input_shape=group_by_input_shape, group_by_stack_n=group_by_stack_n,
             group_by_overload_name=group_by_overload_name, include_python_functions=include_python_functions,
             top_level_only=top_level_only, by_step=by_step,

@@ -506,6 +506,14 @@ class ScannedTrace(Trace):
         """The stored anomalies table."""
         return self._read("anomalies")
 
+    def _nested_for_aggregation(self) -> pl.DataFrame:
+        # unless the whole table is already cached, read only the columns aggregation uses
+        if "nested" in self.__dict__:
+            return self.nested
+        from proftab.aggregate import NESTED_COLUMNS
+
+        return self.lazy("nested").select(list(NESTED_COLUMNS)).collect().rechunk()
+
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                      group_by_overload_name: bool = False, *, include_python_functions: bool = True,
                      top_level_only: bool = False, by_step: bool = False) -> pl.DataFrame:
