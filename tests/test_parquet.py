@@ -257,7 +257,7 @@ def test_start_utc_for_base_time_and_epoch_traces(tmp_path: Path) -> None:
 
 def test_cli_convert_through_the_entry_point(tmp_path: Path) -> None:
     out = tmp_path / "pair.pq"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = dict(os.environ)  # the installed proftab (an editable install in development)
     cmd = [sys.executable, "-m", "proftab", "convert", *map(str, PAIR), str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
