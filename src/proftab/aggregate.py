@@ -523,8 +523,3 @@ def _assign_steps(rows: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
     return joined.with_columns(
         step=pl.when(pl.col("start_ns") < pl.col("_s1")).then(pl.col("step")).otherwise(None)
     ).sort("_pos").drop("_s0", "_s1", "_pos")
-
-
-def sort_keys() -> Sequence[str]:
-    """Column names accepted by `Trace.table(sort_by=...)` besides torch's names."""
-    return KEY_AVERAGES_COLUMNS
