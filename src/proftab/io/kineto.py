@@ -173,20 +173,20 @@ def _string(spec: tuple[Any, Any, Any, int] | None, n: int) -> pa.Array | None:
                                   pa.py_buffer(data)], null_count=nulls)
 
 
-def _dict(spec: tuple[Any, Any, Any, int], n: int, *, decode: bool) -> pa.Array | None:
+def _dict(spec: tuple[Any, Any, Any, int], n: int) -> pa.DictionaryArray | None:
     codes, offsets, data, size = spec
     if size == 0:  # all null
         return None
     dictionary = pa.Array.from_buffers(pa.large_string(), size, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     idx = _fixed(codes, n, pa.int32())
     arr = pa.DictionaryArray.from_arrays(idx, dictionary)
-    return arr.dictionary_decode() if decode else arr
+    return arr
 
 
 def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
     """All scanned rows as one frame (columns of every table; split later by ph)."""
     n = res["rows"]
-    ph = _dict(res["ph"], n, decode=False)
+    ph = _dict(res["ph"], n)
     if ph is None:
         kinds = np.full(n, _K_UNKNOWN, dtype=np.uint8)
     else:
@@ -197,8 +197,8 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
         "event_id": _fixed(res["event_index"], n, pa.int64()),
         "ph": ph,
         "_kind": pa.array(kinds),
-        "cat": _dict(res["cat"], n, decode=False),
-        "name": _dict(res["name"], n, decode=False),
+        "cat": _dict(res["cat"], n),
+        "name": _dict(res["name"], n),
         "pid": _fixed(res["pid"], n, pa.int64()),
         "pid_text": _string(res["pid_text"], n),
         "tid": _fixed(res["tid"], n, pa.int64()),
@@ -207,9 +207,9 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
         "dur": _fixed(res["dur"], n, pa.int64()),
         "id": _fixed(res["id"], n, pa.int64()),
         "id_text": _string(res["id_text"], n),
-        "bp": _dict(res["bp"], n, decode=False),
-        "s": _dict(res["s"], n, decode=False),
-        "reason": _dict(res["reason"], n, decode=True),
+        "bp": _dict(res["bp"], n),
+        "s": _dict(res["s"], n),
+        "reason": _dict(res["reason"], n),
         "excerpt": _string(res["excerpt"], n),
         "byte_offset": _fixed(res["offset"], n, pa.int64()),
         "flags": _fixed(res["flags"], n, pa.uint16()),
@@ -230,12 +230,15 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
         else:
             cols[name] = _fixed(spec, n, {0: pa.int64(), 1: pa.uint64(), 2: pa.float64(), 5: pa.int64()}[kind])
     name = cols.pop("name", None)
+    reason = cols.pop("reason", None)
     # column by column: converting a whole pa.Table copies every buffer, a Series does not
     df = pl.DataFrame([pl.Series(c, a) for c, a in cols.items()])
     # categorical -> string in Polars: no intermediate Arrow large_string copy
     casts = [pl.col("flags").fill_null(0),
              (pl.Series("name", name).cast(pl.String) if name is not None else pl.lit(None, pl.String)).alias("name"),
-             *(pl.lit(None, pl.String).alias(c) for c in nulls if c != "name")]
+             (pl.Series("reason", reason).cast(pl.String) if reason is not None else pl.lit(None, pl.String))
+             .alias("reason"),
+             *(pl.lit(None, pl.String).alias(c) for c in nulls if c not in ("name", "reason"))]
     if "finished" in df.columns:
         casts.append(pl.col("finished").cast(pl.Boolean))
     return df.with_columns(casts)
