@@ -303,3 +303,35 @@ def test_extras_stats_steps_top_level() -> None:
     assert (j["calls"] == j["calls_right"]).all() and (j["self_cpu_ns"] == j["self_cpu_ns_right"]).all()
     top = tr.key_averages(top_level_only=True)
     assert set(top["name"]) == {"ProfilerStep*"}
+
+
+def test_group_by_stack_uses_enclosing_python_frames() -> None:
+    """group_by_stack_n keys rows by the innermost n enclosing python_function frames
+    (torch fills stacks only with verbose=True); checked against a walk up the tree."""
+    tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    ka = tr.key_averages(group_by_stack_n=3)
+    plain = tr.key_averages()
+    # regrouping by stack only splits rows: calls and self time add up to the plain rows
+    per_name = ka.group_by("name", "device_type").agg(pl.col("calls").sum(), pl.col("self_cpu_ns").sum())
+    j = plain.select("name", "device_type", "calls", "self_cpu_ns").join(per_name, on=["name", "device_type"])
+    assert j.height == plain.height
+    assert (j["calls"] == j["calls_right"]).all() and (j["self_cpu_ns"] == j["self_cpu_ns_right"]).all()
+    # reference: the first occurrence of each aten op, walking parent links to python frames
+    from proftab.aggregate import host_tree
+
+    tree, _ = host_tree(tr.nested)
+    rows = tree.select("name", pl.col("cat").cast(pl.String), "kept_parent", "_merged").rows()
+
+    def frames(i: int) -> tuple[str, ...]:
+        out, p = [], rows[i][2]
+        while p >= 0 and len(out) < 3:
+            if rows[p][1] == "python_function":
+                out.append(rows[p][0])
+            p = rows[p][2]
+        return tuple(out)
+
+    want = {(name, frames(i)) for i, (name, cat, _p, merged) in enumerate(rows) if cat == "cpu_op" and not merged}
+    ops = ka.filter(pl.col("name").is_in([n for n, _ in want]) & (pl.col("device_type") == "CPU"))
+    got = {(name, tuple(stack)) for name, stack in ops.select("name", "stack").iter_rows()}
+    assert got == want
+    assert len(want) > len({n for n, _ in want})  # some ops are reached through several stacks

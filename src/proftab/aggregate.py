@@ -263,30 +263,24 @@ def _memory(host: pl.DataFrame, instants: pl.DataFrame) -> tuple[np.ndarray, np.
     return cpu, dev
 
 
-def _python_stacks(tree: pl.DataFrame, n: int) -> list[list[str]]:
-    """Up to `n` enclosing python_function frames per row, innermost first."""
+def _python_stacks(tree: pl.DataFrame, n: int) -> pl.Series:
+    """Up to `n` enclosing python_function frames per row, innermost first (List[String])."""
     parent = tree["kept_parent"].to_numpy()
     is_py = (tree["cat"] == "python_function").fill_null(False).to_numpy()
-    names = tree["name"].to_list()
     nearest = np.full(len(parent), -1)
     for sel in _levels(tree["tree_depth"].to_numpy()):
         p = parent[sel]
         pp = np.maximum(p, 0)
         nearest[sel] = np.where(p >= 0, np.where(is_py[pp], pp, nearest[pp]), -1)
-    frames = []
+    names = tree["name"]
+    levels = []
     cur = nearest
     for _ in range(n):
-        frames.append(cur)
+        # the frame at this level, null once the chain of frames has ended
+        levels.append(names.gather(pl.Series(np.maximum(cur, 0))).set(pl.Series(cur < 0), None))
         cur = np.where(cur >= 0, nearest[np.maximum(cur, 0)], -1)
-    out: list[list[str]] = []
-    for i in range(len(parent)):
-        stack = []
-        for f in frames:
-            if f[i] < 0:
-                break
-            stack.append(names[f[i]])
-        out.append(stack)
-    return out
+    frames = pl.DataFrame({f"f{i}": s for i, s in enumerate(levels)})
+    return frames.select(pl.concat_list(pl.all()).list.drop_nulls().alias("stack")).to_series()
 
 
 def key_averages(
@@ -403,11 +397,10 @@ def key_averages(
                                            .to_series().gather(sel_s))
         host_keys.append("input_shapes")
     if group_by_stack_n > 0:
-        py = _python_stacks(tree, group_by_stack_n)
-        from_call = tree["call_stack"].str.split(";").list.head(group_by_stack_n)
-        stack = pl.Series("stack", [cs if cs is not None else st
-                                    for cs, st in zip(from_call.to_list(), py, strict=True)],
-                          dtype=pl.List(pl.String))
+        # TorchScript/verbose `Call stack` when the trace has it, else the enclosing Python frames
+        stack = pl.DataFrame({"c": tree["call_stack"], "p": _python_stacks(tree, group_by_stack_n)}).select(
+            pl.coalesce(pl.col("c").str.split(";").list.head(group_by_stack_n), pl.col("p")).alias("stack")
+        ).to_series()
         host_rows = host_rows.with_columns(stack.gather(sel_s))
         host_keys.append("stack")
     if group_by_overload_name:
