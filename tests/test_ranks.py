@@ -174,3 +174,20 @@ def test_single_rank_and_no_steps() -> None:
     assert tr.collective_skew().height == 0
     flat = pt.load(str(ROOT / "tests" / "data" / "public" / "large_integer_trace__rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz"))
     assert flat.step_times().height == 0 and flat.slowest_ranks().height == 0
+
+
+def test_collective_times_outside_steps(tmp_path: Path) -> None:
+    """Kernels outside every step (step null) overlap each other like any other group."""
+    r0 = [
+        _x("ProfilerStep#1", "user_annotation", 1000, 100, 9, 9),
+        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 900, 30, 0, 20, device=0, stream=20),
+        _x("gemm", "kernel", 910, 30, 0, 7, device=0, stream=7),
+        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1010, 20, 0, 20, device=0, stream=20),
+        _x("gemm", "kernel", 1020, 30, 0, 7, device=0, stream=7),
+    ]
+    tr = pt.load(str(_rank_file(tmp_path, 0, r0)))
+    assert tr.collective_times().rows() == [
+        # rank step n coll_ns coll_union compute_union overlapped exposed
+        (0, 1, 1, 20 * US, 20 * US, 30 * US, 10 * US, 10 * US),
+        (0, None, 1, 30 * US, 30 * US, 30 * US, 20 * US, 10 * US),
+    ]

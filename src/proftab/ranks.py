@@ -142,8 +142,12 @@ def collective_times(tr: Trace, *, by_step: bool = True, pattern: str = COLLECTI
     ucomp = _merge(comp.select([*keys, "start_ns", "end_ns"]), keys)
     union_c = ucoll.group_by(keys).agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("collective_union_ns"))
     union_k = ucomp.group_by(keys).agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("compute_union_ns"))
-    both = overlaps(ucoll, ucomp, by=keys)
+    # by rank only: a null step (kernels outside every step) must pair with itself, and
+    # overlaps never matches a null key
+    both = overlaps(ucoll, ucomp, by="rank")
     assert isinstance(both, pl.DataFrame)
+    if by_step:
+        both = both.filter(pl.col("step").eq_missing(pl.col("step_right")))
     over = both.group_by(keys).agg(pl.col("overlap_ns").sum().alias("overlapped_ns"))
     out = (counts.join(union_c, on=keys, how="left", nulls_equal=True)
            .join(union_k, on=keys, how="left", nulls_equal=True)
