@@ -35,7 +35,6 @@ __all__ = ["FileTables", "read_kineto"]
 CHUNK = 8 << 20
 _TYPED_SPEC = [(k.encode(), list(schema.TYPED_COLUMNS).index(c), kind) for k, c, kind in schema.TYPED_ARGS]
 _TYPED_NAMES = list(schema.TYPED_COLUMNS)
-_EVENT_PH = ("X", "B", "E", "b", "e")
 # row kinds, computed from the tiny ph dictionary (no per-row string work)
 _K_X, _K_BE, _K_ASYNC, _K_INSTANT, _K_FLOW, _K_COUNTER, _K_META, _K_UNKNOWN, _K_REJECTED = range(9)
 _PH_KIND = {"X": _K_X, "B": _K_BE, "E": _K_BE, "b": _K_ASYNC, "e": _K_ASYNC, "i": _K_INSTANT, "I": _K_INSTANT,
@@ -178,9 +177,7 @@ def _dict(spec: tuple[Any, Any, Any, int], n: int) -> pa.DictionaryArray | None:
     if size == 0:  # all null
         return None
     dictionary = pa.Array.from_buffers(pa.large_string(), size, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    idx = _fixed(codes, n, pa.int32())
-    arr = pa.DictionaryArray.from_arrays(idx, dictionary)
-    return arr
+    return pa.DictionaryArray.from_arrays(_fixed(codes, n, pa.int32()), dictionary)
 
 
 def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
@@ -239,9 +236,7 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
              (pl.Series("reason", reason).cast(pl.String) if reason is not None else pl.lit(None, pl.String))
              .alias("reason"),
              *(pl.lit(None, pl.String).alias(c) for c in nulls if c not in ("name", "reason"))]
-    if "finished" in df.columns:
-        casts.append(pl.col("finished").cast(pl.Boolean))
-    return df.with_columns(casts)
+    return df.with_columns(casts)  # typed bool columns stay int64 here; _ensure casts them
 
 
 def _mark_rejected(df: pl.DataFrame) -> pl.DataFrame:
@@ -519,7 +514,7 @@ _THREAD_FIELDS = {
 
 def _threads(rows: pl.DataFrame) -> pl.DataFrame:
     """Wide process/thread naming table from ph "M" rows (the last value of a field wins)."""
-    keys = ["rank", "pid", "pid_text", "tid", "tid_text"]
+    keys = schema.TRACK_KEYS
     rows = rows.filter(pl.col("name").is_in(list(_THREAD_FIELDS)))
     if rows.is_empty():
         return schema.empty(schema.THREAD_COLUMNS)
