@@ -294,8 +294,9 @@ class _Progress:
 
 
 def _convert_one(path: str, position: int, rank: int | None, salvage: bool, staging: str,
-                 progress: _Progress | None = None) -> dict[str, Any]:
-    """Read one trace file, nest it and write its rank partition under `staging`.
+                 progress: _Progress | None = None, *, key_averages: bool = False) -> dict[str, Any]:
+    """Read one trace file, nest it and write its rank partition under `staging`
+    (and its `key_averages()` when `key_averages`: the single-file case).
 
     Runs in a worker process for multi-file conversions; the file's warnings are
     returned as text so that the parent re-emits them.
@@ -315,7 +316,8 @@ def _convert_one(path: str, position: int, rank: int | None, salvage: bool, stag
             progress.show("writing")
         sha, size = sha256_file(path), os.path.getsize(path)
         rows = _write_rank(Path(staging), ft.rank, tables, ft.meta, sha, size)
-        _write_key_averages(Path(staging), tr)
+        if key_averages:
+            _write_key_averages(Path(staging), tr)
     return {"rank": ft.rank, "path": path, "rank_source": ft.meta["rank_source"], "rows": rows,
             "info": {"source_file": ft.meta.get("source_file"), "source_sha256": sha, "source_bytes": size},
             "warnings": [str(w.message) for w in caught if issubclass(w.category, ProftabWarning)],
@@ -383,7 +385,7 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
             if len(paths) == 1 or workers == 1 or not _can_spawn():
                 for i, p in enumerate(paths):
                     results[i] = _convert_one(p, i, None if ranks is None else ranks[i], salvage,
-                                              str(staging[i]), bar)
+                                              str(staging[i]), bar, key_averages=len(paths) == 1)
                     bar.file_done(sizes[i], os.path.basename(p))
             else:
                 ctx = multiprocessing.get_context("spawn")  # fork is unsafe with polars' threads
@@ -415,12 +417,10 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                 raise TraceError(msg, hint="convert them separately, or pass ranks=[...]")
             seen[res["rank"]] = res
         for st in staging:
+            # only a single file has one (per-file aggregates do not add up to a multi-rank one)
             derived = st / f"{DERIVED_KEY_AVERAGES}.parquet"
             if derived.exists():
-                if len(staging) == 1:
-                    os.rename(derived, tmp / derived.name)
-                else:  # per-file aggregates do not add up to a multi-rank one (quantiles, order)
-                    derived.unlink()
+                os.rename(derived, tmp / derived.name)
             for table_dir in st.iterdir():
                 dest = tmp / table_dir.name
                 dest.mkdir(exist_ok=True)
