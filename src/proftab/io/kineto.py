@@ -411,8 +411,11 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
     for frame in (big, small):
         for k, c in frame.group_by("_kind").len().iter_rows():
             counts[k] = counts.get(k, 0) + c
-    last_ts = max((v for v in (f.select(pl.max_horizontal(pl.col("ts").max(), (pl.col("ts") + pl.col("dur")).max()))
-                                .item() for f in (big, small)) if v is not None), default=None)
+    last_ts = None  # where an unmatched B/b ends: the file's last timestamp (only B/E/b/e traces need it)
+    if counts.get(_K_BE) or counts.get(_K_ASYNC):
+        ends = [f.select(pl.max_horizontal(pl.col("ts").max(), (pl.col("ts") + pl.col("dur")).max())).item()
+                for f in (big, small)]
+        last_ts = max((v for v in ends if v is not None), default=None)
     if counts.get(_K_REJECTED) and big.select((kind == _K_REJECTED).any()).item():
         small = pl.concat([small, big.filter(kind == _K_REJECTED)], how="vertical_relaxed")
         big = big.filter(kind != _K_REJECTED)
