@@ -43,29 +43,26 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p)
 
 
-def rows_for(tr: Trace, args: argparse.Namespace) -> pl.DataFrame:
-    """The key_averages rows the options select, sorted and limited like torch's table."""
+def _select(ka: pl.DataFrame, args: argparse.Namespace, limit: int) -> pl.DataFrame:
+    """The key_averages rows the options select, sorted and limited (-1: all) like torch's table."""
     import polars as pl
 
     from proftab.render.torch_table import _sort_column
 
-    rows = tr.key_averages(args.group_by_input_shape, args.group_by_stack)
-    if args.top_level:
-        rows = rows.filter(pl.col("top_level"))
+    rows = ka.filter(pl.col("top_level")) if args.top_level else ka
     col = _sort_column(args.sort)
     rows = rows.with_row_index("_pos").sort([col, "_pos"], descending=[True, False]).drop("_pos")
-    limit = args.limit if args.limit is not None else -1
     return rows.head(limit) if limit >= 0 else rows
 
 
-def _rich_table(tr: Trace, rows: pl.DataFrame, console: object, args: argparse.Namespace) -> None:
-    """Print `rows` as a rich table with torch's columns."""
+def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console: object,
+                args: argparse.Namespace) -> None:
+    """Print `rows` as a rich table with torch's columns; totals over all of `self_total`."""
     from rich.table import Table
     from rich.text import Text
 
     from proftab.display import fmt_ns, fmt_share
 
-    self_total = tr.key_averages(args.group_by_input_shape, args.group_by_stack)
     cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
     dev_rows = self_total.filter((self_total["device_type"] != "CPU") & ~self_total["is_user_annotation"])
     dev_sum = int(dev_rows["self_device_ns"].sum() or 0)
@@ -109,13 +106,13 @@ def run(args: argparse.Namespace) -> int:
     fmt = guess_format(args)
     tr = load_trace(args.trace, args)
     if fmt != "text":
-        write_frame(rows_for(tr, args), fmt, args.output)
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack)
+        write_frame(_select(ka, args, -1 if args.limit is None else args.limit), fmt, args.output)
         return 0
     console = rich_console(args)
     if console is not None:
-        limit = 100 if args.limit is None else args.limit
-        args.limit = limit
-        _rich_table(tr, rows_for(tr, args), console, args)
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack)
+        _rich_table(tr, ka, _select(ka, args, 100 if args.limit is None else args.limit), console, args)
         return 0
     text = tr.table(sort_by=args.sort, row_limit=100 if args.limit is None else args.limit,
                     top_level_events_only=args.top_level, time_unit=args.time_unit,
