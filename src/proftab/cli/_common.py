@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import polars as pl
 
     from proftab.trace import Trace
 
 __all__ = ["FORMATS", "add_output_arguments", "add_trace_arguments", "guess_format", "load_trace",
-           "rich_console", "write_frame", "write_text"]
+           "rich_console", "shown_warnings", "write_frame", "write_text"]
 
 FORMATS = ("text", "csv", "json", "markdown", "parquet")
 _EXTENSIONS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown",
@@ -53,6 +56,19 @@ def guess_format(args: argparse.Namespace) -> str:
     return "text"
 
 
+@contextlib.contextmanager
+def shown_warnings(args: argparse.Namespace) -> Iterator[None]:
+    """Catch every warning of the block; print them as ``proftab: warning: ...`` lines on
+    stderr when it succeeds, unless `--quiet`."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    if not args.quiet:
+        for w in caught:
+            text = "; ".join(line.strip() for line in str(w.message).splitlines() if line.strip())
+            print(f"proftab: warning: {text}", file=sys.stderr)
+
+
 def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool = True) -> Trace:
     """`pt.load` the sources with the CLI's progress bar and warning display.
 
@@ -64,17 +80,11 @@ def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool
     from proftab.io.files import expand_sources
 
     paths = expand_sources(sources)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with ReadProgress(paths, "never" if args.quiet else args.progress) as progress:
-            tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)))
-            if nest:
-                progress.phase("nesting")
-                _ = tr.nested
-    if not args.quiet:
-        for w in caught:
-            text = "; ".join(line.strip() for line in str(w.message).splitlines() if line.strip())
-            print(f"proftab: warning: {text}", file=sys.stderr)
+    with shown_warnings(args), ReadProgress(paths, "never" if args.quiet else args.progress) as progress:
+        tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)))
+        if nest:
+            progress.phase("nesting")
+            _ = tr.nested
     return tr
 
 

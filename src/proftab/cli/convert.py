@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 
 from proftab.cli import Command
+from proftab.cli._common import shown_warnings
 
 EXAMPLES = """\
   proftab convert trace.pt.trace.json.gz trace.pq        one trace -> a dataset directory
@@ -30,14 +30,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from proftab.io.parquet import convert
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with shown_warnings(args):
         path = convert(args.sources, args.out, force=args.force, salvage=args.salvage, max_workers=args.workers,
                        progress="never" if args.quiet else args.progress)
     if not args.quiet:
-        for w in caught:
-            text = "; ".join(line.strip() for line in str(w.message).splitlines() if line.strip())
-            print(f"proftab: warning: {text}", file=sys.stderr)
         print(f"proftab: wrote {path}", file=sys.stderr)
     return 0
 
