@@ -2,10 +2,9 @@
 
 Findings: rejected input events, anomalies (`Trace.anomalies`: overruns, negative
 durations, unmatched begins, unfinished ops, repaired names), repaired args, file
-accounting that does not add up, and device time that no host op launched (from
-`proftab.device`: ``unattributed(trace)``, else the ``activities(trace)`` rows without an
-``op_id``; reported as not available when the module is absent). Timestamps rounded to the ns are
-reported but are not findings.
+accounting that does not add up, and device time that no host op launched
+(`proftab.device.unattributed`). Timestamps rounded to the ns are reported but are not
+findings.
 """
 
 from __future__ import annotations
@@ -42,29 +41,16 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plain", action="store_true", help="plain text even on a terminal")
 
 
-def _device_report(tr: Trace) -> dict[str, Any]:
-    """Unattributed device time, when the device module offers it."""
+def _device_report(tr: Trace, n_examples: int) -> dict[str, Any]:
+    """Device activities no host op launched (`proftab.device.unattributed`), longest first."""
     if tr.use_device is None:
         return {"status": "no device activity"}
-    try:
-        from proftab import device  # type: ignore[attr-defined]
-    except ImportError:
-        return {"status": "not available: proftab.device is not part of this build"}
-    import polars as pl
+    from proftab import device
 
-    if callable(getattr(device, "unattributed", None)):
-        un = device.unattributed(tr)
-    elif callable(getattr(device, "activities", None)):
-        acts = device.activities(tr)
-        if "op_id" not in acts.columns:
-            return {"status": "not available: proftab.device.activities() has no op_id column"}
-        un = acts.filter(pl.col("op_id").is_null())
-    else:
-        return {"status": "not available: proftab.device has neither unattributed() nor activities()"}
-    dur = int(un["dur_ns"].sum() or 0) if "dur_ns" in un.columns else 0
-    return {"status": "checked", "activities": un.height, "dur_ns": dur,
-            "examples": un.sort("dur_ns", descending=True).head(5).select(
-                [c for c in ("name", "dur_ns", "start_ns", "link") if c in un.columns]).to_dicts()}
+    un = device.unattributed(tr)
+    return {"status": "checked", "activities": un.height, "dur_ns": int(un["dur_ns"].sum() or 0),
+            "examples": un.sort("dur_ns", descending=True).head(n_examples).select(
+                "name", "dur_ns", "start_ns", "link").to_dicts()}
 
 
 def report(tr: Trace, n_examples: int = 5) -> dict[str, Any]:
@@ -95,7 +81,7 @@ def report(tr: Trace, n_examples: int = 5) -> dict[str, Any]:
     args_rep = tr.events.filter((pl.col("flags") & int(Flag.ARGS_REPAIRED)) != 0)
     findings["args_repaired"] = {"count": args_rep.height,
                                  "examples": args_rep.head(n_examples).select("rank", "event_id", "name").to_dicts()}
-    dev = _device_report(tr)
+    dev = _device_report(tr, n_examples)
     findings["unattributed_device"] = {"count": int(dev.get("activities", 0)), **dev}
     info = {
         "files": acc.select("path", "rank", "trace_events", *parts).to_dicts(),
