@@ -269,32 +269,30 @@ def _pair_begin_end(rows: pl.DataFrame, begin: str, end: str, keys: list[str],
                     last_ts: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Join begin/end rows into complete events (stack semantics per key, file order).
 
-    Returns (events, rejected ends). An unmatched begin runs to `last_ts` and is flagged.
+    `rows` holds only `begin` and `end` rows. Returns (events, rejected ends). An unmatched
+    begin runs to `last_ts` and is flagged.
     """
-    be = rows.filter(pl.col("ph").cast(pl.String).is_in([begin, end])).sort("event_id")
-    if be.is_empty():
-        return be.clear(), be.clear()
+    if rows.is_empty():
+        return rows.clear(), rows.clear()
     # one exact, null-safe key column (joins never match nulls)
-    be = be.with_columns(_key=pl.concat_str([pl.col(k).cast(pl.String).fill_null("\x00") for k in keys],
-                                            separator="\x01"))
-    keys = ["_key"]
-    step = pl.when(pl.col("ph").cast(pl.String) == begin).then(1).otherwise(-1)
-    be = be.with_columns(_level=step.cum_sum().over(keys, order_by="event_id"))
-    be = be.with_columns(
-        _min=pl.col("_level").cum_min().over(keys, order_by="event_id"),
+    be = rows.sort("event_id").with_columns(
+        _key=pl.concat_str([pl.col(k).cast(pl.String).fill_null("\x00") for k in keys], separator="\x01"),
+        _begin=pl.col("ph").cast(pl.String) == begin,
     )
-    if be.select((pl.col("_min") < 0).any()).item():
-        be = _pair_with_stack(be, begin, keys)
-    begins = be.filter(pl.col("ph").cast(pl.String) == begin)
-    ends = be.filter(pl.col("ph").cast(pl.String) == end).with_columns(_level=pl.col("_level") + 1)
-    begins = begins.sort("event_id")
-    ends = ends.select([*keys, "_level", pl.col("event_id").alias("_end_id"), pl.col("ts").alias("_end_ts"),
-                        pl.col("args").alias("_end_args")]).sort("_end_id")
+    keys = ["_key"]
+    step = pl.when(pl.col("_begin")).then(1).otherwise(-1)
+    be = be.with_columns(_level=step.cum_sum().over(keys, order_by="event_id"))
+    if be.select((pl.col("_level") < 0).any()).item():  # some track has more ends than begins
+        be = _pair_with_stack(be, keys)
+    begins = be.filter(pl.col("_begin"))
+    ends = be.filter(~pl.col("_begin")).select(
+        [*keys, pl.col("_level") + 1, pl.col("event_id").alias("_end_id"), pl.col("ts").alias("_end_ts"),
+         pl.col("args").alias("_end_args")])
     joined = begins.join_asof(ends, left_on="event_id", right_on="_end_id", by=[*keys, "_level"],
                               strategy="forward", check_sortedness=False)
     used = joined.filter(pl.col("_end_id").is_not_null()).select("_end_id")
     unmatched_end = (
-        be.filter(pl.col("ph").cast(pl.String) == end)
+        be.filter(~pl.col("_begin"))
         .join(used, left_on="event_id", right_on="_end_id", how="anti")
         .with_columns(reason=pl.lit(f"'{end}' event without a matching '{begin}'"))
     )
@@ -308,18 +306,18 @@ def _pair_begin_end(rows: pl.DataFrame, begin: str, end: str, keys: list[str],
             .otherwise(pl.col("extra").str.strip_suffix("}") + pl.lit(", "))
             + pl.lit('"end_args": ') + pl.col("_end_args") + pl.lit("}")
         ).otherwise(pl.col("extra")),
-    ).drop("_level", "_min", "_end_id", "_end_ts", "_end_args", "_key")
-    return events, unmatched_end.drop("_level", "_min", "_key")
+    ).drop("_level", "_begin", "_end_id", "_end_ts", "_end_args", "_key")
+    return events, unmatched_end.drop("_level", "_begin", "_key")
 
 
-def _pair_with_stack(be: pl.DataFrame, begin: str, keys: list[str]) -> pl.DataFrame:
+def _pair_with_stack(be: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Exact stack levels when some track has more ends than begins (rare; small loop)."""
     levels: list[int] = []
     depth: dict[tuple[Any, ...], int] = {}
-    for row in be.select([*keys, pl.col("ph").cast(pl.String)]).iter_rows():
-        key, ph = row[:-1], row[-1]
+    for row in be.select([*keys, "_begin"]).iter_rows():
+        key, is_begin = row[:-1], row[-1]
         d = depth.get(key, 0)
-        if ph == begin:
+        if is_begin:
             d += 1
             levels.append(d)
         elif d > 0:
