@@ -99,6 +99,23 @@ def test_generic_chrome_phases(tmp_path: Path) -> None:
     assert parts == acc["trace_events"] == len(events)
 
 
+def test_rejected_complete_events_next_to_typed_instant_columns(tmp_path: Path) -> None:
+    """Rejected X/E rows join the other rows' table even when the two hold different typed columns."""
+    events = [
+        {"ph": "X", "cat": "c", "name": "no ts", "pid": 1, "tid": 1, "dur": 1},
+        {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 5},
+        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 3, "s": "t",
+         "args": {"Device Type": 0, "Bytes": 8}},
+    ]
+    with pytest.warns(pt.ProftabWarning, match="2 input events rejected"):
+        tr = pt.load(write(tmp_path, {"traceEvents": events}))
+    assert tr.rejected.select("event_id", "reason").rows() == [
+        (0, "missing ts"), (2, "'E' event without a matching 'B'")]
+    assert tr.events["name"].to_list() == ["a"]
+    assert tr.instants.select("name", "bytes", "device_type").rows() == [("[memory]", 8, 0)]
+
+
 def test_pid_tid_strings_and_typed_args(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",

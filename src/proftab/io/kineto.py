@@ -414,8 +414,9 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
         ends = [f.select(pl.max_horizontal(pl.col("ts").max(), (pl.col("ts") + pl.col("dur")).max())).item()
                 for f in (big, small)]
         last_ts = max((v for v in ends if v is not None), default=None)
+    # the two frames need not hold the same columns (all-null typed columns are absent): concat by name
     if counts.get(_K_REJECTED) and big.select((kind == _K_REJECTED).any()).item():
-        small = pl.concat([small, big.filter(kind == _K_REJECTED)], how="vertical_relaxed")
+        small = pl.concat([small, big.filter(kind == _K_REJECTED)], how="diagonal_relaxed")
         big = big.filter(kind != _K_REJECTED)
 
     # the big table holds only X/B/E/b/e rows: most Kineto traces are all X, so no copy here
@@ -457,7 +458,7 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
 
     rejected = small.filter(kind == _K_REJECTED)
     if bad_pieces:
-        rejected = pl.concat([rejected, *[b.select(rejected.columns) for b in bad_pieces]], how="vertical_relaxed")
+        rejected = pl.concat([rejected, *bad_pieces], how="diagonal_relaxed")
     rejected = _ensure(rejected, schema.REJECTED_COLUMNS).sort("event_id")
 
     n_events_in = sum(counts.get(k, 0) for k in (_K_X, _K_BE, _K_ASYNC)) - sum(len(b) for b in bad_pieces)
