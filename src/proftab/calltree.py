@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from proftab import schema
-from proftab.aggregate import torch_name_expr
+from proftab.aggregate import _levels, _positions, _subtree_sum, _tree_depth, torch_name_expr
 
 __all__ = ["CALL_TREE_COLUMNS", "bottom_up", "call_tree", "event_paths", "tree_depth"]
 
@@ -32,17 +32,8 @@ CALL_TREE_COLUMNS = ["node_id", "parent_node_id", "depth", "name", "path", "call
                      "dur_ns", "self_share", "total_share"]
 
 
-def tree_depth(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each node (parent = row index, -1 for roots), by pointer doubling."""
-    dist = (parent >= 0).astype(np.int64)
-    anc = parent.copy()
-    while True:
-        has = anc >= 0
-        if not has.any():
-            return dist
-        a = np.where(has, anc, 0)
-        dist = np.where(has, dist + dist[a], dist)
-        anc = np.where(has, anc[a], -1)
+#: number of ancestors of each node (parent = row index, -1 for roots), by pointer doubling
+tree_depth = _tree_depth
 
 
 def _select(nested: pl.DataFrame, *, device: bool) -> pl.DataFrame:
@@ -75,14 +66,9 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
     n = ev.height
     if n == 0:
         return ev.with_columns(pl.lit(None, pl.Int64).alias(c) for c in ("path_id", "parent_path_id", "tree_depth"))
-    ranks = ev["rank"].to_numpy().astype(np.int64)
-    key = ranks * (1 << 40) + ev["event_id"].to_numpy()
-    pid = ev["parent_id"].fill_null(-1).to_numpy()
-    pkey = np.where(pid >= 0, ranks * (1 << 40) + pid, -1)
-    order = np.argsort(key, kind="stable")
-    pos = np.clip(np.searchsorted(key[order], pkey), 0, n - 1)
-    parent = np.where((pid >= 0) & (key[order][pos] == pkey), order[pos], -1)
-    depth = tree_depth(parent)
+    rank = ev["rank"].to_numpy()
+    parent = _positions(rank, ev["event_id"].to_numpy(), rank, ev["parent_id"].fill_null(-1).to_numpy())
+    depth = _tree_depth(parent)
     name_id = ev.select(pl.col("_tname").rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     n_names = int(name_id.max()) + 1
     if by_thread:
@@ -90,10 +76,8 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
     else:
         track = np.zeros(n, np.int64)
     path = np.full(n, -1, np.int64)
-    levels = np.argsort(depth, kind="stable")
-    bounds = np.flatnonzero(np.diff(depth[levels])) + 1
     next_id = 0
-    for rows in np.split(levels, bounds):
+    for rows in _levels(depth):
         head = np.where(parent[rows] >= 0, path[np.maximum(parent[rows], 0)], track[rows])
         combo = head * n_names + name_id[rows]
         uniq, inv = np.unique(combo, return_inverse=True)
@@ -102,18 +86,6 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
     parent_path = np.where(parent >= 0, path[np.maximum(parent, 0)], -1)
     return ev.with_columns(
         pl.Series("path_id", path), pl.Series("parent_path_id", parent_path), pl.Series("tree_depth", depth))
-
-
-def _subtree(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Σ of `values` over each node's subtree (parent = row index)."""
-    total = values.astype(np.int64).copy()
-    order = np.argsort(-depth, kind="stable")
-    bounds = np.flatnonzero(np.diff(depth[order])) + 1
-    for chunk in np.split(order, bounds):
-        p = parent[chunk]
-        has = p >= 0
-        np.add.at(total, p[has], total[chunk[has]])
-    return total
 
 
 def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True) -> pl.DataFrame:
@@ -125,7 +97,7 @@ def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True) -> pl
     n = nodes.height
     parent = nodes["parent_node_id"].to_numpy()
     depth = nodes["depth"].to_numpy()
-    size = _subtree(np.ones(n, np.int64), parent, depth)
+    size = _subtree_sum(np.ones(n, np.int64), parent, depth)
     # offset of each node among its siblings = Σ sizes of the heavier siblings before it
     off = (nodes.select("parent_node_id", pl.col(weight).neg().alias("_w"), "name",
                         pl.Series("_size", size), pl.int_range(n).alias("_i"))
@@ -133,8 +105,7 @@ def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True) -> pl
            .with_columns((pl.col("_size").cum_sum().over("parent_node_id") - pl.col("_size")).alias("_off"))
            .sort("_i")["_off"].to_numpy())
     pre = np.zeros(n, np.int64)
-    levels = np.argsort(depth, kind="stable")
-    for rows in np.split(levels, np.flatnonzero(np.diff(depth[levels])) + 1):
+    for rows in _levels(depth):
         p = parent[rows]
         pre[rows] = np.where(p >= 0, pre[np.maximum(p, 0)] + 1, 0) + off[rows]
     out = nodes.with_columns(pl.Series("_pre", pre))
@@ -187,7 +158,7 @@ def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
                                     "total_share": pl.Float64})
     parent = nodes["parent_path_id"].to_numpy()
     depth = nodes["depth"].to_numpy()
-    total = _subtree(nodes["self_ns"].to_numpy(), parent, depth)
+    total = _subtree_sum(nodes["self_ns"].to_numpy(), parent, depth)
     grand = int(nodes["self_ns"].sum())
     nodes = nodes.with_columns(pl.Series("total_ns", total)).rename(
         {"path_id": "node_id", "parent_path_id": "parent_node_id"})

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from proftab import schema
+from proftab.aggregate import _levels
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -187,8 +188,7 @@ def icicle_layout(tree: pl.DataFrame) -> pl.DataFrame:
                        - pl.col("total_ns")).alias("o"))["o"].to_numpy() / grand
     depth = tree["depth"].to_numpy()
     x0 = np.zeros(n)
-    levels = np.argsort(depth, kind="stable")
-    for rows in np.split(levels, np.flatnonzero(np.diff(depth[levels])) + 1):
+    for rows in _levels(depth):
         p = parent[rows]
         x0[rows] = np.where(p >= 0, x0[np.maximum(p, 0)], 0.0) + off[rows]
     return tree.with_columns(pl.Series("x0", x0), (pl.Series("x0", x0) + pl.col("total_ns") / grand).alias("x1"))

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import polars as pl
 
-from proftab.aggregate import _containing_ancestor
-from proftab.device._link import LINKS, _is_launch, _row_index, activities, device_events
+from proftab.aggregate import _containing_ancestor, _positions
+from proftab.device._link import LINKS, _is_launch, activities, device_events
 from proftab.intervals import nest, union_ns
 
 if TYPE_CHECKING:
@@ -376,10 +376,10 @@ def op_device_time(trace: Trace) -> pl.DataFrame:
     nested = trace.nested.select("rank", "event_id", "parent_id", "name", "cat", "start_ns", "end_ns", "dur_ns")
     rank = nested["rank"].to_numpy()
     ids = nested["event_id"].to_numpy()
-    parent = _row_index(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
+    parent = _positions(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
     start = nested["start_ns"].to_numpy()
     parent = _containing_ancestor(parent, start, np.maximum(start, nested["end_ns"].to_numpy()))
-    owner = _row_index(rank, ids, acts["rank"].to_numpy(), acts["op_id"].to_numpy())
+    owner = _positions(rank, ids, acts["rank"].to_numpy(), acts["op_id"].to_numpy())
     item, anc = _ancestor_pairs(parent, owner, include_first=True)
     s = acts["start_ns"].to_numpy()
     e = acts["end_ns"].to_numpy()
@@ -425,7 +425,7 @@ def annotations(trace: Trace) -> pl.DataFrame:
     nested = nest(frame, by=["rank", "device", "stream"])
     rank = nested["rank"].to_numpy()
     ids = nested["event_id"].to_numpy()
-    parent = _row_index(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
+    parent = _positions(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
     is_ann = nested["is_annotation"].to_numpy()
     acts = np.flatnonzero(~is_ann)
     item, anc = _ancestor_pairs(parent, acts, include_first=False)

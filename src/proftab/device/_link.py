@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from proftab import schema
+from proftab.aggregate import _positions
 from proftab.intervals import nest
 
 if TYPE_CHECKING:
@@ -219,18 +220,6 @@ def _device_events(trace: Trace) -> pl.DataFrame:
 # --------------------------------------------------------------------------- linking
 
 
-def _row_index(rank: np.ndarray, ids: np.ndarray, want_rank: np.ndarray, want_id: np.ndarray) -> np.ndarray:
-    """Row of each (want_rank, want_id) in (rank, ids); -1 where absent or want_id < 0."""
-    key = rank.astype(np.int64) * (1 << 40) + ids
-    order = np.argsort(key, kind="stable")
-    sk = key[order]
-    wk = want_rank.astype(np.int64) * (1 << 40) + want_id
-    if not len(sk):
-        return np.full(len(wk), -1, np.int64)
-    pos = np.clip(np.searchsorted(sk, wk), 0, len(sk) - 1)
-    return np.where((sk[pos] == wk) & (want_id >= 0), order[pos], -1)
-
-
 def _nearest_ancestor(parent: np.ndarray, start: np.ndarray, target: np.ndarray) -> np.ndarray:
     """For rows `start`, the nearest strict ancestor (via `parent` rows, -1 = none) with `target`."""
     cur = parent[start].copy()
@@ -370,7 +359,7 @@ def _containment(ev: pl.DataFrame, rest: pl.DataFrame) -> pl.DataFrame:
     rank = nested["rank"].to_numpy()
     ids = nested["event_id"].to_numpy()
     pid = nested["parent_id"].fill_null(-1).to_numpy()
-    parent = _row_index(rank, ids, rank, pid)
+    parent = _positions(rank, ids, rank, pid)
     is_op = nested["_op"].to_numpy()
     is_region = ~is_op & ~nested["_launch"].to_numpy()
     start = np.flatnonzero(nested["_launch"].to_numpy())

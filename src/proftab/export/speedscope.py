@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from proftab import schema
+from proftab.aggregate import _positions
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -126,11 +127,8 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
         s = grp["_s"].to_numpy() - t0
         e = grp["_e"].to_numpy() - t0
         if bool((grp["overrun_ns"].fill_null(0) > 0).any()):
-            eid = grp["event_id"].to_numpy()
-            order = np.argsort(eid, kind="stable")
-            pid = grp["parent_id"].fill_null(-1).to_numpy()
-            p = np.clip(np.searchsorted(eid[order], pid), 0, len(eid) - 1)
-            parent = np.where((pid >= 0) & (eid[order][p] == pid), order[p], -1)
+            rank = grp["rank"].to_numpy()
+            parent = _positions(rank, grp["event_id"].to_numpy(), rank, grp["parent_id"].fill_null(-1).to_numpy())
             at, is_open, rows = _sweep_events(s, e, parent)
         else:
             at, is_open, rows = _laminar_events(s, e)
