@@ -342,7 +342,6 @@ typedef struct {
     char reason_buf[200];
     int64_t rows;
     int max_frac;
-    int any_ts;
     /* error */
     int has_error;
     char errmsg[256];
@@ -360,7 +359,7 @@ typedef struct {
 /* ------------------------------------------------------------------ scanning helpers */
 
 typedef struct {
-    const char *p, *end, *base;
+    const char *p, *end;
     const char *msg;  /* why the last BAD happened */
 } cur_t;
 
@@ -831,7 +830,7 @@ static int decode_string(buf_t *b, const char *s, size_t n, int esc, int *oom) {
  * them escaped, invalid UTF-8 is replaced. Only used when a span carries repair flags.
  */
 static void append_json_repaired(buf_t *b, const char *s, size_t n, int *oom) {
-    cur_t c = {s, s + n + 1, s, NULL};  /* end+1 lets scan_string see the closing delimiter */
+    cur_t c = {s, s + n, NULL};
     size_t i = 0;
     while (i < n) {
         if (s[i] != '"') {
@@ -1029,7 +1028,7 @@ static int parse_string_field(cur_t *c, const char **s, size_t *n, int *esc, ele
     return scan_string(c, s, n, esc);
 }
 
-static int parse_args(Parser *P, cur_t *c, elem_t *e, int extract) {
+static int parse_args(Parser *P, cur_t *c, elem_t *e) {
     const char *start = c->p;
     if (c->p >= c->end) return NEED_MORE;
     if (*c->p != '{') {
@@ -1066,7 +1065,7 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e, int extract) {
             if (r) return r;
         }
         size_t vn = (size_t)(c->p - v);
-        int ti = extract ? lookup_typed(P, k, kn, kesc) : -1;
+        int ti = lookup_typed(P, k, kn, kesc);
         int taken = 0;
         if (ti >= 0 && e->ntyped < MAX_TYPED) {
             typed_key_t *t = &P->keys[ti];
@@ -1143,7 +1142,6 @@ static int parse_element(Parser *P, cur_t *c) {
         return OK;
     }
     c->p++;
-    const char *args_start = NULL;
     for (;;) {
         skip_ws(c);
         if (c->p >= c->end) return NEED_MORE;
@@ -1171,9 +1169,8 @@ static int parse_element(Parser *P, cur_t *c) {
         else if (kn == 2 && k[0] == 'b' && k[1] == 'p') r = parse_string_field(c, &e->bp, &e->bp_n, &e->bp_esc, e, "bp is not a string");
         else if (kn == 1 && k[0] == 's') r = parse_string_field(c, &e->s, &e->s_n, &e->s_esc, e, "s is not a string");
         else if (kn == 4 && memcmp(k, "args", 4) == 0) {
-            args_start = c->p;
-            /* typed extraction is decided after ph is known; parse generically now */
-            r = parse_args(P, c, e, 1);
+            /* typed values are extracted for every ph; commit_element keeps C/M args whole */
+            r = parse_args(P, c, e);
         } else {
             const char *v = c->p;
             int vesc = 0;
@@ -1192,7 +1189,6 @@ static int parse_element(Parser *P, cur_t *c) {
         c->msg = "expected ',' or '}' after an event field";
         return BAD;
     }
-    (void)args_start;
     if (!e->reason) {
         if (!e->ph) e->reason = "missing ph";
     }
@@ -1254,7 +1250,7 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
     int whole_args = is_ph(e, 'C') || is_ph(e, 'M');
     if (is_ph(e, 'M') && e->args_raw) {
         /* metadata value: args.name / args.labels / args.sort_index (strings decoded, numbers as text) */
-        cur_t t = {e->args_raw + 1, e->args_raw + e->args_raw_n, e->args_raw, NULL};
+        cur_t t = {e->args_raw + 1, e->args_raw + e->args_raw_n, NULL};
         for (;;) {
             skip_ws(&t);
             if (t.p >= t.end || *t.p != '"') break;
@@ -1345,7 +1341,6 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
         uint16_t f16 = (uint16_t)flags;
         if (fix_set(&T->fix[F_FLAGS], row, &f16, 2)) bad = 1;
     }
-    if (e->has_ts) P->any_ts = 1;
     T->rows++;
     P->rows++;
     if (bad || P->oom) return -1;
@@ -1359,7 +1354,7 @@ static void set_error(Parser *P, const char *msg, const char *at, const char *ba
     P->has_error = 1;
     snprintf(P->errmsg, sizeof P->errmsg, "%s", msg);
     P->err_offset = P->consumed + (int64_t)(at - base);
-    const char *from = at - 40 > base ? at - 40 : base;
+    const char *from = at - base > 40 ? at - 40 : base;
     size_t n = (size_t)(end - from);
     if (n > 100) n = 100;
     size_t k = 0;
@@ -1372,10 +1367,10 @@ static void set_error(Parser *P, const char *msg, const char *at, const char *ba
 
 /*
  * Parse as much of [base, end) as possible. Returns the number of bytes consumed (the start
- * of the first incomplete top-level item). `final` = no more data will come.
+ * of the first incomplete top-level item).
  */
-static size_t run(Parser *P, const char *base, const char *end, int final) {
-    cur_t c = {base, end, base, NULL};
+static size_t run(Parser *P, const char *base, const char *end) {
+    cur_t c = {base, end, NULL};
     const char *mark = base;
     while (!P->has_error) {
         skip_ws(&c);
@@ -1477,7 +1472,6 @@ static size_t run(Parser *P, const char *base, const char *end, int final) {
         int rep = 0;
         append_kv(&P->envelope, &P->nenvelope, k, kn, kesc, v, (size_t)(c.p - v), vesc, &P->oom, &rep);
     }
-    (void)final;
     return (size_t)((P->has_error ? mark : c.p) - base);
 }
 
@@ -1487,7 +1481,6 @@ typedef struct {
     PyObject_HEAD
     char *data;
     Py_ssize_t size;
-    Py_ssize_t exports;
 } BufferObject;
 
 static void Buffer_dealloc(BufferObject *self) {
@@ -1523,7 +1516,6 @@ static PyObject *take_buf(buf_t *b, size_t size) {
     if (!o) return NULL;
     o->data = b->p;
     o->size = (Py_ssize_t)size;
-    o->exports = 0;
     b->p = NULL;
     b->len = b->cap = 0;
     return (PyObject *)o;
@@ -1570,6 +1562,7 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
         if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "y#ii", &k, &kn, &col, &kind)) { Py_DECREF(seq); return -1; }
         if (col < 0 || col >= MAX_TYPED || kind < 0 || kind > K_BOOL) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "bad typed key"); return -1; }
         char *kc = malloc((size_t)kn + 1);
+        if (!kc) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
         memcpy(kc, k, (size_t)kn);
         kc[kn] = 0;
         P->keys[i].key = kc;
@@ -1596,7 +1589,7 @@ static PyObject *Parser_feed(Parser *P, PyObject *arg) {
     int oom = 0;
     Py_BEGIN_ALLOW_THREADS
     if (P->pending.len == 0) {
-        size_t used = run(P, (const char *)view.buf, (const char *)view.buf + view.len, 0);
+        size_t used = run(P, (const char *)view.buf, (const char *)view.buf + view.len);
         P->consumed += (int64_t)used;
         if (!P->has_error && used < (size_t)view.len) {
             if (buf_append(&P->pending, (const char *)view.buf + used, (size_t)view.len - used)) oom = 1;
@@ -1604,7 +1597,7 @@ static PyObject *Parser_feed(Parser *P, PyObject *arg) {
     } else {
         if (buf_append(&P->pending, view.buf, (size_t)view.len)) oom = 1;
         else {
-            size_t used = run(P, P->pending.p, P->pending.p + P->pending.len, 0);
+            size_t used = run(P, P->pending.p, P->pending.p + P->pending.len);
             P->consumed += (int64_t)used;
             if (!P->has_error) {
                 memmove(P->pending.p, P->pending.p + used, P->pending.len - used);
@@ -1732,21 +1725,21 @@ static PyObject *Parser_finish(Parser *P, PyObject *unused) {
     P->finished = 1;
     /* a remaining pending tail means truncation (or garbage) */
     if (!P->has_error && P->pending.len) {
-        /* try once more with final=1 to report a precise error */
+        /* report where the unfinished item starts */
         const char *base = P->pending.p, *end = base + P->pending.len;
-        cur_t c = {base, end, base, NULL};
+        cur_t c = {base, end, NULL};
         skip_ws(&c);
         if (c.p < c.end) {
             if (P->state == ST_EVENTS || P->state == ST_ENVELOPE)
                 set_error(P, "the file ends inside an event (truncated trace)", c.p, base, end);
             else
                 set_error(P, "the file ends inside the top-level value (truncated trace)", c.p, base, end);
-            P->err_offset = P->consumed + (int64_t)(c.p - base);
         }
     }
     if (!P->has_error && !P->complete) {
-        if (P->state == ST_START) set_error(P, "empty input: no JSON value", "", "", "");
-        else set_error(P, "the file ends before the trace is closed (truncated trace)", "", "", "");
+        const char *none = "";  /* one pointer for at/base/end: no excerpt, no arithmetic across objects */
+        if (P->state == ST_START) set_error(P, "empty input: no JSON value", none, none, none);
+        else set_error(P, "the file ends before the trace is closed (truncated trace)", none, none, none);
         P->err_offset = P->consumed + (int64_t)P->pending.len;
     }
     size_t tail = P->pending.len;
