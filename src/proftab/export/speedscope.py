@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from proftab import schema
+from proftab import calltree, schema
 from proftab.aggregate import _positions
 
 if TYPE_CHECKING:
@@ -101,10 +101,7 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
     """
     from proftab.display import track_labels
 
-    cat = pl.col("cat").cast(pl.String)
-    ev = tr.nested.filter(~cat.is_in(list(schema.PROFILER_SPAN_CATEGORIES)).fill_null(False))
-    if not device:
-        ev = ev.filter(~cat.is_in(list(schema.DEVICE_CATEGORIES)).fill_null(False))
+    ev = calltree._select(tr.nested, device=device)
     base = pl.DataFrame({"rank": list(tr.metas), "_base": [int(m.get("base_time_ns", 0)) for m in tr.metas.values()]},
                         schema={"rank": pl.Int32, "_base": pl.Int64})
     ev = (ev.join(base, on="rank", how="left")
@@ -116,7 +113,7 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
     frame_id = pl.DataFrame({"name": frames, "_frame": np.arange(len(frames), dtype=np.int64)})
     ev = ev.join(frame_id, on="name", how="left").sort(
         [*schema.TRACK_KEYS, "_s", "_e", "event_id"], descending=[False] * 5 + [False, True, False], nulls_last=True)
-    labels = track_labels(tr).select(*schema.TRACK_KEYS, "label", "kind")
+    labels = {tuple(r[:-1]): r[-1] for r in track_labels(tr).select(*schema.TRACK_KEYS, "label").iter_rows()}
     shared = []
     for f in frames.to_list():
         m = _PY_FRAME.match(f)
@@ -137,9 +134,7 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
             pl.concat_str(pl.lit('{"type":"'), "t", pl.lit('","frame":'), pl.col("f").cast(pl.String),
                           pl.lit(',"at":'), pl.col("a").cast(pl.String), pl.lit("}")).str.join(","))
         events_json.append("[" + (text.item() if len(at) else "") + "]")
-        lab = labels.filter(pl.all_horizontal(
-            pl.col(c).eq_missing(v) for c, v in zip(schema.TRACK_KEYS, key, strict=True)))
-        label = lab["label"][0] if lab.height else " / ".join(str(k) for k in key)
+        label = labels.get(key) or " / ".join(str(k) for k in key)
         profiles.append({"type": "evented", "name": label, "unit": "nanoseconds",
                          "startValue": int(s.min()), "endValue": int(e.max())})
     files = [str(m.get("source_file")) for m in tr.metas.values()]
