@@ -100,13 +100,18 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
     >>> d = pt.diff("before.json.gz", "after.json.gz", normalize="step")  # doctest: +SKIP
     >>> d.head(10)                                                         # doctest: +SKIP
     """
+    if normalize not in (None, "rank", "step"):  # checked before loading anything
+        msg = f"unknown normalize {normalize!r}; valid: 'rank', 'step' or None"
+        raise ValueError(msg)
+    by = {"self": "self_delta_ns", "total": "total_delta_ns", "calls": "calls_delta"}.get(sort)
+    if by is None:
+        msg = f"unknown sort {sort!r}; valid: 'self', 'total', 'calls'"
+        raise ValueError(msg)
     ra, ranks_a, steps_a = _rows(a, group_by_input_shape)
     rb, ranks_b, steps_b = _rows(b, group_by_input_shape)
     keys = ["name", "device_type", "is_user_annotation", "input_shapes"]
 
     def scale(ranks: int, steps: int, label: str) -> float:
-        if normalize is None:
-            return 1.0
         if normalize == "rank":
             return float(ranks)
         if normalize == "step":
@@ -114,8 +119,7 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
                 msg = f"normalize='step': trace {label} has no ProfilerStep#N events"
                 raise ValueError(msg)
             return float(steps)
-        msg = f"unknown normalize {normalize!r}; valid: 'rank', 'step' or None"
-        raise ValueError(msg)
+        return 1.0
 
     sa = _side(ra, keys, scale(ranks_a, steps_a, "a"))
     sb = _side(rb, keys, scale(ranks_b, steps_b, "b"))
@@ -136,10 +140,6 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
         total_delta_ns=pl.col("total_ns_b") - pl.col("total_ns_a"),
         self_rel=rel("self_ns"), total_rel=rel("total_ns"),
     )
-    by = {"self": "self_delta_ns", "total": "total_delta_ns", "calls": "calls_delta"}.get(sort)
-    if by is None:
-        msg = f"unknown sort {sort!r}; valid: 'self', 'total', 'calls'"
-        raise ValueError(msg)
     j = j.sort([pl.col(by).abs(), "name"], descending=[True, False])
     front = ["input_shapes"] if group_by_input_shape else []
     return j.select(*DIFF_COLUMNS[:3], *front, *DIFF_COLUMNS[3:])
