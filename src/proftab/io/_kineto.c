@@ -557,29 +557,10 @@ static int parse_u64(const char *s, size_t n, uint64_t *out) {
  * Exact decimal microseconds -> int64 nanoseconds. Accepts -?digits(.digits)?([eE][+-]?digits)?
  * Rounds to the nearest ns, ties to even; sets *rounded when discarded digits were non-zero.
  * *frac is the number of fraction digits after applying the exponent (for the resolution).
- * Returns 0 ok, 1 not a number, 2 out of range.
+ * Returns 0 ok, 1 not a number, 2 out of range. Plain digits[.d{1,3}] tokens are read in
+ * place by fast_time; this handles the rest (strings, signs, exponents, long fractions).
  */
 static int parse_us_to_ns(const char *s, size_t n, int64_t *out, int *frac, int *rounded) {
-    /* fast path: digits[.ddd] with at most 15 integer digits and 0-3 fraction digits */
-    {
-        size_t i = 0;
-        int64_t v = 0;
-        while (i < n && i < 16 && (unsigned)(s[i] - '0') <= 9) v = v * 10 + (s[i++] - '0');
-        if (i > 0 && (i == n || s[i] == '.') && v < 9000000000000000LL) {
-            int nf = 0;
-            if (i < n) {
-                i++;
-                while (i < n && nf < 3 && (unsigned)(s[i] - '0') <= 9) { v = v * 10 + (s[i++] - '0'); nf++; }
-            }
-            if (i == n) {
-                static const int64_t scale[4] = {1000, 100, 10, 1};
-                *out = v * scale[nf];
-                *frac = nf;
-                *rounded = 0;
-                return 0;
-            }
-        }
-    }
     char digits[72];
     int nd = 0, nint = 0, nfrac = 0, neg = 0, seen = 0;
     size_t i = 0;
