@@ -104,7 +104,7 @@ def busy(trace: Trace, *, by: By = "stream", window: Literal["device", "trace"] 
 def _sync_intervals(trace: Trace, devices: pl.DataFrame) -> pl.DataFrame:
     """Disjoint sync intervals per (rank, device) with `_cum` = covered length before each."""
     dev = device_events(trace).filter(pl.col("kind") == "sync").select("rank", "device", "start_ns", "end_ns")
-    host = trace.events.filter(_is_launch(trace.events) & pl.col("name").str.contains(SYNC_CALL_PATTERN)).select(
+    host = trace.events.filter(_is_launch(trace) & pl.col("name").str.contains(SYNC_CALL_PATTERN)).select(
         "rank", "start_ns", pl.max_horizontal("start_ns", "end_ns").alias("end_ns"))
     host = host.join(devices, on="rank", how="inner").select("rank", "device", "start_ns", "end_ns")
     iv = pl.concat([dev, host], how="vertical_relaxed").sort("rank", "device", "start_ns")

@@ -95,14 +95,13 @@ def _in(categories: frozenset[str] | set[str]) -> pl.Expr:
     return pl.col("cat").is_in(sorted(categories))
 
 
-def launch_categories(events: pl.DataFrame) -> set[str]:
-    """Categories of `events` that launch device work: `LAUNCH_CATEGORIES`, `*_runtime`, `*_driver`."""
-    cats = events["cat"].unique().drop_nulls().cast(pl.String).to_list()
-    return {c for c in cats if c in LAUNCH_CATEGORIES or c.endswith(("_runtime", "_driver"))}
+def launch_categories(trace: Trace) -> set[str]:
+    """Categories of `trace` that launch device work: `LAUNCH_CATEGORIES`, `*_runtime`, `*_driver`."""
+    return {c for c in trace.categories if c in LAUNCH_CATEGORIES or c.endswith(("_runtime", "_driver"))}
 
 
-def _is_launch(events: pl.DataFrame) -> pl.Expr:
-    return _in(launch_categories(events))
+def _is_launch(trace: Trace) -> pl.Expr:
+    return _in(launch_categories(trace))
 
 
 def _kind() -> pl.Expr:
@@ -265,7 +264,7 @@ def _activities(trace: Trace) -> pl.DataFrame:
     dev = device_events(trace).filter(~pl.col("is_annotation")).drop("is_annotation", "raw_start_ns", "raw_dur_ns",
                                                                        "clamped", "args")
     launches = (
-        ev.filter(_is_launch(ev) & pl.col("correlation").is_not_null())
+        ev.filter(_is_launch(trace) & pl.col("correlation").is_not_null())
         .select("rank", "correlation", pl.col("event_id").alias("launch_id"), pl.col("name").alias("launch_name"),
                 pl.col("start_ns").alias("launch_start_ns"), pl.col("external_id").alias("launch_external_id"),
                 *[pl.col(k).alias(f"_l_{k}") for k in _TRACK[1:]])
@@ -424,7 +423,7 @@ def _diagnostics(trace: Trace) -> pl.DataFrame:
         *[(pl.col("link") == v).sum().alias(v) for v in LINKS],
         pl.col("dur_ns").filter(pl.col("op_id").is_null()).sum().alias("unattributed_ns"),
     )
-    launches = ev.filter(_is_launch(ev) & pl.col("correlation").is_not_null()).select(
+    launches = ev.filter(_is_launch(trace) & pl.col("correlation").is_not_null()).select(
         "rank", "correlation", pl.col("external_id").alias("launch_external_id"), "start_ns", "event_id",
         *_TRACK[1:])
     rel = _ext_reliable(launches, device_events(trace).filter(~pl.col("is_annotation")))
