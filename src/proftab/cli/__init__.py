@@ -26,8 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["BUILTIN_COMMANDS", "Command", "build_parser", "commands", "main"]
 
 #: modules under `proftab.cli` that define a subcommand, in `--help` order
-BUILTIN_COMMANDS: list[str] = ["summary", "check", "plot", "diff"]
-BUILTIN_COMMANDS += ["convert"]  # proftab.cli.convert (Parquet datasets)
+BUILTIN_COMMANDS: list[str] = ["summary", "check", "plot", "diff", "convert"]
 
 _DESCRIPTION = """\
 Exact, columnar tables from PyTorch profiler (Kineto / Chrome JSON) traces.
@@ -87,7 +86,7 @@ def _common_parser() -> argparse.ArgumentParser:
                    help="no progress bar and no warnings on stderr (errors still print)")
     g.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                    help="progress bar on stderr while reading: auto = on a terminal for inputs "
-                        "over 50 MB (default: auto)")
+                        "of 50 MB or more, 16 MiB for convert (default: auto)")
     return common
 
 
@@ -141,10 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except (ProftabError, ValueError, OSError) as exc:
-        print(f"proftab: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except ImportError as exc:
+    except (ProftabError, ValueError, OSError, ImportError) as exc:
         print(f"proftab: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
