@@ -148,17 +148,18 @@ class Trace:
             .join(parents, on=["rank", "parent_id"], how="left")
             .with_columns(kind=pl.lit("overrun"))
         )
-        flags = pl.col("flags")
-        flagged = nested.filter(
-            ((flags & int(schema.Flag.NEGATIVE_DUR)) != 0)
-            | ((flags & int(schema.Flag.UNMATCHED_BEGIN)) != 0)
-            | ((flags & int(schema.Flag.NAME_REPAIRED)) != 0)
-            | (pl.col("finished") == False)  # noqa: E712 - polars expression
-        ).with_columns(
-            kind=pl.when((flags & int(schema.Flag.NEGATIVE_DUR)) != 0).then(pl.lit("negative_dur"))
-            .when((flags & int(schema.Flag.UNMATCHED_BEGIN)) != 0).then(pl.lit("unmatched_begin"))
-            .when(pl.col("finished") == False).then(pl.lit("unfinished"))  # noqa: E712
-            .otherwise(pl.lit("name_repaired")),
+        def flagged_with(flag: schema.Flag) -> pl.Expr:
+            return (pl.col("flags") & int(flag)) != 0
+
+        # the first finding that applies; null for a clean event
+        kind = (
+            pl.when(flagged_with(schema.Flag.NEGATIVE_DUR)).then(pl.lit("negative_dur"))
+            .when(flagged_with(schema.Flag.UNMATCHED_BEGIN)).then(pl.lit("unmatched_begin"))
+            .when(pl.col("finished") == False).then(pl.lit("unfinished"))  # noqa: E712 - polars expression
+            .when(flagged_with(schema.Flag.NAME_REPAIRED)).then(pl.lit("name_repaired"))
+        )
+        flagged = nested.filter(kind.is_not_null()).with_columns(
+            kind=kind,
             parent_name=pl.lit(None, pl.String),
             parent_cat=pl.lit(None, pl.Categorical),
         )
