@@ -318,8 +318,6 @@ def _search(groups: np.ndarray, times: np.ndarray, g: np.ndarray, x: np.ndarray,
     """searchsorted of (g, x) in samples sorted by (group, time)."""
     if not len(times):
         return np.zeros(len(x), np.int64)
-    glo = np.searchsorted(groups, g, "left")
-    ghi = np.searchsorted(groups, g, "right")
     base = int(min(times.min(), x.min() if len(x) else 0))
     span = int(max(times.max(), x.max() if len(x) else 0)) - base + 1
     ngroups = int(max(groups.max(), g.max() if len(g) else 0)) + 2
@@ -327,6 +325,8 @@ def _search(groups: np.ndarray, times: np.ndarray, g: np.ndarray, x: np.ndarray,
         key = (groups + 1) * span + (times - base)
         return np.searchsorted(key, (g + 1) * span + (x - base), side).astype(np.int64)
     out = np.empty(len(x), np.int64)  # keys would overflow: per group (a loop over groups)
+    glo = np.searchsorted(groups, g, "left")
+    ghi = np.searchsorted(groups, g, "right")
     for gg in np.unique(g):
         sel = g == gg
         a, b = int(glo[sel][0]), int(ghi[sel][0])
