@@ -77,10 +77,9 @@ def from_profiler(prof: Any, *, json_path: str | os.PathLike[str] | None = None)
     tables.meta["source_file"] = f"<live profile {type(prof).__module__}.{type(prof).__qualname__}>"
     base = tables.meta["base_time_ns"]
     raw = _raw_events(results).unique(["name", "_corr"], keep="none")  # ambiguous pairs keep JSON times
-    ev = tables.events.with_row_index("_pos")
     device = pl.col("cat").cast(pl.String).is_in(list(schema.DEVICE_CATEGORIES))
     key = pl.when(device).then(pl.col("correlation")).otherwise(pl.col("external_id"))
-    ev = ev.with_columns(_corr=key).join(raw, on=["name", "_corr"], how="left").sort("_pos")
+    ev = tables.events.with_columns(_corr=key).join(raw, on=["name", "_corr"], how="left", maintain_order="left")
     exact = pl.col("_start").is_not_null()
     ev = ev.with_columns(
         start_ns=pl.when(exact).then(pl.col("_start") - base).otherwise(pl.col("start_ns")),
