@@ -176,3 +176,16 @@ def test_speedscope_many_overlaps_real(tmp_path: Path) -> None:
     tr = pt.load(path)
     assert (tr.nested["overrun_ns"] > 0).sum() > 0
     _check_speedscope(tr, tmp_path / "q.json")
+
+
+def test_unnamed_event_is_named_empty(tmp_path: Path) -> None:
+    """An X event without a name (null `name`) is the frame "" in trees, folded stacks and speedscope."""
+    ev = [{"ph": "X", "cat": "cpu_op", "ts": 0, "dur": 5, "pid": 1, "tid": 1},
+          {"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]
+    tr = pt.load(_write(ev, tmp_path / "t.json.gz"))
+    assert tr.events["name"].null_count() == 1
+    assert tr.call_tree().select("path", "self_ns").rows() == [([""], 3000), (["", "a"], 2000)]
+    assert tr.bottom_up()["path"].to_list() == [[""], ["a"], ["a", ""]]
+    assert tr.to_folded() == " 3000\n;a 2000\n"
+    tr.to_speedscope(str(tmp_path / "t.speedscope.json"))
+    assert replay(json.loads((tmp_path / "t.speedscope.json").read_text())) == {"": 3000, "a": 2000}

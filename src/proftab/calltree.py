@@ -59,10 +59,12 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
         Keep threads apart: roots on different tracks are different paths.
     merge_steps
         Name `ProfilerStep#N` as `ProfilerStep*`.
+
+    An event without a name (null) is named ``""``.
     """
     ev = _select(nested, device=device)
     name = torch_name_expr() if merge_steps else pl.col("name")
-    ev = ev.with_columns(name.alias("_tname"))
+    ev = ev.with_columns(name.fill_null("").alias("_tname"))
     n = ev.height
     if n == 0:
         return ev.with_columns(pl.lit(None, pl.Int64).alias(c) for c in ("path_id", "parent_path_id", "tree_depth"))

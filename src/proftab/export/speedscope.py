@@ -101,7 +101,7 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
     """
     from proftab.display import track_labels
 
-    ev = calltree._select(tr.nested, device=device)
+    ev = calltree._select(tr.nested, device=device).with_columns(pl.col("name").fill_null(""))
     base = pl.DataFrame({"rank": list(tr.metas), "_base": [int(m.get("base_time_ns", 0)) for m in tr.metas.values()]},
                         schema={"rank": pl.Int32, "_base": pl.Int64})
     ev = (ev.join(base, on="rank", how="left")
