@@ -336,6 +336,12 @@ def test_name_truncation_at_w_minus_3() -> None:
     assert narrow[3].startswith("aaaaaaa...  ")
 
 
+def test_null_name_prints_empty() -> None:
+    """An unnamed event's row (null `name`) prints an empty name, like a name of ""."""
+    df = make_rows([{"name": None, "calls": 1, "self_cpu_ns": 5}, {"name": "x", "calls": 1}])
+    assert render_table(df) == render_table(df.with_columns(pl.col("name").fill_null("")))
+
+
 @pytest.mark.parametrize(("limit", "n"), [(-1, 6), (-5, 6), (0, 0), (1, 1), (4, 4), (100, 6)])
 def test_row_limit(limit: int, n: int) -> None:
     lines = render_table(worked_rows(), row_limit=limit).splitlines()

@@ -42,7 +42,8 @@ def _text_rows(d: object) -> tuple[list[str], list[list[str]]]:
     calls_fmt = (lambda v: f"{v:,.2f}") if d.schema["calls_a"] == pl.Float64 else (lambda v: f"{v:,}")
     rows = []
     for r in d.iter_rows(named=True):
-        name = r["name"] if len(r["name"]) <= 60 else r["name"][:57] + "..."
+        name = r["name"] or ""  # null for an unnamed event
+        name = name if len(name) <= 60 else name[:57] + "..."
         rows.append([name, r["device_type"], r["status"], calls_fmt(r["calls_a"]), calls_fmt(r["calls_b"]),
                      fmt_ns(r["self_ns_a"]), fmt_ns(r["self_ns_b"]), fmt_ns(r["self_delta_ns"], signed=True),
                      fmt_share(r["self_rel"], signed=True), fmt_ns(r["total_ns_a"]), fmt_ns(r["total_ns_b"]),

@@ -163,7 +163,7 @@ def render_table(
         return ""
 
     rows = rows.with_columns(
-        pl.col("input_shapes", "overload_name").fill_null(""),
+        pl.col("name", "input_shapes", "overload_name").fill_null(""),  # a null name: an unnamed event
         pl.col("stack").fill_null([]),
     )
     has_device_time = bool((rows["self_device_ns"] > 0).any())
