@@ -22,14 +22,12 @@ import contextlib
 import functools
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
 import sys
 import time
 import uuid
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -388,6 +386,9 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                                               str(staging[i]), bar, key_averages=len(paths) == 1)
                     bar.file_done(sizes[i], os.path.basename(p))
             else:
+                import multiprocessing  # here, not at `import proftab` time
+                from concurrent.futures import ProcessPoolExecutor, as_completed
+
                 ctx = multiprocessing.get_context("spawn")  # fork is unsafe with polars' threads
                 with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
                     futs = {pool.submit(_convert_one, p, i, None if ranks is None else ranks[i], salvage,
