@@ -250,6 +250,10 @@ def join_samples(events: Frame, samples: Frame, *, time: str = "time",
     if missing:
         msg = f"join_samples: key column(s) {missing} not found"
         raise ProftabError(msg)
+    for col in time_weighted or ():
+        if col not in sm.columns:
+            msg = f"join_samples: time_weighted column {col!r} not in samples"
+            raise ProftabError(msg)
     tol = _tolerance_ns(tolerance)
     es = et.get_column(s0).to_numpy()
     ee = et.get_column(e0).to_numpy()
@@ -304,9 +308,6 @@ def join_samples(events: Frame, samples: Frame, *, time: str = "time",
             extra.extend(full.drop("_ev").get_columns())
         extra.append(pl.Series("n_samples", n_inside, dtype=pl.Int64))
         for col in time_weighted or ():
-            if col not in sm.columns:
-                msg = f"join_samples: time_weighted column {col!r} not in samples"
-                raise ProftabError(msg)
             mean = _tw_mean(sm.get_column(col).cast(pl.Float64).to_numpy()[order], tg, sgs, owner, pos,
                             es, ee, lo, hi, rows, valid)
             extra.append(mean.alias(f"{col}_tw_mean"))
