@@ -15,13 +15,13 @@ if TYPE_CHECKING:
 
 __all__ = ["expand_sources", "read_files"]
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".json.gzip", ".gz")
+TRACE_SUFFIXES = (".json", ".json.gzip", ".gz")  # ".gz" covers ".json.gz"
 
 
 def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
     """Return the trace files named by `source`, sorted for determinism.
 
-    A directory yields its `*.json` / `*.json.gz` files (not recursive); a string with
+    A directory yields its `*.json`, `*.gz` and `*.json.gzip` files (not recursive); a string with
     glob characters is expanded; a list is expanded element by element.
     """
     if isinstance(source, str | os.PathLike):
@@ -39,7 +39,7 @@ def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[s
                 if f.endswith(TRACE_SUFFIXES) and os.path.isfile(os.path.join(item, f))
             )
             if not found:
-                msg = "directory holds no *.json or *.json.gz trace files"
+                msg = "directory holds no *.json, *.gz or *.json.gzip trace files"
                 raise TraceError(msg, path=item)
             paths.extend(found)
         elif any(ch in item for ch in "*?["):
