@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from proftab import schema
+from proftab.steps import assign_steps, step_windows
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -449,8 +450,9 @@ def key_averages(
     host_rows = host_rows.with_columns(pl.Series("_order", rank_of[:len(host_rows)]))
     dev_rows = dev_rows.with_columns(pl.Series("_order", rank_of[len(host_rows):]))
     if by_step:
-        host_rows = _assign_steps(host_rows, nested)
-        dev_rows = _assign_steps(dev_rows, nested)
+        windows = step_windows(nested)
+        host_rows = assign_steps(host_rows, windows)
+        dev_rows = assign_steps(dev_rows, windows)
         host_keys.insert(0, "step")
         dev_keys.insert(0, "step")
 
@@ -501,18 +503,3 @@ def key_averages(
     )
     front = ["step"] if by_step else []
     return out.select([*front, *KEY_AVERAGES_COLUMNS])
-
-
-def _assign_steps(rows: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
-    """`step`: N of the `ProfilerStep#N` (same rank, host side) whose window holds the start."""
-    steps = (
-        nested.filter(pl.col("name").str.starts_with("ProfilerStep#") & (pl.col("cat") != "gpu_user_annotation"))
-        .select("rank", pl.col("start_ns").alias("_s0"), pl.col("end_ns").alias("_s1"),
-                pl.col("name").str.strip_prefix("ProfilerStep#").cast(pl.Int64, strict=False).alias("step"))
-        .sort("rank", "_s0")
-    )
-    joined = rows.with_row_index("_pos").sort("rank", "start_ns").join_asof(
-        steps, left_on="start_ns", right_on="_s0", by="rank", strategy="backward", check_sortedness=False)
-    return joined.with_columns(
-        step=pl.when(pl.col("start_ns") < pl.col("_s1")).then(pl.col("step")).otherwise(None)
-    ).sort("_pos").drop("_s0", "_s1", "_pos")

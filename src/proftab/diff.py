@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
+from proftab.steps import step_windows
+
 if TYPE_CHECKING:
     from proftab.trace import Trace
 
@@ -38,10 +40,7 @@ def _rows(x: object, group_by_input_shape: bool) -> tuple[pl.DataFrame, int, int
         import proftab as pt
 
         x = pt.load(x)  # type: ignore[arg-type]
-    steps = x.events.filter(
-        pl.col("name").str.starts_with("ProfilerStep#")
-        & (pl.col("cat").cast(pl.String) != "gpu_user_annotation").fill_null(True)
-    ).select("rank", "name").unique().height
+    steps = step_windows(x.events).select("rank", "step").unique().height
     return x.key_averages(group_by_input_shape=group_by_input_shape), len(x.ranks), steps
 
 

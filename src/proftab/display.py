@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import schema
+from proftab.steps import step_windows
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -117,8 +118,7 @@ def summary_facts(tr: Trace) -> dict[str, object]:
         for d in meta.get("deviceProperties") or []:
             if isinstance(d, dict) and d.get("name") and d["name"] not in devices:
                 devices.append(str(d["name"]))
-    steps = ev.filter(pl.col("name").str.starts_with("ProfilerStep#") & ~device).select(
-        pl.col("rank"), pl.col("name")).unique().height
+    steps = step_windows(ev).select("rank", "step").unique().height
     return {
         "files": [str(m.get("source_file")) for m in tr.metas.values()],
         "ranks": tr.ranks,

@@ -20,6 +20,7 @@ import polars as pl
 
 from proftab import schema
 from proftab.aggregate import _levels
+from proftab.steps import step_windows
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -93,12 +94,9 @@ def step_window(tr: Trace, step: int | None = None, rank: int | None = None) -> 
         msg = f"rank {rank} not in the trace (ranks: {tr.ranks})"
         raise ValueError(msg)
     ev = tr.events.filter(pl.col("rank") == rank)
-    steps_ = ev.filter(pl.col("name").str.starts_with("ProfilerStep#")
-                       & ~pl.col("cat").cast(pl.String).is_in(list(schema.DEVICE_CATEGORIES)).fill_null(False)
-                       ).with_columns(pl.col("name").str.strip_prefix("ProfilerStep#").cast(pl.Int64, strict=False)
-                                      .alias("_n")).sort("start_ns")
+    steps_ = step_windows(ev)
     if step is not None:
-        steps_ = steps_.filter(pl.col("_n") == step)
+        steps_ = steps_.filter(pl.col("step") == step)
         if steps_.is_empty():
             msg = f"no ProfilerStep#{step} on rank {rank}"
             raise ValueError(msg)

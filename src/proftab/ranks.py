@@ -16,6 +16,7 @@ import polars as pl
 
 from proftab import schema
 from proftab.joins import overlaps
+from proftab.steps import assign_steps, step_windows
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -43,10 +44,7 @@ def step_times(tr: Trace, *, offsets_ns: dict[int, int] | None = None) -> pl.Dat
         ``rank``, ``step`` (N), ``start_ns``, ``end_ns``, ``dur_ns`` (the rank's own time
         axis), ``start_utc``, ``end_utc`` (absolute, offsets applied); sorted by step, rank.
     """
-    ev = tr.events.filter(pl.col("name").str.starts_with("ProfilerStep#")
-                          & ~pl.col("cat").cast(pl.String).is_in(list(schema.DEVICE_CATEGORIES)).fill_null(False))
-    ev = ev.select("rank", pl.col("name").str.strip_prefix("ProfilerStep#").cast(pl.Int64, strict=False).alias("step"),
-                   "start_ns", "end_ns", "dur_ns").filter(pl.col("step").is_not_null())
+    ev = step_windows(tr.events).select("rank", "step", "start_ns", "end_ns", "dur_ns")
     return tr.with_utc(ev, offsets_ns=offsets_ns).sort("step", "rank")
 
 
@@ -97,13 +95,7 @@ def _merge(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 def _with_step(tr: Trace, df: pl.DataFrame) -> pl.DataFrame:
     """`step`: N of the host ProfilerStep#N window of the same rank holding the start."""
-    steps = step_times(tr).select("rank", "step", pl.col("start_ns").alias("_s0"),
-                                  pl.col("end_ns").alias("_s1")).sort("_s0")
-    joined = df.sort("start_ns").join_asof(steps, left_on="start_ns", right_on="_s0", by="rank",
-                                          strategy="backward", check_sortedness=False)  # both sorted above
-    return joined.with_columns(
-        step=pl.when(pl.col("start_ns") < pl.col("_s1")).then(pl.col("step")).otherwise(None)
-    ).drop("_s0", "_s1")
+    return assign_steps(df, step_windows(tr.events))
 
 
 def collective_times(tr: Trace, *, by_step: bool = True, pattern: str = COLLECTIVE_PATTERN) -> pl.DataFrame:
