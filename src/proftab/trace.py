@@ -119,7 +119,8 @@ class Trace:
     def nested(self) -> pl.DataFrame:
         """`events` plus `parent_id`, `depth`, `self_ns`, `overrun_ns` (docs/nesting.md).
 
-        Host events nest per thread `(rank, pid, tid)`; device events per stream.
+        Events nest per track `schema.TRACK_KEYS` = `(rank, pid, pid_text, tid, tid_text)`: a
+        host thread for host events, a device stream for device events (pid = device, tid = stream).
         An event with a negative duration is nested as zero-length.
         """
         ev = self.events.with_columns(_end=pl.col("end_ns"))
