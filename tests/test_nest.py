@@ -474,3 +474,23 @@ def test_huge_time_spans(rows, seed, mode):
         rows += [(-big, big, 7, None), (-big, 0, 7, None)]
     df = make_df(rows, seed)
     check(df, ["tid"], ref_bruteforce_track)
+
+
+def test_merge_intervals_against_a_per_group_loop() -> None:
+    from proftab.intervals import merge_intervals
+
+    rng = np.random.default_rng(7)
+    s = rng.integers(0, 1000, 400)
+    df = pl.DataFrame({"k": rng.integers(0, 4, 400), "start_ns": s, "end_ns": s + rng.integers(0, 60, 400)})
+    want = []
+    for k in sorted(set(df["k"].to_list())):
+        cur = None
+        for a, b in sorted(df.filter(pl.col("k") == k).select("start_ns", "end_ns").rows()):
+            if cur is not None and a <= cur[1]:
+                cur[1] = max(cur[1], b)
+            else:
+                if cur is not None:
+                    want.append((k, *cur))
+                cur = [a, b]
+        want.append((k, *cur))
+    assert merge_intervals(df, by=["k"]).rows() == want

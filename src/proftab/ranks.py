@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import schema
+from proftab.intervals import merge_intervals
 from proftab.joins import overlaps
 from proftab.steps import assign_steps, step_windows
 
@@ -82,17 +83,6 @@ def slowest_ranks(tr: Trace, *, offsets_ns: dict[int, int] | None = None) -> pl.
     )
 
 
-def _merge(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Union of the [start_ns, end_ns) intervals per `by`, as disjoint intervals."""
-    prev_end = pl.col("end_ns").cum_max().shift(1).over(by, order_by="start_ns")
-    return (
-        df.sort([*by, "start_ns"], nulls_last=True)
-        .with_columns(_blk=(pl.col("start_ns") > prev_end).fill_null(True).cum_sum().over(by, order_by="start_ns"))
-        .group_by([*by, "_blk"]).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
-        .drop("_blk")
-    )
-
-
 def _with_step(tr: Trace, df: pl.DataFrame) -> pl.DataFrame:
     """`step`: N of the host ProfilerStep#N window of the same rank holding the start."""
     return assign_steps(df, step_windows(tr.events))
@@ -130,8 +120,8 @@ def collective_times(tr: Trace, *, by_step: bool = True, pattern: str = COLLECTI
     comp = dev.filter(~pl.col("_coll"))
     counts = coll.group_by(keys).agg(pl.len().cast(pl.Int64).alias("collectives"),
                                      pl.col("dur_ns").sum().alias("collective_ns"))
-    ucoll = _merge(coll.select([*keys, "start_ns", "end_ns"]), keys)
-    ucomp = _merge(comp.select([*keys, "start_ns", "end_ns"]), keys)
+    ucoll = merge_intervals(coll, by=keys)
+    ucomp = merge_intervals(comp, by=keys)
     union_c = ucoll.group_by(keys).agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("collective_union_ns"))
     union_k = ucomp.group_by(keys).agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("compute_union_ns"))
     # by rank only: a null step (kernels outside every step) must pair with itself, and

@@ -15,7 +15,7 @@ import polars as pl
 
 from proftab.aggregate import _containing_ancestor, _positions
 from proftab.device._link import LINKS, _is_launch, activities, device_events
-from proftab.intervals import nest, union_ns
+from proftab.intervals import merge_intervals, nest, union_ns
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -107,13 +107,10 @@ def _sync_intervals(trace: Trace, devices: pl.DataFrame) -> pl.DataFrame:
     host = trace.events.filter(_is_launch(trace) & pl.col("name").str.contains(SYNC_CALL_PATTERN)).select(
         "rank", "start_ns", pl.max_horizontal("start_ns", "end_ns").alias("end_ns"))
     host = host.join(devices, on="rank", how="inner").select("rank", "device", "start_ns", "end_ns")
-    iv = pl.concat([dev, host], how="vertical_relaxed").sort("rank", "device", "start_ns")
     g = ["rank", "device"]
-    iv = iv.with_columns(_prev=pl.col("end_ns").cum_max().shift(1).over(g))
-    iv = iv.with_columns(_run=(pl.col("_prev").is_null() | (pl.col("start_ns") > pl.col("_prev"))).cum_sum().over(g))
-    merged = iv.group_by(*g, "_run").agg(pl.col("start_ns").min().alias("_s"), pl.col("end_ns").max().alias("_e"))
-    merged = merged.sort(*g, "_s").with_columns(
-        _cum=(pl.col("_e") - pl.col("_s")).cum_sum().shift(1, fill_value=0).over(g))
+    merged = merge_intervals(pl.concat([dev, host], how="vertical_relaxed"), by=g).rename(
+        {"start_ns": "_s", "end_ns": "_e"})
+    merged = merged.with_columns(_cum=(pl.col("_e") - pl.col("_s")).cum_sum().shift(1, fill_value=0).over(g))
     return merged.select(*g, "_s", "_e", "_cum")
 
 

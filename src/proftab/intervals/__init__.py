@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from proftab.intervals.merge import merge_intervals
 from proftab.intervals.nest import NestStats, nest, nest_stats, union_ns
 
-__all__ = ["NestStats", "nest", "nest_stats", "union_ns"]
+__all__ = ["NestStats", "merge_intervals", "nest", "nest_stats", "union_ns"]
