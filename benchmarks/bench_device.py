@@ -3,7 +3,7 @@
 Each repetition runs in a fresh child process and measures, after ``import proftab``:
 
 * ``load``: ``tr = pt.load(trace)``;
-* ``attribute``: ``proftab.device.activities(tr)`` + ``self_device_time(tr)`` (what
+* ``attribute``: ``proftab.device.activities(tr)`` + ``self_time(tr)`` (what
   ``key_averages`` needs: kernel -> launch -> op links and the per-op sums);
 * ``total``: the two together;
 * ``analyses`` (informative): ``summary``, ``busy``, ``idle_breakdown``, ``comm_overlap``,
@@ -39,7 +39,7 @@ t0 = time.perf_counter()
 tr = pt.load(src)
 t1 = time.perf_counter()
 acts = device.activities(tr)
-own = device.self_device_time(tr)
+own = device.self_time(tr)
 t2 = time.perf_counter()
 device.summary(tr); device.busy(tr); device.idle_breakdown(tr); device.comm_overlap(tr)
 device.kernel_categories(tr); device.launch_delay(tr)

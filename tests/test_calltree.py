@@ -12,7 +12,8 @@ import pytest
 
 import proftab as pt
 from proftab import schema
-from proftab.calltree import bottom_up, call_tree, tree_depth
+from proftab.calltree import bottom_up, call_tree
+from proftab.intervals.tree import tree_depth
 
 ROOT = Path(__file__).resolve().parents[1]
 CNN = ROOT / "data" / "train_cnn.pt.trace.json.gz"
@@ -45,7 +46,7 @@ def _paths_by_walk(nested: pl.DataFrame) -> dict[tuple[str, ...], list[int]]:
 @pytest.mark.parametrize("path", [CNN, H100], ids=["train_cnn", "h100_bert"])
 def test_call_tree_matches_parent_walk_oracle(path: Path) -> None:
     tr = pt.load(path)
-    ct = tr.call_tree()
+    ct = tr.tree.call_tree()
     oracle = _paths_by_walk(tr.nested)
     got = {tuple(p): (c, s) for p, c, s in ct.select("path", "calls", "self_ns").iter_rows()}
     assert got == {p: (len(v), sum(v)) for p, v in oracle.items()}
@@ -61,7 +62,7 @@ def test_call_tree_matches_parent_walk_oracle(path: Path) -> None:
 
 
 def test_call_tree_real_structure_train_cnn() -> None:
-    ct = pt.load(CNN).call_tree()
+    ct = pt.load(CNN).tree.call_tree()
     root = ct.row(0, named=True)
     assert root["name"] == "ProfilerStep*" and root["calls"] == 4 and root["total_share"] == 1.0
     phases = ct.filter(pl.col("depth") == 1)["name"].to_list()
@@ -71,7 +72,7 @@ def test_call_tree_real_structure_train_cnn() -> None:
 
 def test_bottom_up_inverts_self_time() -> None:
     tr = pt.load(CNN)
-    bu = tr.bottom_up()
+    bu = tr.tree.bottom_up()
     roots = bu.filter(pl.col("depth") == 0)
     by_name = (_host(tr.nested).group_by(pl.col("name").str.replace(r"^ProfilerStep#\d+$", "ProfilerStep*"))
                .agg(pl.col("self_ns").sum(), pl.len().alias("calls")).filter(pl.col("self_ns") > 0))
@@ -84,7 +85,7 @@ def test_bottom_up_inverts_self_time() -> None:
     assert (j["self_ns_kids"] <= j["self_ns"]).all()
     pool = bu.filter(pl.col("path") == ["aten::max_pool2d_with_indices", "aten::max_pool2d"])
     assert pool.height == 1 and pool["self_ns"][0] == got["aten::max_pool2d_with_indices"]
-    assert bu.filter(pl.col("depth") <= 1).height == tr.bottom_up(max_depth=1).height
+    assert bu.filter(pl.col("depth") <= 1).height == tr.tree.bottom_up(max_depth=1).height
 
 
 def _write(events: list[dict], path: Path) -> Path:
@@ -99,7 +100,7 @@ def test_synthetic_overrun_recursion_threads(tmp_path: Path) -> None:
     ev = [x("a", 0, 100), x("a", 10, 50), x("b", 20, 10), x("b", 80, 40),  # b at 80 overruns a (ends 120 > 100)
           x("c", 85, 5), x("a", 0, 30, tid=2), x("z", 40, 0, tid=2)]
     tr = pt.load(_write(ev, tmp_path / "t.json.gz"))
-    ct = tr.call_tree()
+    ct = tr.tree.call_tree()
     rows = {tuple(p): (c, s, t, d) for p, c, s, t, d in
             ct.select("path", "calls", "self_ns", "total_ns", "dur_ns").iter_rows()}
     us = 1000
@@ -108,22 +109,22 @@ def test_synthetic_overrun_recursion_threads(tmp_path: Path) -> None:
     assert rows[("a", "b")] == (1, 35 * us, 40 * us, 40 * us)          # overrun kept under its parent path
     assert rows[("a", "b", "c")] == (1, 5 * us, 5 * us, 5 * us)
     assert rows[("z",)][1:] == (0, 0, 0)                               # zero-length root
-    per_thread = tr.call_tree(by_thread=True)
+    per_thread = tr.tree.call_tree(by_thread=True)
     assert set(per_thread.filter(pl.col("depth") == 0).select("tid", "name").iter_rows()) == {(1, "a"), (2, "a"),
                                                                                                (2, "z")}
     assert per_thread["self_ns"].sum() == ct["self_ns"].sum() == _host(tr.nested)["self_ns"].sum()
-    assert tr.call_tree(max_depth=0)["name"].to_list() == ["a", "z"]
+    assert tr.tree.call_tree(max_depth=0)["name"].to_list() == ["a", "z"]
 
 
 def test_device_trees_and_empty(tmp_path: Path) -> None:
     tr = pt.load(H100)
-    host = tr.call_tree()
-    with_dev = tr.call_tree(device=True)
+    host = tr.tree.call_tree()
+    with_dev = tr.tree.call_tree(device=True)
     dev_roots = set(with_dev.filter(pl.col("depth") == 0)["name"]) - set(host.filter(pl.col("depth") == 0)["name"])
     assert "ProfilerStep*" in dev_roots  # the gpu_user_annotation span on the stream
     assert with_dev["self_ns"].sum() > host["self_ns"].sum()
     empty = pt.load(_write([{"ph": "i", "name": "x", "ts": 1, "pid": 1, "tid": 1, "s": "t"}], tmp_path / "e.json.gz"))
-    assert empty.call_tree().is_empty() and empty.bottom_up().is_empty()
+    assert empty.tree.call_tree().is_empty() and empty.tree.bottom_up().is_empty()
 
 
 def test_tree_depth_pointer_doubling() -> None:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import proftab as pt
-from proftab import device, schema
+from proftab import device, kinds, schema
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -111,7 +111,7 @@ def test_external_id_link_and_graph_launch(tmp_path: Path) -> None:
     mm, graph = by_id(tr, "aten::mm"), by_id(tr, "aten::graph")
     assert lk[by_id(tr, "gemm")] == ("external_id", mm)
     assert {lk[by_id(tr, f"g{i}")] for i in range(3)} == {("external_id", graph)}
-    sd = device.self_device_time(tr)
+    sd = device.self_time(tr)
     own = dict(zip(sd["event_id"], sd["self_device_ns"], strict=True))
     assert own[mm] == 3_000 and own[graph] == 4_500
     act = device.activities(tr).filter(pl.col("name") == "g2")
@@ -199,7 +199,7 @@ def test_shared_correlation_and_negative_duration(tmp_path: Path) -> None:
     assert (d["shared_correlation"], d["clamped"], d["activities"]) == (1, 1, 2)
     acts = device.activities(tr)
     assert acts.filter(pl.col("name") == "neg")["dur_ns"][0] == 0
-    assert device.self_device_time(tr).filter(pl.col("event_id") == a)["self_device_ns"][0] == 1_000
+    assert device.self_time(tr).filter(pl.col("event_id") == a)["self_device_ns"][0] == 1_000
 
 
 def test_old_categories_and_lowercase_external_id(tmp_path: Path) -> None:
@@ -263,7 +263,7 @@ def test_annotation_margin_is_read_from_the_data(tmp_path: Path, shift: int, add
         for e in events:
             e["ts"], e["dur"] = int(round(e["ts"])), int(round(e["dur"]))
     tr = write(tmp_path, events)
-    assert (tr.resolution_ns() == 1000) == (res == 1000)
+    assert (tr.files["time_resolution_ns"][0] == 1000) == (res == 1000)
     m = device.annotation_margins(tr).row(0, named=True)
     assert (m["margin_start_ns"], m["margin_dur_ns"], m["margin_evidence"]) == (shift, add, 1)
     a = device.annotations(tr).row(0, named=True)
@@ -344,7 +344,7 @@ def test_property_attribution_against_reference(tmp_path: Path, case: tuple) -> 
         assert (str(a["link"]), a["op_id"]) == want
     # the identity: self device time of ops + unattributed == all device time
     raw = ev.filter(pl.col("cat").cast(pl.String) == "kernel")["dur_ns"].clip(0).sum()
-    sd = device.self_device_time(tr).join(
+    sd = device.self_time(tr).join(
         ev.filter(pl.col("cat").cast(pl.String) == "cpu_op").select("rank", "event_id"), on=["rank", "event_id"])
     un = acts.filter(pl.col("op_id").is_null())["dur_ns"].sum()
     assert sd["self_device_ns"].sum() + un == raw
@@ -442,7 +442,7 @@ def check_invariants(tr: pt.Trace) -> None:
     # torch's self device time of host ops adds up to the attributed time
     cpu = ~pl.col("cat").cast(pl.String).is_in(list(schema.DEVICE_CATEGORIES))
     host_ids = tr.events.filter(cpu).select("rank", "event_id")
-    sd = device.self_device_time(tr)
+    sd = device.self_time(tr)
     assert sd.join(host_ids, on=["rank", "event_id"])["self_device_ns"].sum() == s["attributed_ns"].sum()
     # key_averages: CPU rows carry the attributed time, device rows (no annotations) all of it
     ka = tr.key_averages()
@@ -651,7 +651,7 @@ def test_mtia_dma_requests_are_copies(tmp_path: Path) -> None:
     lk = links(tr)
     assert lk[by_id(tr, "fc-dtype_Float")] == ("containment", by_id(tr, "aten::fc"))
     assert lk[by_id(tr, "dma_request")] == ("no_launch", None)
-    assert tr.device_type == "MTIA" and "Self MTIA" in tr.table()
+    assert kinds.device_type(tr.categories) == "MTIA" and "Self MTIA" in tr.table()
 
 
 def test_bad_arguments_raise() -> None:
@@ -665,7 +665,7 @@ def test_bad_arguments_raise() -> None:
 def test_cpu_only_trace_has_no_device_rows(tmp_path: Path) -> None:
     tr = write(tmp_path, [op("aten::add", 1, 0, 1000, ext=1)])
     assert device.activities(tr).is_empty() and device.summary(tr).is_empty()
-    assert device.self_device_time(tr).is_empty()
+    assert device.self_time(tr).is_empty()
     assert device.busy(tr).is_empty() and device.idle(tr).is_empty() and device.annotations(tr).is_empty()
     assert tr.key_averages()["self_device_ns"].sum() == 0
 

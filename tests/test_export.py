@@ -92,7 +92,7 @@ def _self_by_name(tr: pt.Trace, *, device: bool = True) -> dict[str, int]:
 
 def _check_speedscope(tr: pt.Trace, path: Path, **kw: object) -> dict:
     jsonschema = pytest.importorskip("jsonschema")
-    tr.to_speedscope(str(path), **kw)  # type: ignore[arg-type]
+    tr.export.speedscope(str(path), **kw)  # type: ignore[arg-type]
     doc = json.loads(path.read_text())
     jsonschema.validate(doc, SPEEDSCOPE_SCHEMA)
     assert {k: v for k, v in replay(doc).items() if v} == _self_by_name(tr, device=bool(kw.get("device", True)))
@@ -145,15 +145,15 @@ def test_folded_sums_to_self_time(tmp_path: Path) -> None:
     for src in (CNN, H100):
         tr = pt.load(src)
         out = tmp_path / "out.folded"
-        assert tr.to_folded(str(out)) is None
+        assert tr.export.folded(str(out)) is None
         lines = out.read_text().splitlines()
         weights = [int(line.rsplit(" ", 1)[1]) for line in lines]
         assert all(w > 0 for w in weights)
-        assert sum(weights) == tr.call_tree()["self_ns"].sum() == sum(_self_by_name(tr, device=False).values())
+        assert sum(weights) == tr.tree.call_tree()["self_ns"].sum() == sum(_self_by_name(tr, device=False).values())
         assert len({line.rsplit(" ", 1)[0] for line in lines}) == len(lines)  # one line per path
-        text = tr.to_folded()
+        text = tr.export.folded()
         assert text == out.read_text()
-    dev = pt.load(H100).to_folded(device=True)
+    dev = pt.load(H100).export.folded(device=True)
     assert sum(int(l.rsplit(" ", 1)[1]) for l in dev.splitlines()) == sum(_self_by_name(pt.load(H100)).values())
 
 
@@ -161,9 +161,9 @@ def test_folded_escapes_and_threads(tmp_path: Path) -> None:
     x = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur,  # noqa: E731
                                       "pid": 1, "tid": tid}
     tr = pt.load(_write([x("outer;x", 0, 10), x("in\nner", 2, 3), x("b", 0, 4, tid=2)], tmp_path / "t.json.gz"))
-    text = tr.to_folded()
+    text = tr.export.folded()
     assert text.splitlines() == ["outer:x 7000", "outer:x;in ner 3000", "b 4000"]
-    by_thread = tr.to_folded(by_thread=True).splitlines()
+    by_thread = tr.export.folded(by_thread=True).splitlines()
     assert by_thread[0].startswith("thread 1;outer:x ") and by_thread[-1] == "thread 2;b 4000"
 
 
@@ -184,8 +184,8 @@ def test_unnamed_event_is_named_empty(tmp_path: Path) -> None:
           {"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]
     tr = pt.load(_write(ev, tmp_path / "t.json.gz"))
     assert tr.events["name"].null_count() == 1
-    assert tr.call_tree().select("path", "self_ns").rows() == [([""], 3000), (["", "a"], 2000)]
-    assert tr.bottom_up()["path"].to_list() == [[""], ["a"], ["a", ""]]
-    assert tr.to_folded() == " 3000\n;a 2000\n"
-    tr.to_speedscope(str(tmp_path / "t.speedscope.json"))
+    assert tr.tree.call_tree().select("path", "self_ns").rows() == [([""], 3000), (["", "a"], 2000)]
+    assert tr.tree.bottom_up()["path"].to_list() == [[""], ["a"], ["a", ""]]
+    assert tr.export.folded() == " 3000\n;a 2000\n"
+    tr.export.speedscope(str(tmp_path / "t.speedscope.json"))
     assert replay(json.loads((tmp_path / "t.speedscope.json").read_text())) == {"": 3000, "a": 2000}

@@ -317,7 +317,7 @@ def test_group_by_stack_uses_enclosing_python_frames() -> None:
     assert j.height == plain.height
     assert (j["calls"] == j["calls_right"]).all() and (j["self_cpu_ns"] == j["self_cpu_ns_right"]).all()
     # reference: the first occurrence of each aten op, walking parent links to python frames
-    from proftab.aggregate import host_tree
+    from proftab.torch.aggregate import host_tree
 
     tree, _ = host_tree(tr.nested)
     rows = tree.select("name", pl.col("cat").cast(pl.String), "kept_parent", "_merged").rows()

@@ -157,12 +157,12 @@ def test_unknown_int_overflow_stays_in_args(tmp_path: Path) -> None:
 
 def test_multi_rank_directory_and_glob(tmp_path: Path) -> None:
     tr = pt.load(sorted(PUBLIC.glob("trace_filter__sampled_rank-*.json.gz")))
-    assert tr.ranks == [0, 1]
+    assert tr.files["rank"].to_list() == [0, 1]
     assert tr.events.group_by("rank").len().sort("rank")["len"].to_list() == [4811, 4676]
     for f in PUBLIC.glob("trace_filter__sampled_rank-*.json.gz"):
         (tmp_path / f.name).write_bytes(f.read_bytes())
-    assert pt.load(tmp_path).ranks == [0, 1]
-    assert pt.load(str(tmp_path / "*rank-1*")).ranks == [1]
+    assert pt.load(tmp_path).files["rank"].to_list() == [0, 1]
+    assert pt.load(str(tmp_path / "*rank-1*")).files["rank"].to_list() == [1]
 
 
 def test_duplicate_ranks_are_an_error_unless_given(tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ def test_duplicate_ranks_are_an_error_unless_given(tmp_path: Path) -> None:
     b = PUBLIC / "trace_compare__test__test.json.gz"
     with pytest.raises(pt.TraceError, match="two files claim rank 1"):
         pt.load([a, b])
-    assert pt.load([a, b], ranks=[0, 1]).ranks == [0, 1]
+    assert pt.load([a, b], ranks=[0, 1]).files["rank"].to_list() == [0, 1]
 
 
 def test_with_utc_uses_base_time() -> None:

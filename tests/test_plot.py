@@ -76,7 +76,7 @@ def test_timeline_step_per_thread_and_stream(h100: pt.Trace, tmp_path: Path) -> 
 
 
 def test_icicle_layout_and_escaping(cnn: pt.Trace, tmp_path: Path) -> None:
-    tree = plot.icicle_layout(cnn.call_tree())
+    tree = plot.icicle_layout(cnn.tree.call_tree())
     assert tree.filter(pl.col("depth") == 0)["x1"].max() == pytest.approx(1.0)
     kids = tree.join(tree.select(pl.col("node_id").alias("parent_node_id"), pl.col("x0").alias("px0"),
                                  pl.col("x1").alias("px1")), on="parent_node_id")

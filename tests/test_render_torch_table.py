@@ -17,8 +17,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from proftab.render import render_table
-from proftab.render.torch_table import SORT_KEYS
+from proftab.torch.text_table import render_table
+from proftab.torch.text_table import SORT_KEYS
 
 DATA = Path(__file__).parent / "data" / "torch213"
 SHARED = Path("/work/shared/traces/torch213")

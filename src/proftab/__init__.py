@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from proftab.diff import diff
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
-from proftab.io.parquet import ScannedTrace, convert, scan
+from proftab.api import register_trace_method, register_trace_namespace
+from proftab.io.parquet import convert, scan
 from proftab.joins import join_samples, overlaps
 from proftab.schema import Flag
 from proftab.trace import Trace
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 __all__ = [
-    "Flag", "ProftabError", "ProftabWarning", "ScannedTrace", "Trace", "TraceError", "__version__", "convert", "diff",
-    "from_profiler", "join_samples", "load", "overlaps", "scan",
+    "Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "convert", "diff",
+    "from_profiler", "join_samples", "load", "overlaps", "register_trace_method", "register_trace_namespace", "scan",
 ]
 
 
@@ -50,11 +51,10 @@ def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, s
     TraceError
         A file is missing, not a trace, or damaged (names the file, byte offset, excerpt).
     """
-    from proftab.io.files import expand_sources, read_files
+    from proftab.io.files import expand_sources, read_files, trace_from_files
 
     paths = expand_sources(source)
-    tables = read_files(paths, salvage=salvage, ranks=ranks)
-    return Trace.from_files(tables)
+    return trace_from_files(read_files(paths, salvage=salvage, ranks=ranks))
 
 
 def from_profiler(prof: object, *, json_path: str | os.PathLike[str] | None = None) -> Trace:

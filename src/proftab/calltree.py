@@ -20,20 +20,25 @@ flame graphs built from these numbers add up exactly.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import polars as pl
 
 from proftab import schema
-from proftab.aggregate import _levels, _positions, _subtree_sum, _tree_depth, torch_name_expr
+from proftab.api import register_trace_namespace
+from proftab.intervals.tree import depth_levels, row_positions, subtree_sum, tree_depth
+from proftab.torch.aggregate import torch_name_expr
 
-__all__ = ["CALL_TREE_COLUMNS", "bottom_up", "call_tree", "event_paths", "tree_depth"]
+if TYPE_CHECKING:
+    from proftab.trace import Trace
+
+__all__ = ["CALL_TREE_COLUMNS", "TreeNamespace", "bottom_up", "call_tree", "event_paths"]
 
 CALL_TREE_COLUMNS = ["node_id", "parent_node_id", "depth", "name", "path", "calls", "self_ns", "total_ns",
                      "dur_ns", "self_share", "total_share"]
 
 
-#: number of ancestors of each node (parent = row index, -1 for roots), by pointer doubling
-tree_depth = _tree_depth
 
 
 def _select(nested: pl.DataFrame, *, device: bool) -> pl.DataFrame:
@@ -69,8 +74,8 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
     if n == 0:
         return ev.with_columns(pl.lit(None, pl.Int64).alias(c) for c in ("path_id", "parent_path_id", "tree_depth"))
     rank = ev["rank"].to_numpy()
-    parent = _positions(rank, ev["event_id"].to_numpy(), rank, ev["parent_id"].fill_null(-1).to_numpy())
-    depth = _tree_depth(parent)
+    parent = row_positions(rank, ev["event_id"].to_numpy(), rank, ev["parent_id"].fill_null(-1).to_numpy())
+    depth = tree_depth(parent)
     name_id = ev.select(pl.col("_tname").rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     n_names = int(name_id.max()) + 1
     if by_thread:
@@ -79,7 +84,7 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
         track = np.zeros(n, np.int64)
     path = np.full(n, -1, np.int64)
     next_id = 0
-    for rows in _levels(depth):
+    for rows in depth_levels(depth):
         head = np.where(parent[rows] >= 0, path[np.maximum(parent[rows], 0)], track[rows])
         combo = head * n_names + name_id[rows]
         uniq, inv = np.unique(combo, return_inverse=True)
@@ -99,7 +104,7 @@ def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True) -> pl
     n = nodes.height
     parent = nodes["parent_node_id"].to_numpy()
     depth = nodes["depth"].to_numpy()
-    size = _subtree_sum(np.ones(n, np.int64), parent, depth)
+    size = subtree_sum(np.ones(n, np.int64), parent, depth)
     # offset of each node among its siblings = Σ sizes of the heavier siblings before it
     off = (nodes.select("parent_node_id", pl.col(weight).neg().alias("_w"), "name",
                         pl.Series("_size", size), pl.int_range(n).alias("_i"))
@@ -107,7 +112,7 @@ def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True) -> pl
            .with_columns((pl.col("_size").cum_sum().over("parent_node_id") - pl.col("_size")).alias("_off"))
            .sort("_i")["_off"].to_numpy())
     pre = np.zeros(n, np.int64)
-    for rows in _levels(depth):
+    for rows in depth_levels(depth):
         p = parent[rows]
         pre[rows] = np.where(p >= 0, pre[np.maximum(p, 0)] + 1, 0) + off[rows]
     out = nodes.with_columns(pl.Series("_pre", pre))
@@ -160,7 +165,7 @@ def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
                                     "total_share": pl.Float64})
     parent = nodes["parent_path_id"].to_numpy()
     depth = nodes["depth"].to_numpy()
-    total = _subtree_sum(nodes["self_ns"].to_numpy(), parent, depth)
+    total = subtree_sum(nodes["self_ns"].to_numpy(), parent, depth)
     grand = int(nodes["self_ns"].sum())
     nodes = nodes.with_columns(pl.Series("total_ns", total)).rename(
         {"path_id": "node_id", "parent_path_id": "parent_node_id"})
@@ -229,3 +234,23 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
         pl.when(pl.col("parent_node_id") >= 0).then(pl.col("parent_node_id")).alias("parent_node_id"),
         "depth", "name", "function", "path", "calls", "self_ns",
         (pl.col("self_ns") / grand if grand else pl.lit(None, pl.Float64)).alias("self_share"))
+
+
+@register_trace_namespace("tree")
+class TreeNamespace:
+    """`tr.tree`: call trees of a Trace (`call_tree`, `bottom_up` over its `nested` table)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+
+    def call_tree(self, *, device: bool = False, by_thread: bool = False, merge_steps: bool = True,
+                  max_depth: int | None = None) -> pl.DataFrame:
+        """Top-down call tree: per call path `calls`, `self_ns`, `total_ns` (`call_tree`)."""
+        return call_tree(self._trace.collect("nested"), device=device, by_thread=by_thread, merge_steps=merge_steps,
+                         max_depth=max_depth)
+
+    def bottom_up(self, *, device: bool = False, by_thread: bool = False, merge_steps: bool = True,
+                  max_depth: int | None = None) -> pl.DataFrame:
+        """Inverted call tree: self time per op, then per caller chain (`bottom_up`)."""
+        return bottom_up(self._trace.collect("nested"), device=device, by_thread=by_thread, merge_steps=merge_steps,
+                         max_depth=max_depth)

@@ -40,8 +40,9 @@ def _rows(x: object, group_by_input_shape: bool) -> tuple[pl.DataFrame, int, int
         import proftab as pt
 
         x = pt.load(x)  # type: ignore[arg-type]
-    steps = step_windows(x.events).select("rank", "step").unique().height
-    return x.key_averages(group_by_input_shape=group_by_input_shape), len(x.ranks), steps
+    steps = step_windows(x.collect("events", ["rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id"])).select(
+        "rank", "step").unique().height
+    return x.key_averages(group_by_input_shape=group_by_input_shape), x.files.height, steps
 
 
 def _side(rows: pl.DataFrame, keys: list[str], scale: float) -> pl.DataFrame:

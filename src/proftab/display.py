@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import schema
+from proftab.api import register_hook
+from proftab.meta import file_metas
+from proftab.render.text import fmt_ns, fmt_share, plain_table  # noqa: F401 - re-exported for the renderers
 from proftab.steps import step_windows
 
 if TYPE_CHECKING:
@@ -21,43 +24,8 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["fmt_ns", "fmt_share", "plain_table", "summary_facts", "top_ops", "track_labels",
+__all__ = ["summary_facts", "top_ops", "track_labels",
            "trace_repr", "trace_repr_html"]
-
-
-def fmt_ns(ns: float | None, *, signed: bool = False) -> str:
-    """Format nanoseconds the way torch's tables do (``us`` below 1 ms, then ``ms``, ``s``).
-
-    >>> fmt_ns(1_234), fmt_ns(12_345_678), fmt_ns(-2_500, signed=True)
-    ('1.234us', '12.346ms', '-2.500us')
-    """
-    if ns is None:
-        return ""
-    sign = ("+" if ns > 0 else "") if signed else ""
-    us = ns / 1000.0
-    a = abs(us)
-    if a >= 1e6:
-        return f"{sign}{us / 1e6:.3f}s"
-    if a >= 1e3:
-        return f"{sign}{us / 1e3:.3f}ms"
-    return f"{sign}{us:.3f}us"
-
-
-def fmt_share(x: float | None, *, signed: bool = False) -> str:
-    """A ratio as a percentage with 2 decimals (``""`` for null/NaN/inf)."""
-    if x is None or x != x or x in (float("inf"), float("-inf")):
-        return ""
-    return f"{x * 100:+.2f}%" if signed else f"{x * 100:.2f}%"
-
-
-def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]], aligns: str | None = None) -> str:
-    """A fixed-width text table; `aligns` is one ``<`` / ``>`` per column (default: first left)."""
-    aligns = aligns or "<" + ">" * (len(headers) - 1)
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(f"{c:{a}{w}}" for c, a, w in zip(cells, aligns, widths, strict=True)).rstrip()
-    sep = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), sep, *(line(r) for r in rows)]) + "\n"
 
 
 def _is_device_cat() -> pl.Expr:
@@ -65,23 +33,23 @@ def _is_device_cat() -> pl.Expr:
 
 
 def track_labels(tr: Trace) -> pl.DataFrame:
-    """One row per track of `tr.events`: the track keys, `kind` (host/device), `label`, `events`.
+    """One row per track of `tr.collect("events")`: the track keys, `kind` (host/device), `label`, `events`.
 
     The label is the thread name from the trace metadata (``thread 123 (python3)``,
     ``stream 7``), prefixed with the rank when the trace has several.
     """
     keys = schema.TRACK_KEYS
-    tracks = tr.events.group_by(keys).agg(
+    tracks = tr.collect("events").group_by(keys).agg(
         pl.len().alias("events"), _is_device_cat().any().alias("_dev"),
         pl.col("start_ns").min().alias("first_ns"))
-    names = tr.threads.select(*keys, "thread_name", "thread_sort_index")
+    names = tr.collect("threads").select(*keys, "thread_name", "thread_sort_index")
     tracks = tracks.join(names, on=keys, how="left", nulls_equal=True)
     pid = pl.coalesce(pl.col("pid").cast(pl.String), pl.col("pid_text"), pl.lit("?"))
     tid = pl.coalesce(pl.col("tid").cast(pl.String), pl.col("tid_text"), pl.lit("?"))
     fallback = pl.when(pl.col("_dev")).then(pl.lit("stream ") + tid).otherwise(pl.lit("thread ") + tid)
     base = pl.coalesce(pl.col("thread_name").str.strip_chars(), fallback)
     base = pl.when(pl.col("pid_text").is_not_null()).then(pid + pl.lit(" / ") + tid).otherwise(base)
-    if len(tr.ranks) > 1:
+    if tr.files.height > 1:
         base = pl.lit("rank ") + pl.col("rank").cast(pl.String) + pl.lit(" · ") + base
     return tracks.with_columns(
         kind=pl.when(pl.col("_dev")).then(pl.lit("device")).otherwise(pl.lit("host")),
@@ -92,38 +60,39 @@ def track_labels(tr: Trace) -> pl.DataFrame:
 
 def _span_ns(tr: Trace) -> int:
     """Longest per-rank span of the events (ns)."""
-    if tr.events.is_empty():
+    if tr.collect("events").is_empty():
         return 0
-    s = tr.events.group_by("rank").agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("w"))
+    s = tr.collect("events").group_by("rank").agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("w"))
     return int(s["w"].max() or 0)
 
 
 def summary_facts(tr: Trace) -> dict[str, object]:
     """Cheap facts for the summaries (no nesting): counts, span, start time, devices."""
-    ev = tr.events
+    ev = tr.collect("events")
     cats = ev.select(pl.col("cat").cast(pl.String))["cat"]
     device = _is_device_cat()
     span_cat = pl.col("cat").cast(pl.String).is_in(list(schema.PROFILER_SPAN_CATEGORIES)).fill_null(False)
     tracks = ev.filter(~span_cat).group_by(schema.TRACK_KEYS).agg(device.any().alias("dev"))
     start_utc = None
     if not ev.is_empty():
-        rank0 = tr.ranks[0]
+        rank0, base0 = tr.files.row(0, named=True)["rank"], tr.files.row(0, named=True)["base_time_ns"]
         first = ev.filter(pl.col("rank") == rank0)["start_ns"].min()
         if first is not None:
-            abs_ns = int(tr.metas[rank0].get("base_time_ns", 0)) + int(first)  # type: ignore[arg-type]
+            abs_ns = int(base0 or 0) + int(first)  # type: ignore[arg-type]
             if 0 < abs_ns < 4_102_444_800 * 10**9:  # before 2100: a real wall clock
                 start_utc = datetime.fromtimestamp(abs_ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     devices: list[str] = []
-    for meta in tr.metas.values():
+    metas = file_metas(tr.files)
+    for meta in metas.values():
         for d in meta.get("deviceProperties") or []:
             if isinstance(d, dict) and d.get("name") and d["name"] not in devices:
                 devices.append(str(d["name"]))
     steps = step_windows(ev).select("rank", "step").unique().height
     return {
-        "files": [str(m.get("source_file")) for m in tr.metas.values()],
-        "ranks": tr.ranks,
-        "events": ev.height, "instants": tr.instants.height, "flows": tr.flows.height,
-        "counters": tr.counters.height, "rejected": tr.rejected.height,
+        "files": [str(f) for f in tr.files["source_file"]],
+        "ranks": tr.files["rank"].to_list(),
+        "events": ev.height, "instants": tr.collect("instants").height, "flows": tr.collect("flows").height,
+        "counters": tr.collect("counters").height, "rejected": tr.collect("rejected").height,
         "threads": int((~tracks["dev"]).sum()), "streams": int(tracks["dev"].sum()),
         "device_events": int(cats.is_in(list(schema.DEVICE_CATEGORIES)).sum()),
         "span_ns": _span_ns(tr), "start_utc": start_utc, "devices": devices, "steps": steps,
@@ -131,10 +100,10 @@ def summary_facts(tr: Trace) -> dict[str, object]:
 
 
 def top_ops(tr: Trace, n: int = 5) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Top `n` host ops by self time and top `n` device activities by time (from `tr.nested`)."""
-    from proftab.aggregate import torch_name_expr
+    """Top `n` host ops by self time and top `n` device activities by time (from `tr.collect("nested")`)."""
+    from proftab.torch.aggregate import torch_name_expr
 
-    nested = tr.nested
+    nested = tr.collect("nested")
     cat = pl.col("cat").cast(pl.String)
     host = nested.filter(~cat.is_in(list(schema.DEVICE_CATEGORIES | schema.PROFILER_SPAN_CATEGORIES))
                          .fill_null(True))
@@ -151,8 +120,17 @@ def top_ops(tr: Trace, n: int = 5) -> tuple[pl.DataFrame, pl.DataFrame]:
     return top_host, top_dev
 
 
+@register_hook("repr")
 def trace_repr(tr: Trace) -> str:
-    """`Trace.__repr__`: one header line and the key facts (no nesting is computed)."""
+    """`Trace.__repr__`: one header line and the key facts (no nesting is computed).
+
+    A lazy (scanned) Trace reads only row counts, from the Parquet metadata.
+    """
+    if tr.is_lazy:
+        counts = {t: tr.lazy(t).select(pl.len()).collect().item() for t in ("events", "instants", "flows", "rejected")}
+        ranks_ = tr.files["rank"].to_list()
+        return (f"<proftab.Trace (lazy): {len(ranks_)} file{'s' if len(ranks_) != 1 else ''}, ranks={ranks_} "
+                + " ".join(f"{t}={n:,}" for t, n in counts.items()) + ">")
     f = summary_facts(tr)
     files = f["files"]
     assert isinstance(files, list)
@@ -190,6 +168,7 @@ def _rows_html(df: pl.DataFrame, time_col: str) -> str:
     return "".join(out)
 
 
+@register_hook("repr_html")
 def trace_repr_html(tr: Trace, n: int = 5) -> str:
     """`Trace._repr_html_`: a summary card (span, events, threads, ranks, top ops), escaped."""
     f = summary_facts(tr)

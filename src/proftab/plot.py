@@ -19,7 +19,8 @@ import numpy as np
 import polars as pl
 
 from proftab import schema
-from proftab.aggregate import _levels
+from proftab.api import register_trace_namespace
+from proftab.intervals.tree import depth_levels
 from proftab.steps import step_windows
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def _data(df: pl.DataFrame) -> Any:
 
 
 def _title(tr: Trace, what: str) -> str:
-    files = [os.path.basename(str(m.get("source_file"))) for m in tr.metas.values()]
+    files = [os.path.basename(str(f)) for f in tr.files["source_file"]]
     shown = ", ".join(files[:2]) + (f" (+{len(files) - 2})" if len(files) > 2 else "")
     return f"{what} · {shown}"
 
@@ -89,11 +90,12 @@ def step_window(tr: Trace, step: int | None = None, rank: int | None = None) -> 
 
     Without profiler steps, the whole span of the rank.
     """
-    rank = tr.ranks[0] if rank is None else rank
-    if rank not in tr.metas:
-        msg = f"rank {rank} not in the trace (ranks: {tr.ranks})"
+    ranks = tr.files["rank"].to_list()
+    rank = ranks[0] if rank is None else rank
+    if rank not in ranks:
+        msg = f"rank {rank} not in the trace (ranks: {ranks})"
         raise ValueError(msg)
-    ev = tr.events.filter(pl.col("rank") == rank)
+    ev = tr.collect("events").filter(pl.col("rank") == rank)
     steps_ = step_windows(ev)
     if step is not None:
         steps_ = steps_.filter(pl.col("step") == step)
@@ -132,7 +134,7 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
     from proftab.intervals import nest
 
     hidden = list(schema.PROFILER_SPAN_CATEGORIES) + ([] if python else ["python_function"])
-    ev = tr.events.filter((pl.col("rank") == rank) & (pl.col("end_ns") > t0) & (pl.col("start_ns") < t1)
+    ev = tr.collect("events").filter((pl.col("rank") == rank) & (pl.col("end_ns") > t0) & (pl.col("start_ns") < t1)
                           & ~cat.is_in(hidden).fill_null(False))
     ev = nest(ev.select(*schema.TRACK_KEYS, "event_id", "name", "cat", "start_ns", "dur_ns",
                         pl.max_horizontal("start_ns", "end_ns").alias("end_ns")), by=schema.TRACK_KEYS)
@@ -186,7 +188,7 @@ def icicle_layout(tree: pl.DataFrame) -> pl.DataFrame:
                        - pl.col("total_ns")).alias("o"))["o"].to_numpy() / grand
     depth = tree["depth"].to_numpy()
     x0 = np.zeros(n)
-    for rows in _levels(depth):
+    for rows in depth_levels(depth):
         p = parent[rows]
         x0[rows] = np.where(p >= 0, x0[np.maximum(p, 0)], 0.0) + off[rows]
     return tree.with_columns(pl.Series("x0", x0), (pl.Series("x0", x0) + pl.col("total_ns") / grand).alias("x1"))
@@ -205,9 +207,9 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
         Include device streams (their own roots).
     """
     alt = _alt()
-    from proftab.display import fmt_ns
+    from proftab.render.text import fmt_ns
 
-    tree = icicle_layout(tr.call_tree(device=device))
+    tree = icicle_layout(tr.tree.call_tree(device=device))
     data = tree.filter((pl.col("depth") <= max_depth) & (pl.col("total_share") >= min_share)).select(
         "name", "depth", "calls", "x0", "x1",
         (pl.col("self_ns") / 1e6).alias("self_ms"),
@@ -324,3 +326,27 @@ def to_html(chart: Any) -> str:
         title = title.get("text", "proftab chart")
     return _HTML.format(title=html.escape(str(title)), vega=alt.VEGA_VERSION, vegalite=alt.VEGALITE_VERSION,
                         embed=alt.VEGAEMBED_VERSION, spec=safe)
+
+
+@register_trace_namespace("plot")
+class PlotNamespace:
+    """`tr.plot`: the charts of this module for one Trace (`tr.plot.timeline(step=3)`)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+
+    def top_ops(self, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+        """Top ops by self time (`top_ops`)."""
+        return top_ops(self._trace, n, metric=metric)
+
+    def timeline(self, step: int | None = None, *, rank: int | None = None, max_depth: int = 3, **kw: Any) -> Any:
+        """One step's tracks as a timeline (`timeline`)."""
+        return timeline(self._trace, step, rank=rank, max_depth=max_depth, **kw)
+
+    def icicle(self, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False) -> Any:
+        """The call tree as an icicle chart (`icicle`)."""
+        return icicle(self._trace, max_depth=max_depth, min_share=min_share, device=device)
+
+    def steps(self, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+        """Per-step time split by top op (`steps`)."""
+        return steps(self._trace, n, metric=metric)

@@ -3,9 +3,11 @@
 Steps are the host ``ProfilerStep#N`` windows of each rank.  Collective kernels are
 device kernels whose name matches `COLLECTIVE_PATTERN` (``nccl``/``rccl``, any case),
 as in HTA.  Comparisons between ranks use absolute times (``base_time_ns + start_ns`` of
-each rank) plus optional per-rank clock offsets ``offsets_ns={rank: ns}``, as
-:meth:`proftab.Trace.with_utc` does; ranks recorded on different hosts are only as
-comparable as their clocks.
+each rank, from the `files` table) plus optional per-rank clock offsets
+``offsets_ns={rank: ns}``, as `proftab.meta.with_utc_frame` does; ranks recorded on different
+hosts are only as comparable as their clocks.
+
+The functions take frames (`events`, `files`); `tr.ranks` applies them to a Trace.
 """
 
 from __future__ import annotations
@@ -14,29 +16,35 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from proftab import schema
+from proftab import kinds
+from proftab.api import register_trace_namespace
 from proftab.intervals import merge_intervals
 from proftab.joins import overlaps
+from proftab.meta import with_utc_frame
 from proftab.steps import assign_steps, step_windows
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from proftab.trace import Trace
 
-__all__ = ["COLLECTIVE_PATTERN", "collective_skew", "collective_times", "slowest_ranks", "step_times"]
+__all__ = ["COLLECTIVE_PATTERN", "RanksNamespace", "collective_skew", "collective_times", "slowest_ranks",
+           "step_times"]
 
 #: regex (case-insensitive) of collective kernel names
 COLLECTIVE_PATTERN = r"(?i)nccl|rccl"
 _KERNEL_CATS = ["kernel", "Kernel"]
 
 
-def _absolute(tr: Trace, df: pl.DataFrame, offsets_ns: dict[int, int] | None) -> pl.DataFrame:
+def _absolute(df: pl.DataFrame, files: pl.DataFrame, offsets_ns: Mapping[int, int] | None) -> pl.DataFrame:
     """`df` plus `abs_start_ns` / `abs_end_ns` (epoch ns, Int64) and `start_utc` / `end_utc`."""
-    out = tr.with_utc(df, offsets_ns=offsets_ns)
+    out = with_utc_frame(df, files, offsets_ns=offsets_ns)
     return out.with_columns(abs_start_ns=pl.col("start_utc").cast(pl.Int64),
                             abs_end_ns=pl.col("end_utc").cast(pl.Int64))
 
 
-def step_times(tr: Trace, *, offsets_ns: dict[int, int] | None = None) -> pl.DataFrame:
+def step_times(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None
+               ) -> pl.DataFrame:
     """Per-rank step windows: one row per (rank, ``ProfilerStep#N``) on the host.
 
     Returns
@@ -45,11 +53,12 @@ def step_times(tr: Trace, *, offsets_ns: dict[int, int] | None = None) -> pl.Dat
         ``rank``, ``step`` (N), ``start_ns``, ``end_ns``, ``dur_ns`` (the rank's own time
         axis), ``start_utc``, ``end_utc`` (absolute, offsets applied); sorted by step, rank.
     """
-    ev = step_windows(tr.events).select("rank", "step", "start_ns", "end_ns", "dur_ns")
-    return tr.with_utc(ev, offsets_ns=offsets_ns).sort("step", "rank")
+    ev = step_windows(events).select("rank", "step", "start_ns", "end_ns", "dur_ns")
+    return with_utc_frame(ev, files, offsets_ns=offsets_ns).sort("step", "rank")
 
 
-def slowest_ranks(tr: Trace, *, offsets_ns: dict[int, int] | None = None) -> pl.DataFrame:
+def slowest_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None
+                  ) -> pl.DataFrame:
     """Per step: the slowest and fastest rank, the spread and the skew between ranks.
 
     Returns
@@ -60,7 +69,7 @@ def slowest_ranks(tr: Trace, *, offsets_ns: dict[int, int] | None = None) -> pl.
         ``slowest_excess_ns`` (max - median), ``start_skew_ns`` / ``end_skew_ns`` (latest
         minus earliest absolute start / end across ranks), ``last_to_start_rank``.
     """
-    st = step_times(tr, offsets_ns=offsets_ns).with_columns(
+    st = step_times(events, files, offsets_ns=offsets_ns).with_columns(
         abs_start=pl.col("start_utc").cast(pl.Int64), abs_end=pl.col("end_utc").cast(pl.Int64))
     return (
         st.sort("step", "rank")
@@ -83,12 +92,8 @@ def slowest_ranks(tr: Trace, *, offsets_ns: dict[int, int] | None = None) -> pl.
     )
 
 
-def _with_step(tr: Trace, df: pl.DataFrame) -> pl.DataFrame:
-    """`step`: N of the host ProfilerStep#N window of the same rank holding the start."""
-    return assign_steps(df, step_windows(tr.events))
-
-
-def collective_times(tr: Trace, *, by_step: bool = True, pattern: str = COLLECTIVE_PATTERN) -> pl.DataFrame:
+def collective_times(events: pl.DataFrame, *, by_step: bool = True, pattern: str = COLLECTIVE_PATTERN
+                     ) -> pl.DataFrame:
     """Per rank (and step) time in collective kernels, and how much of it is exposed.
 
     Parameters
@@ -109,12 +114,12 @@ def collective_times(tr: Trace, *, by_step: bool = True, pattern: str = COLLECTI
         ``exposed_ns`` (``collective_union_ns - overlapped_ns``); sorted by rank, step.
     """
     cat = pl.col("cat").cast(pl.String)
-    dev = tr.events.filter(cat.is_in(list(schema.DEVICE_WORK_CATEGORIES)) & (pl.col("end_ns") >= pl.col("start_ns")))
+    dev = events.filter(kinds.is_device_work() & (pl.col("end_ns") >= pl.col("start_ns")))
     dev = dev.select("rank", "start_ns", "end_ns", "dur_ns",
                      (cat.is_in(_KERNEL_CATS) & pl.col("name").str.contains(pattern)).alias("_coll"))
     keys = ["rank"]
     if by_step:
-        dev = _with_step(tr, dev)
+        dev = assign_steps(dev, step_windows(events))
         keys = ["rank", "step"]
     coll = dev.filter(pl.col("_coll"))
     comp = dev.filter(~pl.col("_coll"))
@@ -140,7 +145,7 @@ def collective_times(tr: Trace, *, by_step: bool = True, pattern: str = COLLECTI
         "exposed_ns").sort(keys, nulls_last=True)
 
 
-def collective_skew(tr: Trace, *, offsets_ns: dict[int, int] | None = None,
+def collective_skew(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None,
                     pattern: str = COLLECTIVE_PATTERN) -> pl.DataFrame:
     """Skew between ranks of each collective: the k-th kernel of a name on every rank.
 
@@ -157,9 +162,9 @@ def collective_skew(tr: Trace, *, offsets_ns: dict[int, int] | None = None,
         ``first_start_utc``.
     """
     cat = pl.col("cat").cast(pl.String)
-    k = tr.events.filter(cat.is_in(_KERNEL_CATS) & pl.col("name").str.contains(pattern)).select(
+    k = events.filter(cat.is_in(_KERNEL_CATS) & pl.col("name").str.contains(pattern)).select(
         "rank", "name", "start_ns", "end_ns", "dur_ns")
-    k = _absolute(tr, k, offsets_ns)
+    k = _absolute(k, files, offsets_ns)
     k = k.with_columns(instance=pl.int_range(pl.len()).over(["rank", "name"], order_by=["abs_start_ns", "abs_end_ns"])
                        .cast(pl.Int64))
     return (
@@ -175,3 +180,35 @@ def collective_skew(tr: Trace, *, offsets_ns: dict[int, int] | None = None,
         )
         .sort("first_start_utc", "name", "instance")
     )
+
+
+@register_trace_namespace("ranks")
+class RanksNamespace:
+    """`tr.ranks`: the cross-rank tables of a Trace (the module functions over its frames)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+
+    def _events(self) -> pl.DataFrame:
+        return self._trace.collect("events", _EVENT_COLUMNS)
+
+    def step_times(self, *, offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame:
+        """Per-rank `ProfilerStep#N` windows (`step_times`)."""
+        return step_times(self._events(), self._trace.files, offsets_ns=offsets_ns)
+
+    def slowest_ranks(self, *, offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame:
+        """Per step: slowest/fastest rank, spread and skew (`slowest_ranks`)."""
+        return slowest_ranks(self._events(), self._trace.files, offsets_ns=offsets_ns)
+
+    def collective_times(self, *, by_step: bool = True, pattern: str = COLLECTIVE_PATTERN) -> pl.DataFrame:
+        """Per rank (and step) time in collective kernels, exposed and overlapped (`collective_times`)."""
+        return collective_times(self._events(), by_step=by_step, pattern=pattern)
+
+    def collective_skew(self, *, offsets_ns: Mapping[int, int] | None = None,
+                        pattern: str = COLLECTIVE_PATTERN) -> pl.DataFrame:
+        """Start/end skew between ranks of each collective kernel (`collective_skew`)."""
+        return collective_skew(self._events(), self._trace.files, offsets_ns=offsets_ns, pattern=pattern)
+
+
+#: the event columns the cross-rank tables read (a scanned dataset reads only these)
+_EVENT_COLUMNS = ["rank", "event_id", "cat", "name", "start_ns", "end_ns", "dur_ns"]

@@ -208,3 +208,21 @@ TORCH_FILTERED_NAMES = frozenset({
 #: c10::DeviceType codes of [memory] instants counted as CPU / device memory by torch
 CPU_MEMORY_DEVICE_TYPES = (0, 2, 5)
 DEVICE_MEMORY_DEVICE_TYPES = (1, 6, 12, 20)
+
+#: the `files` table: one row per trace file (rank) of a Trace; `meta_json` holds the file's
+#: top-level keys and derived facts (`proftab.meta.file_meta`)
+FILES_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32,
+    "source_file": pl.String,
+    "source_sha256": pl.String,
+    "source_bytes": pl.Int64,
+    "base_time_ns": pl.Int64,
+    "time_resolution_ns": pl.Int64,
+    "proftab_version": pl.String,
+    "schema_version": pl.Int32,
+    "meta_json": pl.String,
+}
+#: version of proftab's table schema (the Parquet dataset layout)
+SCHEMA_VERSION = 1
+#: the table under which a dataset stores its default `key_averages()` (io.parquet, proftab.torch)
+STORED_KEY_AVERAGES = "key_averages"

@@ -84,7 +84,7 @@ def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool
         tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)))
         if nest:
             progress.phase("nesting")
-            _ = tr.nested
+            _ = tr.collect("nested")
     return tr
 
 

@@ -13,6 +13,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from proftab import kinds
 from proftab.cli import Command
 from proftab.cli._common import add_trace_arguments, load_trace, rich_console, write_text
 
@@ -43,7 +44,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _device_report(tr: Trace, n_examples: int) -> dict[str, Any]:
     """Device activities no host op launched (`proftab.device.unattributed`), longest first."""
-    if tr.use_device is None:
+    if kinds.use_device(tr.categories) is None:
         return {"status": "no device activity"}
     from proftab import device
 
@@ -60,11 +61,11 @@ def report(tr: Trace, n_examples: int = 5) -> dict[str, Any]:
     from proftab.schema import Flag
 
     findings: dict[str, dict[str, Any]] = {}
-    acc = tr.accounting
+    acc = tr.collect("accounting")
     parts = ["events_in", "instants", "flows", "counters", "metadata", "rejected"]
     bad = acc.filter(pl.sum_horizontal(parts) != pl.col("trace_events"))
     findings["accounting"] = {"count": bad.height, "examples": bad.head(n_examples).to_dicts()}
-    rej = tr.rejected
+    rej = tr.collect("rejected")
     findings["rejected"] = {"count": rej.height, "examples": rej.head(n_examples).to_dicts()}
     an = tr.anomalies
     for kind in ("overrun", "negative_dur", "unmatched_begin", "unfinished", "name_repaired"):
@@ -78,22 +79,22 @@ def report(tr: Trace, n_examples: int = 5) -> dict[str, Any]:
                                                                   for c in cols).to_dicts()}
         if kind == "overrun":
             findings[kind]["max_overrun_ns"] = int(sub["overrun_ns"].max() or 0)
-    args_rep = tr.events.filter((pl.col("flags") & int(Flag.ARGS_REPAIRED)) != 0)
+    args_rep = tr.collect("events").filter((pl.col("flags") & int(Flag.ARGS_REPAIRED)) != 0)
     findings["args_repaired"] = {"count": args_rep.height,
                                  "examples": args_rep.head(n_examples).select("rank", "event_id", "name").to_dicts()}
     dev = _device_report(tr, n_examples)
     findings["unattributed_device"] = {"count": int(dev.get("activities", 0)), **dev}
     info = {
         "files": acc.select("path", "rank", "trace_events", *parts).to_dicts(),
-        "events": tr.events.height,
-        "ts_rounded": int(((tr.events["flags"] & int(Flag.TS_ROUNDED)) != 0).sum()),
-        "dur_missing": int(((tr.events["flags"] & int(Flag.DUR_MISSING)) != 0).sum()),
+        "events": tr.collect("events").height,
+        "ts_rounded": int(((tr.collect("events")["flags"] & int(Flag.TS_ROUNDED)) != 0).sum()),
+        "dur_missing": int(((tr.collect("events")["flags"] & int(Flag.DUR_MISSING)) != 0).sum()),
     }
     return {"findings": findings, "info": info}
 
 
 def _text(rep: dict[str, Any], strict_kinds: list[str]) -> str:
-    from proftab.display import fmt_ns, plain_table
+    from proftab.render.text import fmt_ns, plain_table
 
     out: list[str] = []
     files = rep["info"]["files"]
@@ -129,7 +130,7 @@ def _text(rep: dict[str, Any], strict_kinds: list[str]) -> str:
 
 
 def _cell(key: str, value: object) -> str:
-    from proftab.display import fmt_ns
+    from proftab.render.text import fmt_ns
 
     if value is None:
         return ""

@@ -34,7 +34,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 def _text_rows(d: object) -> tuple[list[str], list[list[str]]]:
     import polars as pl
 
-    from proftab.display import fmt_ns, fmt_share
+    from proftab.render.text import fmt_ns, fmt_share
 
     assert isinstance(d, pl.DataFrame)
     headers = ["Name", "Device", "Status", "Calls A", "Calls B", "Self A", "Self B", "Self Δ", "Self Δ%",
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             table.add_row(*(Text(c) for c in r), style=style)
         console.print(table)  # type: ignore[attr-defined]
         return 0
-    from proftab.display import plain_table
+    from proftab.render.text import plain_table
 
     write_text(title + "\n" + plain_table(headers, rows, "<<<" + ">" * 9) + footer + "\n", args.output)
     return 0
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 def _total(d: object, col: str) -> str:
     import polars as pl
 
-    from proftab.display import fmt_ns
+    from proftab.render.text import fmt_ns
 
     assert isinstance(d, pl.DataFrame)
     return fmt_ns(int(d[col].sum() or 0), signed=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from proftab import kinds
 from proftab.cli import Command
 from proftab.cli._common import (add_output_arguments, add_trace_arguments, guess_format, load_trace,
                                  rich_console, write_frame, write_text)
@@ -47,7 +48,7 @@ def _select(ka: pl.DataFrame, args: argparse.Namespace, limit: int) -> pl.DataFr
     """The key_averages rows the options select, sorted and limited (-1: all) like torch's table."""
     import polars as pl
 
-    from proftab.render.torch_table import _sort_column
+    from proftab.torch.text_table import _sort_column
 
     rows = ka.filter(pl.col("top_level")) if args.top_level else ka
     col = _sort_column(args.sort)
@@ -61,13 +62,13 @@ def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console
     from rich.table import Table
     from rich.text import Text
 
-    from proftab.display import fmt_ns, fmt_share
+    from proftab.render.text import fmt_ns, fmt_share
 
     cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
     dev_rows = self_total.filter((self_total["device_type"] != "CPU") & ~self_total["is_user_annotation"])
     dev_sum = int(dev_rows["self_device_ns"].sum() or 0)
     has_dev = bool((rows["self_device_ns"] > 0).any())
-    dev = (tr.use_device or "device").upper()
+    dev = (kinds.use_device(tr.categories) or "device").upper()
     shapes = args.group_by_input_shape
     table = Table(title=f"proftab summary: {', '.join(args.trace)}", title_justify="left")
     table.add_column("Name", overflow="fold", max_width=60)
@@ -100,7 +101,7 @@ def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console
 
 def run(args: argparse.Namespace) -> int:
     """Print or write the summary; see the module docstring."""
-    from proftab.render.torch_table import _sort_column
+    from proftab.torch.text_table import _sort_column
 
     _sort_column(args.sort)  # fail early, before reading, on an unknown key
     fmt = guess_format(args)

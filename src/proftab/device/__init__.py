@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from proftab.api import register_trace_namespace
 from proftab.device._analyses import (
     annotations,
     busy,
@@ -38,7 +39,7 @@ from proftab.device._link import (
     annotation_margins,
     device_events,
     diagnostics,
-    self_device_time,
+    self_time,
     unattributed,
 )
 
@@ -53,10 +54,11 @@ __all__ = [
     "ACTIVITY_CATEGORIES", "CATEGORIES", "DEFAULT_RULES", "LINKS", "MARGINS", "OP_CATEGORIES", "DeviceNamespace",
     "activities", "annotation_margins", "annotations", "busy", "category_expr", "comm_overlap", "copies",
     "copy_summary", "device_events", "diagnostics", "idle", "idle_breakdown", "kernel_categories", "launch_delay",
-    "op_device_time", "self_device_time", "summary", "unattributed",
+    "op_device_time", "self_time", "summary", "unattributed",
 ]
 
 
+@register_trace_namespace("device")
 class DeviceNamespace:
     """`Trace.device`: the device analyses of one trace, as methods.
 
@@ -91,8 +93,8 @@ class DeviceNamespace:
         return diagnostics(self._trace)
 
     def self_time(self) -> pl.DataFrame:
-        """torch's self device time per event (`self_device_time`)."""
-        return self_device_time(self._trace)
+        """torch's self device time per event (`self_time`)."""
+        return self_time(self._trace)
 
     def ops(self) -> pl.DataFrame:
         """Self / total device time and busy time per host event (`op_device_time`)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import polars as pl
 
-from proftab.aggregate import _containing_ancestor, _positions
+from proftab.intervals.tree import ancestor_pairs, containing_ancestor, row_positions
 from proftab.device._link import LINKS, _is_launch, activities, device_events
 from proftab.intervals import merge_intervals, nest, union_ns
 
@@ -57,7 +57,7 @@ def _windows(trace: Trace, work: pl.DataFrame, window: str) -> pl.DataFrame:
         return work.group_by("rank", "device").agg(pl.col("start_ns").min().alias("window_start_ns"),
                                                    pl.col("end_ns").max().alias("window_end_ns"))
     if window == "trace":
-        span = trace.events.group_by("rank").agg(
+        span = trace.collect("events").group_by("rank").agg(
             pl.col("start_ns").min().alias("window_start_ns"),
             pl.max_horizontal("start_ns", "end_ns").max().alias("window_end_ns"))
         return work.select("rank", "device").unique().join(span, on="rank", how="left")
@@ -104,7 +104,7 @@ def busy(trace: Trace, *, by: By = "stream", window: Literal["device", "trace"] 
 def _sync_intervals(trace: Trace, devices: pl.DataFrame) -> pl.DataFrame:
     """Disjoint sync intervals per (rank, device) with `_cum` = covered length before each."""
     dev = device_events(trace).filter(pl.col("kind") == "sync").select("rank", "device", "start_ns", "end_ns")
-    host = trace.events.filter(_is_launch(trace) & pl.col("name").str.contains(SYNC_CALL_PATTERN)).select(
+    host = trace.collect("events").filter(_is_launch(trace) & pl.col("name").str.contains(SYNC_CALL_PATTERN)).select(
         "rank", "start_ns", pl.max_horizontal("start_ns", "end_ns").alias("end_ns"))
     host = host.join(devices, on="rank", how="inner").select("rank", "device", "start_ns", "end_ns")
     g = ["rank", "device"]
@@ -334,24 +334,6 @@ def launch_delay(trace: Trace, *, by: Sequence[str] = ("rank", "device")) -> pl.
 # --------------------------------------------------------------------------- per op, per annotation
 
 
-def _ancestor_pairs(parent: np.ndarray, first: np.ndarray, include_first: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(item, ancestor row) pairs: each item's row `first` (if `include_first`) and all its
-    ancestors through `parent` (-1 = root)."""
-    items = np.arange(len(first))
-    cur = first.copy() if include_first else np.where(first >= 0, parent[np.maximum(first, 0)], -1)
-    out_i, out_a = [], []
-    alive = cur >= 0
-    while alive.any():
-        items, cur = items[alive], cur[alive]
-        out_i.append(items)
-        out_a.append(cur)
-        cur = parent[cur]
-        alive = cur >= 0
-    if not out_i:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(out_i), np.concatenate(out_a)
-
-
 def op_device_time(trace: Trace) -> pl.DataFrame:
     """Device time per host event: torch's sums and union-based busy time.
 
@@ -370,14 +352,14 @@ def op_device_time(trace: Trace) -> pl.DataFrame:
         device spent on them), `total_activities`.
     """
     acts = activities(trace).filter(pl.col("op_id").is_not_null())
-    nested = trace.nested.select("rank", "event_id", "parent_id", "name", "cat", "start_ns", "end_ns", "dur_ns")
+    nested = trace.collect("nested").select("rank", "event_id", "parent_id", "name", "cat", "start_ns", "end_ns", "dur_ns")
     rank = nested["rank"].to_numpy()
     ids = nested["event_id"].to_numpy()
-    parent = _positions(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
+    parent = row_positions(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
     start = nested["start_ns"].to_numpy()
-    parent = _containing_ancestor(parent, start, np.maximum(start, nested["end_ns"].to_numpy()))
-    owner = _positions(rank, ids, acts["rank"].to_numpy(), acts["op_id"].to_numpy())
-    item, anc = _ancestor_pairs(parent, owner, include_first=True)
+    parent = containing_ancestor(parent, start, np.maximum(start, nested["end_ns"].to_numpy()))
+    owner = row_positions(rank, ids, acts["rank"].to_numpy(), acts["op_id"].to_numpy())
+    item, anc = ancestor_pairs(parent, owner, include_first=True)
     s = acts["start_ns"].to_numpy()
     e = acts["end_ns"].to_numpy()
     dur = acts["dur_ns"].to_numpy()
@@ -422,10 +404,10 @@ def annotations(trace: Trace) -> pl.DataFrame:
     nested = nest(frame, by=["rank", "device", "stream"])
     rank = nested["rank"].to_numpy()
     ids = nested["event_id"].to_numpy()
-    parent = _positions(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
+    parent = row_positions(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
     is_ann = nested["is_annotation"].to_numpy()
     acts = np.flatnonzero(~is_ann)
-    item, anc = _ancestor_pairs(parent, acts, include_first=False)
+    item, anc = ancestor_pairs(parent, acts, include_first=False)
     keep = is_ann[anc]
     item, anc = item[keep], anc[keep]
     s = nested["start_ns"].to_numpy()[acts]
@@ -436,7 +418,7 @@ def annotations(trace: Trace) -> pl.DataFrame:
     agg = pairs.group_by("rank", "event_id").agg(pl.len().cast(pl.Int64).alias("activities"),
                                                  pl.col("dur_ns").sum().alias("activity_ns"))
     agg = agg.join(_union(pairs, ["rank", "event_id"], "busy_ns"), on=["rank", "event_id"], how="left")
-    host = trace.events.filter((pl.col("cat").cast(pl.String) == "user_annotation")
+    host = trace.collect("events").filter((pl.col("cat").cast(pl.String) == "user_annotation")
                                & pl.col("external_id").is_not_null()).select(
         "rank", "external_id", pl.col("event_id").alias("host_id"), pl.col("start_ns").alias("host_start_ns"),
         pl.col("dur_ns").alias("host_dur_ns")).unique(subset=["rank", "external_id"], keep="first")

@@ -20,14 +20,13 @@ Rules (docs/device.md gives the reasons and the sources):
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from proftab import schema
-from proftab.aggregate import _positions
+from proftab.intervals.tree import nearest_ancestor, row_positions
 from proftab.intervals import nest
 
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACTIVITY_CATEGORIES", "ANNOTATION_CATEGORY", "LINKS", "MARGINS", "OP_CATEGORIES", "activities",
-    "annotation_margins", "device_events", "diagnostics", "self_device_time", "unattributed",
+    "annotation_margins", "device_events", "diagnostics", "self_time", "unattributed",
 ]
 
 ANNOTATION_CATEGORY = "gpu_user_annotation"
@@ -75,15 +74,9 @@ def _stream_col() -> pl.Expr:
     return pl.coalesce(pl.col("tid"), pl.col("stream"),
                        pl.col("tid_text").str.extract(r"(\d+)").cast(pl.Int64, strict=False)).alias("stream")
 
-_CACHE: weakref.WeakKeyDictionary[Trace, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
 def cached(trace: Trace, key: str, fn: Callable[[Trace], Any]) -> Any:
-    """`fn(trace)`, computed once per (trace, key); the Trace itself is not touched."""
-    slot = _CACHE.setdefault(trace, {})
-    if key not in slot:
-        slot[key] = fn(trace)
-    return slot[key]
+    """`fn(trace)`, computed once per (trace, key) in the trace's cache."""
+    return trace.cached(f"device:{key}", lambda: fn(trace))
 
 
 def _cat() -> pl.Expr:
@@ -138,11 +131,8 @@ def annotation_margins(trace: Trace) -> pl.DataFrame:
 
 
 def _annotation_margins(trace: Trace) -> pl.DataFrame:
-    ev = trace.events
-    ranks = pl.DataFrame({
-        "rank": list(trace.metas),
-        "_res": [int(m.get("time_resolution_ns", 1)) for m in trace.metas.values()],
-    }, schema={"rank": pl.Int32, "_res": pl.Int64})
+    ev = trace.collect("events")
+    ranks = trace.files.select("rank", pl.col("time_resolution_ns").alias("_res"))
     tracks = [_device_col(), _stream_col()]
     ann = ev.filter(_in({ANNOTATION_CATEGORY})).with_columns(tracks)
     work = ev.filter(_in(schema.DEVICE_WORK_CATEGORIES)).with_columns(tracks)
@@ -196,7 +186,7 @@ def device_events(trace: Trace) -> pl.DataFrame:
 
 
 def _device_events(trace: Trace) -> pl.DataFrame:
-    ev = trace.events.filter(_in(schema.DEVICE_CATEGORIES))
+    ev = trace.collect("events").filter(_in(schema.DEVICE_CATEGORIES))
     m = annotation_margins(trace).select("rank", "margin_start_ns", "margin_dur_ns")
     is_ann = _cat() == ANNOTATION_CATEGORY
     ev = ev.join(m, on="rank", how="left", maintain_order="left")
@@ -217,16 +207,6 @@ def _device_events(trace: Trace) -> pl.DataFrame:
 
 
 # --------------------------------------------------------------------------- linking
-
-
-def _nearest_ancestor(parent: np.ndarray, start: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """For rows `start`, the nearest strict ancestor (via `parent` rows, -1 = none) with `target`."""
-    cur = parent[start].copy()
-    while True:
-        bad = (cur >= 0) & ~target[np.maximum(cur, 0)]
-        if not bad.any():
-            return cur
-        cur[bad] = parent[cur[bad]]
 
 
 def _ext_reliable(launches: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
@@ -260,7 +240,7 @@ def activities(trace: Trace) -> pl.DataFrame:
 def _activities(trace: Trace) -> pl.DataFrame:
     from proftab.device._categories import category_expr
 
-    ev = trace.events
+    ev = trace.collect("events")
     dev = device_events(trace).filter(~pl.col("is_annotation")).drop("is_annotation", "raw_start_ns", "raw_dur_ns",
                                                                        "clamped", "args")
     launches = (
@@ -358,12 +338,12 @@ def _containment(ev: pl.DataFrame, rest: pl.DataFrame) -> pl.DataFrame:
     rank = nested["rank"].to_numpy()
     ids = nested["event_id"].to_numpy()
     pid = nested["parent_id"].fill_null(-1).to_numpy()
-    parent = _positions(rank, ids, rank, pid)
+    parent = row_positions(rank, ids, rank, pid)
     is_op = nested["_op"].to_numpy()
     is_region = ~is_op & ~nested["_launch"].to_numpy()
     start = np.flatnonzero(nested["_launch"].to_numpy())
-    op = _nearest_ancestor(parent, start, is_op)
-    region = _nearest_ancestor(parent, start, is_region)
+    op = nearest_ancestor(parent, start, is_op)
+    region = nearest_ancestor(parent, start, is_region)
     owner = np.where(op >= 0, op, region)
     found = owner >= 0
     return pl.DataFrame({
@@ -377,8 +357,8 @@ def _containment(ev: pl.DataFrame, rest: pl.DataFrame) -> pl.DataFrame:
 # --------------------------------------------------------------------------- outputs
 
 
-def self_device_time(trace: Trace) -> pl.DataFrame:
-    """torch's `self_device_time_total` per event, as `Trace.device_self()` hands it on.
+def self_time(trace: Trace) -> pl.DataFrame:
+    """torch's `self_device_time_total` per event, as `tr.device.self_time()` hands it on.
 
     Returns
     -------
@@ -415,9 +395,9 @@ def diagnostics(trace: Trace) -> pl.DataFrame:
 
 
 def _diagnostics(trace: Trace) -> pl.DataFrame:
-    ev = trace.events
+    ev = trace.collect("events")
     acts = activities(trace)
-    ranks = pl.DataFrame({"rank": list(trace.metas)}, schema={"rank": pl.Int32})
+    ranks = trace.files.select("rank")
     per_link = acts.group_by("rank").agg(
         pl.len().alias("activities"), pl.col("dur_ns").sum().alias("activity_ns"),
         *[(pl.col("link") == v).sum().alias(v) for v in LINKS],
@@ -467,11 +447,11 @@ def _ac2g_check(trace: Trace, acts: pl.DataFrame) -> pl.DataFrame:
     id (any phase: graph launches write the host side as `f`), one sits on the activity
     (device, stream, start) and one on the launch (thread, start).
     """
-    fl = trace.flows.filter((pl.col("cat").cast(pl.String) == "ac2g") & pl.col("id").is_not_null())
+    fl = trace.collect("flows").filter((pl.col("cat").cast(pl.String) == "ac2g") & pl.col("id").is_not_null())
     if fl.is_empty():
         return pl.DataFrame(schema={"rank": pl.Int32, "ac2g_checked": pl.Int64, "ac2g_agree": pl.Int64})
     ends = fl.select("rank", pl.col("id").alias("correlation"), "pid", "tid", pl.col("ts_ns").alias("_t")).unique()
-    launch = trace.events.select("rank", pl.col("event_id").alias("launch_id"), pl.col("pid").alias("_lp"),
+    launch = trace.collect("events").select("rank", pl.col("event_id").alias("launch_id"), pl.col("pid").alias("_lp"),
                                  pl.col("tid").alias("_lt"))
     a = acts.filter(pl.col("launch_id").is_not_null()).select(
         "rank", "event_id", "correlation", "start_ns", "device", "stream", "launch_id", "launch_start_ns")

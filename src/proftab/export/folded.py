@@ -37,7 +37,7 @@ def folded_lines(tr: Trace, *, device: bool = False, by_thread: bool = False,
     """
     from proftab.display import track_labels
 
-    ct = calltree.call_tree(tr.nested, device=device, by_thread=by_thread, merge_steps=merge_steps)
+    ct = calltree.call_tree(tr.collect("nested"), device=device, by_thread=by_thread, merge_steps=merge_steps)
     ct = ct.filter(pl.col("self_ns") > 0)
     stack = pl.col("path").list.eval(_safe(pl.element())).list.join(";")
     if by_thread:

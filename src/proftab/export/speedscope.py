@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from proftab import calltree, schema
-from proftab.aggregate import _positions
+from proftab.intervals.tree import row_positions
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -101,9 +101,8 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
     """
     from proftab.display import track_labels
 
-    ev = calltree._select(tr.nested, device=device).with_columns(pl.col("name").fill_null(""))
-    base = pl.DataFrame({"rank": list(tr.metas), "_base": [int(m.get("base_time_ns", 0)) for m in tr.metas.values()]},
-                        schema={"rank": pl.Int32, "_base": pl.Int64})
+    ev = calltree._select(tr.collect("nested"), device=device).with_columns(pl.col("name").fill_null(""))
+    base = tr.files.select("rank", pl.col("base_time_ns").alias("_base"))
     ev = (ev.join(base, on="rank", how="left")
           .with_columns(_s=pl.col("start_ns") + pl.col("_base"),
                         _e=pl.max_horizontal("start_ns", "end_ns") + pl.col("_base"))
@@ -125,7 +124,7 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
         e = grp["_e"].to_numpy() - t0
         if bool((grp["overrun_ns"].fill_null(0) > 0).any()):
             rank = grp["rank"].to_numpy()
-            parent = _positions(rank, grp["event_id"].to_numpy(), rank, grp["parent_id"].fill_null(-1).to_numpy())
+            parent = row_positions(rank, grp["event_id"].to_numpy(), rank, grp["parent_id"].fill_null(-1).to_numpy())
             at, is_open, rows = _sweep_events(s, e, parent)
         else:
             at, is_open, rows = _laminar_events(s, e)
@@ -137,7 +136,7 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
         label = labels.get(key) or " / ".join(str(k) for k in key)
         profiles.append({"type": "evented", "name": label, "unit": "nanoseconds",
                          "startValue": int(s.min()), "endValue": int(e.max())})
-    files = [str(m.get("source_file")) for m in tr.metas.values()]
+    files = [str(f) for f in tr.files["source_file"]]
     doc = {"$schema": SCHEMA_URL, "shared": {"frames": shared}, "profiles": profiles,
            "name": name or ", ".join(os.path.basename(f) for f in files), "activeProfileIndex": 0,
            "exporter": "proftab"}

@@ -1,4 +1,4 @@
-"""Expand a user's source (file, directory, glob or list) and read the files in parallel."""
+"""Expand a user's source (file, directory, glob or list), read the files in parallel, build the Trace."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from proftab.exceptions import TraceError
 from proftab.io.kineto import FileTables, read_kineto
+from proftab.meta import files_frame
+from proftab.trace import TABLES, Trace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["expand_sources", "read_files"]
+__all__ = ["expand_sources", "read_files", "trace_from_files"]
 
 TRACE_SUFFIXES = (".json", ".json.gzip", ".gz")  # ".gz" covers ".json.gz"
 
@@ -80,3 +84,12 @@ def read_files(paths: list[str], *, salvage: bool = False, ranks: Sequence[int] 
         seen[t.rank] = t.path
     return tables
 
+
+
+def trace_from_files(files: Sequence[FileTables]) -> Trace:
+    """One Trace of per-file tables (ranks already assigned), tables concatenated in file order."""
+
+    def cat(name: str) -> pl.DataFrame:
+        frames = [getattr(f, name) for f in files]
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
+    return Trace({name: cat(name) for name in TABLES}, files_frame({f.rank: f.meta for f in files}))

@@ -34,33 +34,27 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proftab import schema
+from proftab.api import register_trace_method
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
+from proftab.meta import files_frame
+from proftab.trace import TABLES as TRACE_TABLES
 from proftab.trace import Trace
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "ScannedTrace", "convert", "scan", "write_parquet"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "convert", "scan", "write_parquet"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = schema.SCHEMA_VERSION
 MANIFEST = "_proftab.json"
 #: tables of a dataset, in order; `events` holds the nesting columns too
 TABLES = ("events", "instants", "flows", "counters", "threads", "rejected", "accounting", "anomalies", "meta")
 NEST_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
 #: a materialized `key_averages()` (default options) of a single-rank dataset, written by the
 #: same proftab version that reads it back; any other case is computed from `events`
-DERIVED_KEY_AVERAGES = "key_averages"
-META_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int32,
-    "source_file": pl.String,
-    "source_sha256": pl.String,
-    "source_bytes": pl.Int64,
-    "base_time_ns": pl.Int64,
-    "time_resolution_ns": pl.Int64,
-    "proftab_version": pl.String,
-    "schema_version": pl.Int32,
-    "meta_json": pl.String,
-}
+DERIVED_KEY_AVERAGES = schema.STORED_KEY_AVERAGES
+#: the dataset's `meta` table is the Trace's `files` table
+META_COLUMNS = schema.FILES_COLUMNS
 #: total input size above which `convert` draws a progress bar
 PROGRESS_MIN_BYTES = 16 << 20
 
@@ -93,20 +87,18 @@ def _source_info(meta: dict[str, Any]) -> tuple[str | None, int | None]:
     return sha256_file(src), os.path.getsize(src)
 
 
-def _meta_row(rank: int, meta: dict[str, Any], sha: str | None, size: int | None) -> pl.DataFrame:
-    return pl.DataFrame({
-        "rank": [rank], "source_file": [meta.get("source_file")], "source_sha256": [sha], "source_bytes": [size],
-        "base_time_ns": [int(meta.get("base_time_ns", 0))],
-        "time_resolution_ns": [int(meta.get("time_resolution_ns", 1))],
-        "proftab_version": [_version()], "schema_version": [SCHEMA_VERSION],
-        "meta_json": [json.dumps(meta, sort_keys=False)],
-    }, schema=META_COLUMNS)
+def _files_row(files: pl.DataFrame, rank: int, sha: str | None, size: int | None) -> pl.DataFrame:
+    """The rank's `files` row as written: with the source's sha256 and size, this proftab's version."""
+    return files.filter(pl.col("rank") == rank).with_columns(
+        source_sha256=pl.lit(sha, pl.String), source_bytes=pl.lit(size, pl.Int64),
+        proftab_version=pl.lit(_version()), schema_version=pl.lit(SCHEMA_VERSION, pl.Int32),
+    ).select(list(META_COLUMNS))
 
 
 def _write_rank(root: Path, rank: int, tables: dict[str, pl.DataFrame], meta: dict[str, Any],
-                sha: str | None, size: int | None) -> dict[str, int]:
+                files_row: pl.DataFrame) -> dict[str, int]:
     """Write one rank's partition of every table; returns rows per table."""
-    tables = {**tables, "meta": _meta_row(rank, meta, sha, size)}
+    tables = {**tables, "meta": files_row}
     base = meta.get("baseTimeNanoseconds")
     rows = {}
     for name in TABLES:
@@ -114,9 +106,9 @@ def _write_rank(root: Path, rank: int, tables: dict[str, pl.DataFrame], meta: di
         file_meta = {
             "proftab_version": _version(), "schema_version": SCHEMA_VERSION, "table": name, "rank": rank,
             "baseTimeNanoseconds": base if isinstance(base, int) else None,
-            "base_time_ns": int(meta.get("base_time_ns", 0)),
-            "time_resolution_ns": int(meta.get("time_resolution_ns", 1)),
-            "source_file": meta.get("source_file"), "source_sha256": sha,
+            "base_time_ns": int(files_row["base_time_ns"][0]),
+            "time_resolution_ns": int(files_row["time_resolution_ns"][0]),
+            "source_file": meta.get("source_file"), "source_sha256": files_row["source_sha256"][0],
         }
         d = root / name / f"rank={rank}"
         d.mkdir(parents=True, exist_ok=True)
@@ -127,17 +119,17 @@ def _write_rank(root: Path, rank: int, tables: dict[str, pl.DataFrame], meta: di
 
 def _split_by_rank(tr: Trace) -> dict[int, dict[str, pl.DataFrame]]:
     """Every table of `tr` (events as `nested`, plus anomalies) split per rank."""
-    full = {"events": tr.nested, "instants": tr.instants, "flows": tr.flows, "counters": tr.counters,
-            "threads": tr.threads, "rejected": tr.rejected, "accounting": tr.accounting,
-            "anomalies": tr.anomalies}
-    out: dict[int, dict[str, pl.DataFrame]] = {r: {} for r in tr.metas}
+    full = {name: tr.collect(name) for name in TRACE_TABLES}
+    full["events"] = tr.collect("nested")
+    full["anomalies"] = tr.anomalies
+    ranks = tr.files["rank"].to_list()
+    out: dict[int, dict[str, pl.DataFrame]] = {r: {} for r in ranks}
     for name, df in full.items():
-        if len(tr.metas) == 1:
-            (r,) = tr.metas
-            out[r][name] = df
+        if len(ranks) == 1:
+            out[ranks[0]][name] = df
             continue
         parts = df.partition_by("rank", as_dict=True, maintain_order=True)
-        for r in tr.metas:
+        for r in ranks:
             out[r][name] = parts.get((r,), df.clear())
     return out
 
@@ -195,6 +187,7 @@ def atomic_dir(out: str | os.PathLike[str], *, force: bool = False) -> Iterator[
         raise
 
 
+@register_trace_method("to_parquet")
 def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = False) -> Path:
     """Write every table of `trace` into a Parquet dataset directory (see module docs).
 
@@ -217,14 +210,17 @@ def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = F
     ProftabError
         `path` exists (without `force`), or is a non-empty directory that is not a dataset.
     """
+    from proftab.meta import file_meta
+
     per_rank = _split_by_rank(trace)
     with atomic_dir(path, force=force) as tmp:
         infos, rows = {}, {}
-        for r, meta in trace.metas.items():
+        for r in trace.files["rank"].to_list():
+            meta = file_meta(trace.files, r)
             sha, size = _source_info(meta)
-            rows[r] = _write_rank(tmp, r, per_rank[r], meta, sha, size)
+            rows[r] = _write_rank(tmp, r, per_rank[r], meta, _files_row(trace.files, r, sha, size))
             infos[r] = {"source_file": meta.get("source_file"), "source_sha256": sha, "source_bytes": size}
-        if len(trace.metas) == 1:
+        if trace.files.height == 1:
             _write_key_averages(tmp, trace)
         (tmp / MANIFEST).write_text(json.dumps(_manifest(infos, rows), indent=1))
     return Path(path)
@@ -237,8 +233,9 @@ def _analysis_fingerprint() -> str:
     import importlib
 
     h = hashlib.sha256(_version().encode())
-    for mod in ("proftab.aggregate", "proftab.trace", "proftab.schema", "proftab.intervals.nest",
-                "proftab.device._link", "proftab.device._categories"):
+    for mod in ("proftab.torch", "proftab.torch.aggregate", "proftab.trace", "proftab.schema", "proftab.kinds",
+                "proftab.intervals.nest", "proftab.intervals.tree", "proftab.device._link",
+                "proftab.device._categories"):
         h.update(Path(importlib.import_module(mod).__file__ or "").read_bytes())
     return h.hexdigest()
 
@@ -299,6 +296,7 @@ def _convert_one(path: str, position: int, rank: int | None, salvage: bool, stag
     Runs in a worker process for multi-file conversions; the file's warnings are
     returned as text so that the parent re-emits them.
     """
+    from proftab.io.files import trace_from_files
     from proftab.io.kineto import read_kineto
 
     with warnings.catch_warnings(record=True) as caught:
@@ -306,14 +304,15 @@ def _convert_one(path: str, position: int, rank: int | None, salvage: bool, stag
         if progress:
             progress.show(f"reading {os.path.basename(path)}")
         ft = read_kineto(path, salvage=salvage, position=position, rank=rank)
-        tr = Trace.from_files([ft])
+        tr = trace_from_files([ft])
         if progress:
             progress.show("nesting")
         tables = _split_by_rank(tr)[ft.rank]
         if progress:
             progress.show("writing")
         sha, size = sha256_file(path), os.path.getsize(path)
-        rows = _write_rank(Path(staging), ft.rank, tables, ft.meta, sha, size)
+        rows = _write_rank(Path(staging), ft.rank, tables, ft.meta,
+                           _files_row(files_frame({ft.rank: ft.meta}), ft.rank, sha, size))
         if key_averages:
             _write_key_averages(Path(staging), tr)
     return {"rank": ft.rank, "path": path, "rank_source": ft.meta["rank_source"], "rows": rows,
@@ -455,105 +454,45 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     return manifest
 
 
-class ScannedTrace(Trace):
-    """A Trace backed by a Parquet dataset (from :func:`scan`).
-
-    Tables are ``polars.DataFrame``s read on first use and cached, exactly as a loaded
-    Trace's: every analysis gives the same results.  `nested` is read from the stored
-    nesting columns (never recomputed) and `events` is a column selection of it;
-    `anomalies` is read too.  :meth:`lazy` gives any table as a ``polars.LazyFrame``
-    scan, for projection and predicate pushdown without reading whole tables.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], manifest: dict[str, Any]) -> None:  # noqa: D107
-        self.path = Path(path)
-        self.manifest = manifest
-        self._ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
-        metas = self.lazy("meta").select("rank", "meta_json").collect()
-        self.metas = {int(r): json.loads(m) for r, m in metas.iter_rows()}
-
-    def files(self, table: str) -> list[str]:
-        """The Parquet files of `table`, in rank order."""
-        if table not in TABLES:
-            msg = f"no table {table!r} in a proftab dataset; tables: {list(TABLES)}"
-            raise ProftabError(msg)
-        return [str(self.path / table / f"rank={r}" / "part-0.parquet") for r in self._ranks]
-
-    def lazy(self, table: str = "events") -> pl.LazyFrame:
-        """`table` as a LazyFrame scanning the dataset (`"nested"`: events with nesting)."""
-        name = "events" if table == "nested" else table
-        lf = pl.scan_parquet(self.files(name), hive_partitioning=False)
-        if table == "events":
-            lf = lf.drop(list(NEST_COLUMNS))
-        return lf
-
-    def _read(self, table: str) -> pl.DataFrame:
-        # one chunk per column, like a loaded table: the scan yields a chunk per row group,
-        # which makes every later filter/to_numpy in the analyses several times slower
-        return self.lazy(table).collect().rechunk()
-
-    @functools.cached_property
-    def nested(self) -> pl.DataFrame:  # type: ignore[override]
-        """`events` plus the stored `parent_id`, `depth`, `self_ns`, `overrun_ns`."""
-        return self._read("nested")
-
-    @functools.cached_property
-    def events(self) -> pl.DataFrame:  # type: ignore[override]
-        """The events table (a column selection of `nested`)."""
-        return self.nested.drop(list(NEST_COLUMNS))
-
-    @functools.cached_property
-    def anomalies(self) -> pl.DataFrame:  # type: ignore[override]
-        """The stored anomalies table."""
-        return self._read("anomalies")
-
-    def _nested_for_aggregation(self) -> pl.DataFrame:
-        # unless the whole table is already cached, read only the columns aggregation uses
-        if "nested" in self.__dict__:
-            return self.nested
-        from proftab.aggregate import NESTED_COLUMNS
-
-        return self.lazy("nested").select(list(NESTED_COLUMNS)).collect().rechunk()
-
-    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
-                     group_by_overload_name: bool = False, *, include_python_functions: bool = True,
-                     top_level_only: bool = False, by_step: bool = False) -> pl.DataFrame:
-        """torch's `key_averages()`; with default options, the stored copy when the dataset
-        was written by this very proftab version (identical by construction), else computed."""
-        default = not (group_by_input_shape or group_by_stack_n or group_by_overload_name or top_level_only
-                       or by_step) and include_python_functions
-        stored = self.path / f"{DERIVED_KEY_AVERAGES}.parquet"
-        if default and stored.is_file():
-            meta = pl.read_parquet_metadata(stored).get("proftab")
-            if meta and json.loads(meta).get("fingerprint") == _analysis_fingerprint():
-                return pl.read_parquet(stored)
-        return super().key_averages(group_by_input_shape, group_by_stack_n, group_by_overload_name,
-                                    include_python_functions=include_python_functions,
-                                    top_level_only=top_level_only, by_step=by_step)
-
-    def __getattr__(self, name: str) -> Any:
-        # instants, flows, counters, threads, rejected, accounting: read on first use
-        if name in ("instants", "flows", "counters", "threads", "rejected", "accounting"):
-            df = self._read(name)
-            self.__dict__[name] = df
-            return df
-        raise AttributeError(name)
-
-    def __repr__(self) -> str:
-        rows = self.manifest["rows"]
-        return (f"<proftab.ScannedTrace ranks={self.ranks} events={rows['events']:,} "
-                f"instants={rows['instants']:,} flows={rows['flows']:,} rejected={rows['rejected']:,} "
-                f"path={str(self.path)!r}>")
+def _part_files(root: Path, table: str, ranks: list[int]) -> list[str]:
+    return [str(root / table / f"rank={r}" / "part-0.parquet") for r in ranks]
 
 
-def scan(path: str | os.PathLike[str]) -> ScannedTrace:
-    """Open a Parquet dataset written by `to_parquet` / `convert` as a Trace.
+def _stored_key_averages(root: Path) -> pl.LazyFrame | None:
+    """The dataset's stored default key_averages, only if this very code wrote it."""
+    stored = root / f"{DERIVED_KEY_AVERAGES}.parquet"
+    if not stored.is_file():
+        return None
+    meta = pl.read_parquet_metadata(stored).get("proftab")
+    if meta and json.loads(meta).get("fingerprint") == _analysis_fingerprint():
+        return pl.scan_parquet(stored)
+    return None
 
-    Only the small `meta` table is read now; other tables are read on first use.
+
+def scan(path: str | os.PathLike[str]) -> Trace:
+    """Open a Parquet dataset written by `to_parquet` / `convert` as a lazy Trace.
+
+    Every table is a `polars.LazyFrame` over the dataset's part files; only the small `meta`
+    table (the Trace's `files`) is read now. Analyses read the columns they need
+    (`Trace.collect(table, columns)`); `nested` is the stored nesting, never recomputed.
 
     Raises
     ------
     ProftabError
         `path` is not a proftab dataset, or was written by a newer schema version.
     """
-    return ScannedTrace(path, read_manifest(path))
+    root = Path(path)
+    manifest = read_manifest(root)
+    ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
+
+    def lazy(table: str) -> pl.LazyFrame:
+        return pl.scan_parquet(_part_files(root, table, ranks), hive_partitioning=False)
+
+    nested = lazy("events")
+    tables: dict[str, pl.LazyFrame] = {name: lazy(name) for name in TRACE_TABLES if name != "events"}
+    tables |= {"events": nested.drop(list(NEST_COLUMNS)), "nested": nested, "anomalies": lazy("anomalies")}
+    stored = _stored_key_averages(root)
+    if stored is not None:
+        tables[DERIVED_KEY_AVERAGES] = stored
+    files = lazy("meta").collect().select(list(META_COLUMNS))
+    return Trace(tables, files)

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from proftab import schema
 from proftab.exceptions import ProftabError
+from proftab.io.files import trace_from_files
 from proftab.io.kineto import read_kineto
-from proftab.trace import Trace
+
+if TYPE_CHECKING:
+    from proftab.trace import Trace
 
 __all__ = ["from_profiler"]
 
@@ -87,4 +90,4 @@ def from_profiler(prof: Any, *, json_path: str | os.PathLike[str] | None = None)
     ).with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns"))
     tables.meta["live_exact_events"] = int(ev.select(exact.sum()).item())
     tables.events = ev.select(tables.events.columns)
-    return Trace.from_files([tables])
+    return trace_from_files([tables])

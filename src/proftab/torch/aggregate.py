@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from proftab import schema
+from proftab.intervals.tree import containing_ancestor, depth_levels, row_positions, subtree_sum, tree_depth
 from proftab.steps import assign_steps, step_windows
 
 if TYPE_CHECKING:
@@ -58,75 +59,6 @@ def torch_name_expr() -> pl.Expr:
     """torch's grouping name: `ProfilerStep#N` -> `ProfilerStep*`."""
     return pl.when(pl.col("name").str.starts_with("ProfilerStep#")).then(pl.lit("ProfilerStep*")).otherwise(
         pl.col("name"))
-
-
-def _positions(rank: np.ndarray, ids: np.ndarray, want_rank: np.ndarray, want_id: np.ndarray) -> np.ndarray:
-    """Row positions of `(want_rank, want_id)` among the rows `(rank, ids)`; -1 where absent.
-
-    Event ids are file positions, so a dense lookup table is small; it falls back to a
-    sort + binary search when ids are too sparse for that.
-    """
-    n = len(ids)
-    out = np.full(len(want_id), -1, np.int64)
-    if n == 0 or len(want_id) == 0:
-        return out
-    ranks, ridx = np.unique(rank, return_inverse=True)
-    widx = np.clip(np.searchsorted(ranks, want_rank), 0, len(ranks) - 1)
-    ok = (ranks[widx] == want_rank) & (want_id >= 0)
-    stride = int(max(ids.max(), want_id.max())) + 1
-    key = ridx.astype(np.int64) * stride + ids
-    wkey = widx.astype(np.int64) * stride + np.where(ok, want_id, 0)
-    if stride * len(ranks) <= 4 * n + 1024:
-        table = np.full(stride * len(ranks), -1, np.int64)
-        table[key] = np.arange(n)
-        out[ok] = table[wkey[ok]]
-        return out
-    order = np.argsort(key, kind="stable")
-    sk = key[order]
-    pos = np.clip(np.searchsorted(sk, wkey), 0, n - 1)
-    hit = ok & (sk[pos] == wkey)
-    out[hit] = order[pos[hit]]
-    return out
-
-
-def _levels(depth: np.ndarray) -> list[np.ndarray]:
-    """Row indices grouped by depth, shallowest first."""
-    d = depth.astype(np.int16) if len(depth) and depth.max() < 2**15 else depth
-    order = np.argsort(d, kind="stable")  # radix sort for 16-bit keys
-    bounds = np.flatnonzero(np.diff(d[order])) + 1
-    return np.split(order, bounds)
-
-
-def _tree_depth(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each node (parent = row index, -1 for roots), by pointer
-    jumping: O(n log depth)."""
-    dist = (parent >= 0).astype(np.int64)
-    anc = parent.copy()
-    live = np.flatnonzero(anc >= 0)
-    while len(live):
-        a = anc[live]
-        dist[live] = dist[live] + dist[a]
-        anc[live] = anc[a]
-        live = live[anc[live] >= 0]
-    return dist
-
-
-def _containing_ancestor(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """torch's parent: the nearest ancestor `p` with `p.end > e.start` and `p.end >= e.end`.
-
-    `nest` parents an event that ends after its parent (crossing) under the event open at
-    its start; torch's `_populate_cpu_children` pops it up to an ancestor that contains it,
-    so that a subtree never reaches past its root (spec §2.2). Parent = row index, -1 root.
-    """
-    cur = parent.copy()
-    todo = np.flatnonzero(cur >= 0)
-    while len(todo):
-        c = cur[todo]
-        bad = ~((end[c] > start[todo]) & (end[c] >= end[todo]))
-        todo = todo[bad]
-        cur[todo] = parent[cur[todo]]
-        todo = todo[cur[todo] >= 0]
-    return cur
 
 
 _TREE_COLUMNS = ("rank", "event_id", "pid", "cat", "name", "start_ns", "end_ns", "dur_ns", "parent_id", "self_ns")
@@ -178,14 +110,14 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     n = len(host)
     rank = host["rank"].to_numpy()
     parent_ids = host["parent_id"].fill_null(-1).to_numpy()
-    parent = _positions(rank, host["event_id"].to_numpy(), rank, parent_ids)
+    parent = row_positions(rank, host["event_id"].to_numpy(), rank, parent_ids)
     start = host["start_ns"].to_numpy()
-    contained = _containing_ancestor(parent, start, np.maximum(start, host["end_ns"].to_numpy()))
+    contained = containing_ancestor(parent, start, np.maximum(start, host["end_ns"].to_numpy()))
     # without crossing events the nesting depth is the number of ancestors; otherwise the
     # containing parents change it and it is recounted
-    depth = host["depth"].to_numpy() if np.array_equal(contained, parent) else _tree_depth(contained)
+    depth = host["depth"].to_numpy() if np.array_equal(contained, parent) else tree_depth(contained)
     parent = contained
-    levels = _levels(depth)
+    levels = depth_levels(depth)
     self_ns = host["self_ns"].to_numpy()
 
     # nearest kept ancestor, top-down (a parent is always shallower)
@@ -229,16 +161,6 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     ), code_names
 
 
-def _subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Σ of `values` over each node's subtree (parent = row index, -1 for roots)."""
-    total = values.astype(np.int64, copy=True)
-    for chunk in reversed(_levels(depth)):
-        p = parent[chunk]
-        has = p >= 0
-        np.add.at(total, p[has], total[chunk[has]])
-    return total
-
-
 def _memory(host: pl.DataFrame, instants: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Inclusive CPU and device [memory] bytes per host row (torch's bisect rule)."""
     n = len(host)
@@ -269,7 +191,7 @@ def _python_stacks(tree: pl.DataFrame, n: int) -> pl.Series:
     parent = tree["kept_parent"].to_numpy()
     is_py = (tree["cat"] == "python_function").fill_null(False).to_numpy()
     nearest = np.full(len(parent), -1)
-    for sel in _levels(tree["tree_depth"].to_numpy()):
+    for sel in depth_levels(tree["tree_depth"].to_numpy()):
         p = parent[sel]
         pp = np.maximum(p, 0)
         nearest[sel] = np.where(p >= 0, np.where(is_py[pp], pp, nearest[pp]), -1)
@@ -309,7 +231,7 @@ def key_averages(
     device_self
         Per host event the device time of the activities it launched itself:
         columns `rank`, `event_id`, `self_device_ns` (from device attribution); rows
-        for device events give their own duration (`proftab.device.self_device_time`).
+        for device events give their own duration (`proftab.device.self_time`).
     device_type
         Name of the device rows' type (`CUDA`, `XPU`, `MTIA`...).
     group_by_input_shape, group_by_stack_n, group_by_overload_name
@@ -334,11 +256,11 @@ def key_averages(
 
     own_dev = np.zeros(n, np.int64)
     if device_self is not None and n and not device_self.is_empty():
-        pos = _positions(tree["rank"].to_numpy(), tree["event_id"].to_numpy(), device_self["rank"].to_numpy(),
+        pos = row_positions(tree["rank"].to_numpy(), tree["event_id"].to_numpy(), device_self["rank"].to_numpy(),
                          device_self["event_id"].to_numpy())
         hit = pos >= 0
         np.add.at(own_dev, pos[hit], device_self["self_device_ns"].to_numpy()[hit])
-    dev_total = _subtree_sum(own_dev, kp, depth) if own_dev.any() else own_dev
+    dev_total = subtree_sum(own_dev, kp, depth) if own_dev.any() else own_dev
     cpu_mem, dev_mem = _memory(tree, instants)
     has_p = kp >= 0
     def child_sum(values: np.ndarray) -> np.ndarray:

@@ -1,0 +1,71 @@
+"""What kind of row an event is: the category predicates, defined once.
+
+Every analysis asks these questions through this module (as Polars expressions over the
+`cat` column, or over the set of categories present), with one null handling: an event
+without a category is a host event.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from proftab import schema
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["device_type", "has_device_rows", "in_categories", "is_device", "is_device_work", "is_host",
+           "is_host_op", "is_profiler_span", "use_device"]
+
+
+def in_categories(categories: Iterable[str], col: str = "cat") -> pl.Expr:
+    """`col` is one of `categories` (False for a null category)."""
+    return pl.col(col).cast(pl.String).is_in(sorted(categories)).fill_null(False)
+
+
+def is_device(col: str = "cat") -> pl.Expr:
+    """A device-side row (kernel, memcpy, memset, gpu annotation, sync: pid = device, tid = stream)."""
+    return in_categories(schema.DEVICE_CATEGORIES, col)
+
+
+def is_device_work(col: str = "cat") -> pl.Expr:
+    """A device row that is the device's own work (kernel, memcpy, memset), not an annotation or sync."""
+    return in_categories(schema.DEVICE_WORK_CATEGORIES, col)
+
+
+def is_profiler_span(col: str = "cat") -> pl.Expr:
+    """A span that describes the profiler itself (`cat` "Trace"), not work."""
+    return in_categories(schema.PROFILER_SPAN_CATEGORIES, col)
+
+
+def is_host(col: str = "cat") -> pl.Expr:
+    """A host-side row (not a device row)."""
+    return ~is_device(col)
+
+
+def is_host_op(col: str = "cat") -> pl.Expr:
+    """A host row that is work: not a device row and not a profiler span."""
+    return ~(is_device(col) | is_profiler_span(col))
+
+
+def has_device_rows(categories: frozenset[str]) -> bool:
+    """Whether a trace with these categories has device rows."""
+    return bool(categories & schema.DEVICE_CATEGORIES)
+
+
+def device_type(categories: frozenset[str]) -> str:
+    """torch's device name for the device rows of a trace with these categories (`CUDA`, `XPU`, `MTIA`)."""
+    if any(c.startswith("xpu") for c in categories):
+        return "XPU"
+    if any(c.startswith("mtia") for c in categories):
+        return "MTIA"
+    return "CUDA"
+
+
+def use_device(categories: frozenset[str]) -> str | None:
+    """torch's `use_device` (`"cuda"`...) when the trace has device activity, else None."""
+    if has_device_rows(categories) or any(c.endswith(("_runtime", "_driver")) for c in categories):
+        return device_type(categories).lower()
+    return None

@@ -1,0 +1,101 @@
+"""The `files` table (one row per trace file / rank) and the facts read from it.
+
+`files` replaces a per-rank dict of metadata: base time and resolution are columns that
+join onto events by `rank`, and the file's full top-level keys stay in `meta_json`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import polars as pl
+
+from proftab import schema
+from proftab.api import register_trace_method
+from proftab.exceptions import ProftabError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from proftab.trace import Trace
+
+F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
+
+__all__ = ["file_meta", "file_metas", "files_frame", "with_utc"]
+
+
+def _version() -> str:
+    from proftab import __version__
+
+    return __version__
+
+
+def files_frame(metas: Mapping[int, Mapping[str, Any]], *, sha256: Mapping[int, str | None] | None = None,
+                ) -> pl.DataFrame:
+    """The `files` table from each rank's metadata dict (`source_file`, `base_time_ns`, ...)."""
+    rows = []
+    for rank in sorted(metas):
+        m = metas[rank]
+        size = m.get("json_bytes")
+        rows.append({
+            "rank": rank, "source_file": m.get("source_file"), "source_sha256": (sha256 or {}).get(rank),
+            "source_bytes": size if isinstance(size, int) else None,
+            "base_time_ns": int(m.get("base_time_ns", 0)), "time_resolution_ns": int(m.get("time_resolution_ns", 1)),
+            "proftab_version": _version(), "schema_version": schema.SCHEMA_VERSION,
+            "meta_json": json.dumps(dict(m), default=str),
+        })
+    return pl.DataFrame(rows, schema=schema.FILES_COLUMNS)
+
+
+def file_meta(files: pl.DataFrame, rank: int | None = None) -> dict[str, Any]:
+    """The metadata dict of the file of `rank` (default: the lowest rank)."""
+    row = files.sort("rank") if rank is None else files.filter(pl.col("rank") == rank)
+    if row.height == 0:
+        ranks = files["rank"].to_list()
+        msg = f"no file for rank {rank!r}; ranks present: {ranks}"
+        raise ProftabError(msg)
+    meta: dict[str, Any] = json.loads(row["meta_json"][0])
+    return meta
+
+
+def file_metas(files: pl.DataFrame) -> dict[int, dict[str, Any]]:
+    """Every file's metadata dict, by rank (ascending)."""
+    return {int(r): json.loads(m) for r, m in files.sort("rank").select("rank", "meta_json").iter_rows()}
+
+
+def _as_ns(offsets_ns: Mapping[int, int] | None) -> pl.DataFrame:
+    return pl.DataFrame({"rank": list(offsets_ns or {}), "_off": list((offsets_ns or {}).values())},
+                        schema={"rank": pl.Int32, "_off": pl.Int64})
+
+
+def absolute_base(files: pl.DataFrame, offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame:
+    """`rank`, `base_ns`: each rank's base time plus an optional clock offset (`{rank: ns}`)."""
+    return (files.select("rank", "base_time_ns").join(_as_ns(offsets_ns), on="rank", how="left")
+            .select("rank", (pl.col("base_time_ns") + pl.col("_off").fill_null(0)).alias("base_ns")))
+
+
+def with_utc_frame(events: F, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None) -> F:
+    """`events` plus `start_utc` / `end_utc` as `Datetime("ns", "UTC")`.
+
+    The absolute time is `base_time_ns + start_ns` of the event's rank, plus an optional
+    per-rank clock offset (`offsets_ns={rank: ns}`).
+    """
+    base = absolute_base(files, offsets_ns)
+    df = events.join(base.lazy() if isinstance(events, pl.LazyFrame) else base, on="rank", how="left",
+                     maintain_order="left")
+    return df.with_columns(  # type: ignore[return-value]
+        start_utc=(pl.col("base_ns") + pl.col("start_ns")).cast(pl.Datetime("ns", "UTC")),
+        end_utc=(pl.col("base_ns") + pl.col("end_ns")).cast(pl.Datetime("ns", "UTC")),
+    ).drop("base_ns")
+
+
+@register_trace_method("with_utc")
+def with_utc(trace: Trace, events: pl.DataFrame | pl.LazyFrame | None = None, *,
+             offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame | pl.LazyFrame:
+    """`events` (default: all of the trace's) with `start_utc` / `end_utc` (`with_utc_frame`).
+
+    A LazyFrame stays lazy.
+    """
+    df = trace.collect("events") if events is None else events
+    return with_utc_frame(df, trace.collect("files"), offsets_ns=offsets_ns)
