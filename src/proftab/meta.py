@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import polars as pl
 
 from proftab import schema
+from proftab._version import __version__
 from proftab.api import register_trace_method
 from proftab.exceptions import ProftabError
 
@@ -25,12 +26,6 @@ F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
 __all__ = ["file_meta", "file_metas", "files_frame", "with_utc"]
 
 
-def _version() -> str:
-    from proftab import __version__
-
-    return __version__
-
-
 def files_frame(metas: Mapping[int, Mapping[str, Any]], *, sha256: Mapping[int, str | None] | None = None,
                 ) -> pl.DataFrame:
     """The `files` table from each rank's metadata dict (`source_file`, `base_time_ns`, ...)."""
@@ -42,7 +37,7 @@ def files_frame(metas: Mapping[int, Mapping[str, Any]], *, sha256: Mapping[int, 
             "rank": rank, "source_file": m.get("source_file"), "source_sha256": (sha256 or {}).get(rank),
             "source_bytes": size if isinstance(size, int) else None,
             "base_time_ns": int(m.get("base_time_ns", 0)), "time_resolution_ns": int(m.get("time_resolution_ns", 1)),
-            "proftab_version": _version(), "schema_version": schema.SCHEMA_VERSION,
+            "proftab_version": __version__, "schema_version": schema.SCHEMA_VERSION,
             "meta_json": json.dumps(dict(m), default=str),
         })
     return pl.DataFrame(rows, schema=schema.FILES_COLUMNS)
