@@ -64,7 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-__all__ = ["NestStats", "nest", "nest_stats", "union_ns"]
+__all__ = ["NestStats", "nest", "nest_stats"]
 
 _EVENT_ID = "event_id"
 _START = "start_ns"
@@ -541,68 +541,3 @@ def _nest_sweep_track(s: np.ndarray, e: np.ndarray, eid: np.ndarray):
             active.append(i)
     as64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
     return perm, as64(parent), as64(depth), as64(self_t), 0, len(ss), 1, as64(ee)
-
-
-def union_ns(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
-    """Length of the union of the intervals of each track.
-
-    Parameters
-    ----------
-    events : pl.DataFrame
-        ``start_ns``, ``end_ns`` (Int64, ``end >= start``) and the ``by`` columns
-        (``event_id`` is not needed).
-    by : sequence of str
-        Track key columns (nulls are ordinary key values).
-
-    Returns
-    -------
-    pl.DataFrame
-        One row per track: the ``by`` columns and ``union_ns`` (Int64), sorted by ``by``
-        (nulls last).
-    """
-    by = list(by)
-    cols = events.select(pl.col(_START).cast(pl.Int64), pl.col(_END).cast(pl.Int64))
-    if cols.null_count().sum_horizontal().item():
-        raise ValueError("union_ns: null start_ns/end_ns")
-    s = cols.get_column(_START).to_numpy()
-    e = cols.get_column(_END).to_numpy()
-    if (e < s).any():
-        raise ValueError("union_ns: end_ns < start_ns")
-    n = len(s)
-    tid, n_tracks = _track_ids(events, by)
-    if n == 0:
-        return events.select(by).head(0).with_columns(pl.lit(0, pl.Int64).alias("union_ns"))
-    if ((e - s) < 0).any():
-        raise ValueError("union_ns: a duration end_ns - start_ns overflows int64")
-    counts = np.bincount(tid, minlength=n_tracks)
-    first = np.cumsum(counts) - counts  # track k's events start here in key order
-    rep = np.empty(n_tracks, dtype=np.int64)
-    rep[tid] = np.arange(n)  # one row of each track, for its key values
-    base = int(s.min())
-    span = int(e.max()) - base + 1
-    if n_tracks * span < _KEY_LIMIT:
-        o, ks = _argsort_keys(tid * span + (s - base), n_tracks * span)
-        ke = ks + (e - s)[o]
-        prev = np.empty(n, dtype=np.int64)
-        prev[0] = np.iinfo(np.int64).min
-        prev[1:] = np.maximum.accumulate(ke)[:-1]
-        contrib = np.maximum(ke - np.maximum(ks, prev), 0)
-        totals = np.add.reduceat(contrib, first)
-    else:  # keys would overflow: a plain sweep per track
-        order = np.argsort(tid, kind="stable")
-        totals = np.zeros(n_tracks, dtype=np.int64)
-        for k in range(n_tracks):
-            rows = order[first[k] : first[k] + counts[k]]
-            o = np.argsort(s[rows])
-            tot, reach = 0, None
-            for a, b in zip(s[rows][o].tolist(), e[rows][o].tolist()):
-                if reach is None or a >= reach:
-                    tot, reach = tot + b - a, b
-                elif b > reach:
-                    tot, reach = tot + b - reach, b
-            totals[k] = tot
-    totals_s = pl.Series("union_ns", totals, dtype=pl.Int64)
-    if not by:
-        return pl.DataFrame([totals_s])
-    out = events.select(by)[rep.tolist()].with_columns(totals_s)
-    return out.sort(by, nulls_last=True)
