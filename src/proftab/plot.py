@@ -124,7 +124,8 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
         Keep at most this many events (the longest).
     """
     alt = _alt()
-    from proftab.display import fmt_ns, track_labels
+    from proftab.render.text import fmt_ns
+    from proftab.tracks import track_labels
 
     rank, t0, t1, label = step_window(tr, step, rank)
     cat = pl.col("cat").cast(pl.String)
@@ -138,7 +139,8 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
     ev = ev.filter(pl.col("depth") <= max_depth)
     if ev.height > max_events:
         ev = ev.sort("dur_ns", descending=True).head(max_events)
-    labels = track_labels(tr).filter(pl.col("rank") == rank).with_row_index("_track")
+    labels = track_labels(tr.collect("events"), tr.collect("threads"))
+    labels = labels.filter(pl.col("rank") == rank).with_row_index("_track")
     ev = ev.join(labels.select(*schema.TRACK_KEYS, "label", "kind", "_track"), on=schema.TRACK_KEYS, how="left",
                  nulls_equal=True)
     data = ev.select(
