@@ -80,3 +80,13 @@ def test_collect_reads_only_the_columns_asked_for(tmp_path: Path) -> None:
     assert f"PROJECT 2/{stored} COLUMNS" in plan  # the scan reads 2 of the stored columns
     two = sc.collect("events", ["name", "dur_ns"])
     assert two.columns == ["name", "dur_ns"] and two.height == 2060
+
+
+def test_read_parquet_is_the_eager_twin_of_scan(tmp_path: Path) -> None:
+    tr = pt.load(H100)
+    out = tr.to_parquet(tmp_path / "ds")
+    eager, lazy = pt.read_parquet(out), pt.scan(out)
+    assert not eager.is_lazy and lazy.is_lazy
+    assert isinstance(eager.events, pl.DataFrame) and isinstance(lazy.events, pl.LazyFrame)
+    assert_frame_equal(eager.events, tr.events, categorical_as_str=True)
+    assert_frame_equal(eager.device.self_time(), lazy.device.self_time())

@@ -16,7 +16,7 @@ from proftab.api import register_trace_method, register_trace_namespace
 from proftab.diff import diff
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.io.files import load
-from proftab.io.parquet import convert, scan
+from proftab.io.parquet import convert, read_parquet, scan
 from proftab.joins import join_samples, overlaps
 from proftab.schema import Flag
 from proftab.trace import Trace
@@ -26,7 +26,7 @@ if _TYPE_CHECKING:
 
 __all__ = [
     "Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "convert", "diff",
-    "from_profiler", "join_samples", "load", "overlaps", "register_trace_method", "register_trace_namespace", "scan",
+    "from_profiler", "join_samples", "load", "overlaps", "read_parquet", "register_trace_method", "register_trace_namespace", "scan",
 ]
 
 

@@ -45,7 +45,7 @@ from proftab.trace import Trace
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "convert", "scan", "write_parquet"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "convert", "read_parquet", "scan", "write_parquet"]
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 MANIFEST = "_proftab.json"
@@ -457,3 +457,17 @@ def scan(path: str | os.PathLike[str]) -> Trace:
         tables[DERIVED_KEY_AVERAGES] = stored
     files = lazy("meta").collect().select(list(META_COLUMNS))
     return Trace(tables, files)
+
+
+def read_parquet(path: str | os.PathLike[str]) -> Trace:
+    """Read a Parquet dataset written by `to_parquet` / `convert` into an eager Trace.
+
+    The same tables as `scan`, each read whole into a DataFrame now (one chunk per column).
+
+    Raises
+    ------
+    ProftabError
+        `path` is not a proftab dataset, or was written by a newer schema version.
+    """
+    lazy = scan(path)
+    return Trace({name: frame.collect().rechunk() for name, frame in lazy.tables.items()}, lazy.files)
