@@ -77,12 +77,12 @@ def with_utc_frame(events: F, files: pl.DataFrame, *, offsets_ns: Mapping[int, i
     per-rank clock offset (`offsets_ns={rank: ns}`).
     """
     base = absolute_base(files, offsets_ns)
-    df = events.join(base.lazy() if isinstance(events, pl.LazyFrame) else base, on="rank", how="left",
-                     maintain_order="left")
-    return df.with_columns(  # type: ignore[return-value]
-        start_utc=(pl.col("base_ns") + pl.col("start_ns")).cast(pl.Datetime("ns", "UTC")),
-        end_utc=(pl.col("base_ns") + pl.col("end_ns")).cast(pl.Datetime("ns", "UTC")),
-    ).drop("base_ns")
+    utc = [(pl.col("base_ns") + pl.col("start_ns")).cast(pl.Datetime("ns", "UTC")).alias("start_utc"),
+           (pl.col("base_ns") + pl.col("end_ns")).cast(pl.Datetime("ns", "UTC")).alias("end_utc")]
+    if isinstance(events, pl.LazyFrame):
+        return events.join(base.lazy(), on="rank", how="left", maintain_order="left").with_columns(utc).drop(
+            "base_ns")
+    return events.join(base, on="rank", how="left", maintain_order="left").with_columns(utc).drop("base_ns")
 
 
 @register_trace_method("with_utc")
@@ -92,5 +92,8 @@ def with_utc(trace: Trace, events: pl.DataFrame | pl.LazyFrame | None = None, *,
 
     A LazyFrame stays lazy.
     """
-    df = trace.collect("events") if events is None else events
-    return with_utc_frame(df, trace.collect("files"), offsets_ns=offsets_ns)
+    if events is None:
+        return with_utc_frame(trace.collect("events"), trace.files, offsets_ns=offsets_ns)
+    if isinstance(events, pl.LazyFrame):
+        return with_utc_frame(events, trace.files, offsets_ns=offsets_ns)
+    return with_utc_frame(events, trace.files, offsets_ns=offsets_ns)

@@ -129,13 +129,15 @@ class Trace:
     @property
     def meta(self) -> dict[str, Any]:
         """Top-level keys and derived facts of the lowest-rank file (`files.meta_json`)."""
-        return self.cached("meta", lambda: file_meta(self.files))
+        meta: dict[str, Any] = self.cached("meta", lambda: file_meta(self.files))
+        return meta
 
     @property
     def categories(self) -> frozenset[str]:
         """The event categories present."""
-        return self.cached("categories", lambda: frozenset(
+        cats: frozenset[str] = self.cached("categories", lambda: frozenset(
             self.collect("events", ["cat"])["cat"].unique().drop_nulls().cast(pl.String).to_list()))
+        return cats
 
     def __getattr__(self, name: str) -> Any:
         entry = api.resolve(name) if not name.startswith("_") else None
