@@ -93,7 +93,7 @@ def trace_from_files(files: Sequence[FileTables]) -> Trace:
     """One Trace of per-file tables (ranks already assigned), tables concatenated in file order."""
 
     def cat(name: str) -> pl.DataFrame:
-        frames = [getattr(f, name) for f in files]
+        frames: list[pl.DataFrame] = [getattr(f, name) for f in files]
         return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
     return Trace({name: cat(name) for name in TABLES}, files_frame({f.rank: f.meta for f in files}))
 

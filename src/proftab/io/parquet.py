@@ -470,4 +470,4 @@ def read_parquet(path: str | os.PathLike[str]) -> Trace:
         `path` is not a proftab dataset, or was written by a newer schema version.
     """
     lazy = scan(path)
-    return Trace({name: frame.collect().rechunk() for name, frame in lazy.tables.items()}, lazy.files)
+    return Trace({name: lazy.collect(name) for name in lazy.tables}, lazy.files)
