@@ -38,10 +38,8 @@ def _span_ns(tr: Trace) -> int:
 def summary_facts(tr: Trace) -> dict[str, object]:
     """Cheap facts for the summaries (no nesting): counts, span, start time, devices."""
     ev = tr.collect("events")
-    cats = ev.select(pl.col("cat").cast(pl.String))["cat"]
     device = kinds.is_device()
-    span_cat = pl.col("cat").cast(pl.String).is_in(list(schema.PROFILER_SPAN_CATEGORIES)).fill_null(False)
-    tracks = ev.filter(~span_cat).group_by(schema.TRACK_KEYS).agg(device.any().alias("dev"))
+    tracks = ev.filter(~kinds.is_profiler_span()).group_by(schema.TRACK_KEYS).agg(device.any().alias("dev"))
     start_utc = None
     if not ev.is_empty():
         rank0, base0 = tr.files.row(0, named=True)["rank"], tr.files.row(0, named=True)["base_time_ns"]
@@ -63,7 +61,7 @@ def summary_facts(tr: Trace) -> dict[str, object]:
         "events": ev.height, "instants": tr.collect("instants").height, "flows": tr.collect("flows").height,
         "counters": tr.collect("counters").height, "rejected": tr.collect("rejected").height,
         "threads": int((~tracks["dev"]).sum()), "streams": int(tracks["dev"].sum()),
-        "device_events": int(cats.is_in(list(schema.DEVICE_CATEGORIES)).sum()),
+        "device_events": int(ev.select(kinds.is_device().sum()).item()),
         "span_ns": _span_ns(tr), "start_utc": start_utc, "devices": devices, "steps": steps,
     }
 
@@ -73,15 +71,13 @@ def top_ops(tr: Trace, n: int = 5) -> tuple[pl.DataFrame, pl.DataFrame]:
     from proftab.torch.aggregate import torch_name_expr
 
     nested = tr.collect("nested")
-    cat = pl.col("cat").cast(pl.String)
-    host = nested.filter(~cat.is_in(list(schema.DEVICE_CATEGORIES | schema.PROFILER_SPAN_CATEGORIES))
-                         .fill_null(True))
+    host = nested.filter(kinds.is_host_op())
     total = int(host["self_ns"].sum() or 0)
     top_host = (host.group_by(torch_name_expr().alias("name"))
                 .agg(pl.len().alias("calls"), pl.col("self_ns").sum(), pl.col("dur_ns").sum().alias("total_ns"))
                 .with_columns(share=pl.col("self_ns") / total if total else pl.lit(None, pl.Float64))
                 .sort(["self_ns", "name"], descending=[True, False]).head(n))
-    dev = nested.filter(cat.is_in(list(schema.DEVICE_WORK_CATEGORIES)).fill_null(False))
+    dev = nested.filter(kinds.is_device_work())
     dtotal = int(dev["dur_ns"].sum() or 0)
     top_dev = (dev.group_by("name").agg(pl.len().alias("calls"), pl.col("dur_ns").sum().alias("total_ns"))
                .with_columns(share=pl.col("total_ns") / dtotal if dtotal else pl.lit(None, pl.Float64))
