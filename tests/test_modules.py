@@ -16,6 +16,7 @@ import pytest
 
 import proftab as pt
 from proftab.exceptions import ProftabError
+from proftab.modules import MODULE_COLUMNS
 from tests.conftest import BUNDLED, DATA, PUBLIC, SHARED_TORCH213, needs_shared, shared_public_traces
 
 if TYPE_CHECKING:
@@ -354,3 +355,26 @@ def test_torch213_llama_with_modules() -> None:
     frames = tr.modules.tree()
     assert frames.filter(pl.col("type") == "LlamaDecoderLayer")["instance"].n_unique() >= 2
     assert m.filter(pl.col("type") == "LlamaDecoderLayer")["calls"].min() > 1
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def test_cli_modules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from proftab.cli import main
+
+    assert main(["modules", str(BERT), "--depth", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["Module", "Type", "Calls", "Host"]
+    # the tree in call order, indented by depth
+    assert [line.split()[0] for line in out[2:6]] == ["BertLMHeadModel_0", "BertModel_0", "BertEmbeddings_0",
+                                                      "BertEncoder_0"]
+    assert out[3].startswith("  BertModel_0") and out[4].startswith("    BertEmbeddings_0")
+    assert len(out) == 2 + pt.load(BERT).modules.modules(depth=2).height
+    csv = tmp_path / "m.csv"
+    assert main(["modules", str(RECORDED), "--by", "type", "-o", str(csv)]) == 0
+    got = pl.read_csv(csv)
+    assert got.columns == [c for c in MODULE_COLUMNS if c not in ("path", "parent", "depth", "instance")]
+    assert got.filter(pl.col("type") == "Linear")["calls"].item() == 10
+    assert main(["modules", str(BUNDLED / "train_cnn.pt.trace.json.gz"), "--source", "nn.Module"]) == 1
+    assert "no module frames" in capsys.readouterr().out
+    assert main(["modules", str(BERT), "--by", "type", "--depth", "1"]) == 2
