@@ -378,3 +378,32 @@ def test_cli_modules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["modules", str(BUNDLED / "train_cnn.pt.trace.json.gz"), "--source", "nn.Module"]) == 1
     assert "no module frames" in capsys.readouterr().out
     assert main(["modules", str(BERT), "--by", "type", "--depth", "1"]) == 2
+
+
+# ----------------------------------------------------------------------------- chart
+
+@pytest.mark.parametrize("metric", ["host", "device", "bwd_device"])
+def test_icicle_children_inside_parents(metric: str) -> None:
+    from proftab.modules._chart import METRICS, icicle_rows
+
+    tr = pt.load(CHECKPOINT)
+    rows = icicle_rows(tr.modules.modules(), tr.modules.tree(), metric)  # type: ignore[arg-type]
+    total = METRICS[metric][0]
+    roots = rows.filter(pl.col("parent_node_id").is_null())
+    assert abs(float((roots["x1"] - roots["x0"]).sum()) - 1.0) < 1e-9
+    kids = rows.join(rows.select(pl.col("node_id").alias("parent_node_id"), pl.col("x0").alias("p0"),
+                                 pl.col("x1").alias("p1")), on="parent_node_id")
+    assert kids.height == rows.height - roots.height
+    assert ((kids["x0"] >= kids["p0"] - 1e-12) & (kids["x1"] <= kids["p1"] + 1e-12)).all()
+    width = (rows["x1"] - rows["x0"]) * float(roots[total].sum())
+    assert ((width - rows[total].cast(pl.Float64)).abs() <= 1e-6 * float(roots[total].sum())).all()
+
+
+def test_icicle_chart_spec() -> None:
+    pytest.importorskip("altair")
+    tr = pt.load(RECORDED)
+    spec = tr.modules.icicle("bwd_host").to_dict()
+    values = spec["datasets"][next(iter(spec["datasets"]))] if "datasets" in spec else spec["data"]["values"]
+    assert {v["instance"] for v in values} == set(LAYERS)
+    with pytest.raises(ProftabError, match="metric must be"):
+        tr.modules.icicle("nope")  # type: ignore[arg-type]

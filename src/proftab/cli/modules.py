@@ -24,6 +24,7 @@ EXAMPLES = """\
   proftab modules trace.json.gz --step 6        one ProfilerStep#6
   proftab modules trace.json.gz -o modules.csv  every column (also .json, .md, .parquet)
   proftab modules trace.json.gz --source user_annotation   record_function ranges as the tree
+  proftab modules trace.json.gz --chart modules.html --metric device   icicle of the tree
 """
 
 
@@ -37,6 +38,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", choices=["auto", *SOURCES], default="auto",
                    help="module frames: nn.Module frames (auto when present), else user annotations")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="rows shown (default: all)")
+    p.add_argument("--chart", metavar="FILE", default=None,
+                   help="also write the module icicle (.html, .json; .png/.svg with vl-convert)")
+    p.add_argument("--metric", choices=["host", "device", "bwd_host", "bwd_device"], default="host",
+                   help="--chart: the time drawn (default: host)")
     add_output_arguments(p)
 
 
@@ -54,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
         write_text("no module frames (record with with_stack=True or with_modules=True, or use "
                    "record_function ranges)\n", args.output)
         return 1
+    if args.chart:
+        from proftab.plot import save
+
+        save(tr.modules.icicle(args.metric, max_depth=8 if args.depth is None else args.depth, step=args.step,
+                               source=args.source), args.chart)
     if fmt != "text":
         write_frame(table if args.limit is None else table.head(args.limit), fmt, args.output)
         return 0

@@ -10,11 +10,12 @@ docs/modules.md states the rules.
 >>> tr.modules.modules(depth=3)        # host / device time per module path     # doctest: +SKIP
 >>> tr.modules.modules(by="type")      # per module class                       # doctest: +SKIP
 >>> tr.modules.backward_of(event_id)   # the forward op of a backward op        # doctest: +SKIP
+>>> tr.modules.icicle("device")        # Altair icicle of the tree              # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -30,12 +31,13 @@ from proftab.modules._frames import (
     backward_links,
     module_frames,
 )
+from proftab.modules._chart import METRICS, Metric
 from proftab.modules._table import MODULE_COLUMNS, By, frame_ancestors, modules
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
 
-__all__ = ["FRAME_COLUMNS", "MODULE_COLUMNS", "MODULE_PREFIX", "SOURCES", "ModulesNamespace", "assign",
+__all__ = ["FRAME_COLUMNS", "METRICS", "MODULE_COLUMNS", "MODULE_PREFIX", "SOURCES", "ModulesNamespace", "assign",
            "backward_links", "frame_ancestors", "module_frames", "modules"]
 
 _NESTED = ["rank", "event_id", "pid", "tid", "cat", "name", "start_ns", "end_ns", "dur_ns", "parent_id", "depth",
@@ -131,6 +133,32 @@ class ModulesNamespace:
         paths = self.tree().select("rank", "frame_id", "path")
         return link.join(rows.select("rank", "frame_id"), on="rank").join(
             paths, on=["rank", "frame_id"], how="left")
+
+    def icicle(self, metric: Metric = "host", *, max_depth: int = 8, rank: int | None = None,
+               step: int | None = None, source: Source = "auto") -> Any:
+        """The module tree as an Altair icicle: width = total, colour = self time of `metric`.
+
+        Parameters
+        ----------
+        metric
+            `host`, `device`, `bwd_host` or `bwd_device`.
+        max_depth
+            Deepest module level drawn.
+        rank
+            The rank drawn (default: the lowest).
+        step
+            Only `ProfilerStep#<step>`.
+        """
+        from proftab.modules._chart import icicle
+
+        table = self.modules(step=step, source=source)
+        if table.is_empty():
+            msg = "the trace has no module frames"
+            raise ProftabError(msg)
+        r = table["rank"].min() if rank is None else rank
+        frames = self.tree(source).filter(pl.col("rank") == r)
+        return icicle(table.filter(pl.col("rank") == r), frames, metric=metric, max_depth=max_depth,
+                      title=f"modules of rank {r}")
 
     def _activities(self) -> pl.DataFrame:
         cats = self._trace.categories
