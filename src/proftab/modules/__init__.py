@@ -22,6 +22,7 @@ import polars as pl
 from proftab import kinds
 from proftab.api import register_trace_namespace
 from proftab.exceptions import ProftabError
+from proftab.modules._chart import METRICS, Metric
 from proftab.modules._frames import (
     FRAME_COLUMNS,
     MODULE_PREFIX,
@@ -31,7 +32,6 @@ from proftab.modules._frames import (
     backward_links,
     module_frames,
 )
-from proftab.modules._chart import METRICS, Metric
 from proftab.modules._table import MODULE_COLUMNS, By, frame_ancestors, modules
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class ModulesNamespace:
         if table.is_empty():
             msg = "the trace has no module frames"
             raise ProftabError(msg)
-        r = table["rank"].min() if rank is None else rank
+        r = int(table["rank"].min()) if rank is None else rank  # type: ignore[arg-type]
         frames = self.tree(source).filter(pl.col("rank") == r)
         return icicle(table.filter(pl.col("rank") == r), frames, metric=metric, max_depth=max_depth,
                       title=f"modules of rank {r}")
