@@ -407,3 +407,42 @@ def test_icicle_chart_spec() -> None:
     assert {v["instance"] for v in values} == set(LAYERS)
     with pytest.raises(ProftabError, match="metric must be"):
         tr.modules.icicle("nope")  # type: ignore[arg-type]
+
+
+def test_recorded_reentrant_checkpoint() -> None:
+    """use_reentrant=True: each block's forward is recomputed inside its checkpoint's backward
+    op, and the block's backward ops link to the recomputed forward ops."""
+    tr = pt.load(DATA / "modules_checkpoint_reentrant.pt.trace.json.gz")
+    frames = tr.modules.tree()
+    rec = frames.filter(pl.col("phase") == "recompute")
+    # the blocks and their layers are recomputed once, under their own paths
+    assert set(rec["instance"]) == {i for i, (a, _) in LAYERS.items() if a.startswith("model.blocks.")}
+    assert set(rec["path"]) <= set(frames.filter(pl.col("phase") == "forward")["path"])
+    links = tr.modules.links()
+    assigned = tr.modules.assigned()
+    phase = dict(assigned.select("event_id", "phase").iter_rows())
+    frame = dict(assigned.select("event_id", "frame_id").iter_rows())
+    inst = dict(frames.select("frame_id", "instance").iter_rows())
+    ckpt = links.filter(pl.col("name") == "autograd::engine::evaluate_function: CheckpointFunctionBackward")
+    assert ckpt.height == 2 and set(ckpt["fwd_name"]) == {"CheckpointFunction"}
+    # the checkpoint's own backward op is charged to the module that called checkpoint()
+    assert {inst[frame[e]] for e in ckpt["event_id"]} == {"TinyNet_0"}
+    for s, e in ckpt.select("start_ns", "end_ns").iter_rows():
+        inner = links.filter((pl.col("start_ns") > s) & (pl.col("end_ns") <= e) & pl.col("outer").not_()
+                             & pl.col("name").str.starts_with("autograd::") & pl.col("sequence_number").is_not_null())
+        assert inner.height >= 10
+        blocks = set()
+        for eid, name, fwd_id in inner.select("event_id", "name", "fwd_id").iter_rows():
+            node = name.removeprefix("autograd::engine::evaluate_function: ")
+            assert phase[fwd_id] == "recompute", name
+            layer = inst[frame[fwd_id]]
+            assert frame[eid] == frame[fwd_id]
+            if node != "ViewBackward0":
+                assert node in NODES[LAYERS[layer][1]], (node, layer)
+            attr = LAYERS[layer][0]
+            blocks.add(attr.split(".")[2])
+        assert len(blocks) == 1   # one checkpoint = one block
+    m = tr.modules.modules()
+    blk = m.filter(pl.col("type") == "Block")
+    assert (blk["recompute_calls"] == 1).all() and (blk["bwd_calls"] == 1).all()
+    _check_table(tr, exact_self=True)

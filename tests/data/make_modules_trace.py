@@ -1,12 +1,16 @@
-"""Record `tests/data/modules_train_step.pt.trace.json.gz`: one training step of a small model.
+"""Record the module test traces: one training step of a small model, torch CPU.
 
-torch CPU, `record_shapes`, `with_stack`, `with_modules`. The step runs two micro-batches
-(gradient accumulation: forward, backward, forward, backward, then one optimizer step), each
-under a `record_function("microbatch_N")` range, inside `ProfilerStep#1` (one warm-up step
-before it is not recorded). tests/test_modules.py checks the forward <-> backward links
-against the model's own structure (`LAYERS`).
+`record_shapes`, `with_stack`, `with_modules`; one warm-up step, then `ProfilerStep#1`.
 
-Run from the repository root: `python tests/data/make_modules_trace.py`.
+* `modules_train_step.pt.trace.json.gz`: two micro-batches (gradient accumulation: forward,
+  backward, forward, backward, then one optimizer step), each under a
+  `record_function("microbatch_N")` range;
+* `modules_checkpoint_reentrant.pt.trace.json.gz`: one micro-batch, each block run through
+  `torch.utils.checkpoint.checkpoint(..., use_reentrant=True)` (its forward is recomputed
+  inside the backward).
+
+tests/test_modules.py checks the forward <-> backward links against the model's own
+structure. Run from the repository root: `python tests/data/make_modules_trace.py`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-OUT = Path(__file__).resolve().parent / "modules_train_step.pt.trace.json.gz"
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "modules_train_step.pt.trace.json.gz"
+OUT_REENTRANT = HERE / "modules_checkpoint_reentrant.pt.trace.json.gz"
 
 
 class Block(nn.Module):
@@ -39,25 +45,29 @@ class Block(nn.Module):
 class TinyNet(nn.Module):
     """embed -> 2 blocks -> head."""
 
-    def __init__(self, vocab: int = 50, width: int = 16) -> None:
+    def __init__(self, vocab: int = 50, width: int = 16, *, reentrant: bool = False) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, width)
         self.blocks = nn.ModuleList([Block(width), Block(width)])
         self.head = nn.Linear(width, vocab)
+        self.reentrant = reentrant
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
         x = self.embed(tokens)
         for block in self.blocks:
-            x = block(x)
+            x = checkpoint(block, x, use_reentrant=True) if self.reentrant else block(x)
         return self.head(x)
 
 
-def main() -> None:
+def record(out: Path, *, reentrant: bool) -> None:
+    """Profile one training step (after one warm-up step) into `out` (gzipped JSON)."""
     torch.manual_seed(0)
-    model = TinyNet()
+    model = TinyNet(reentrant=reentrant)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = nn.CrossEntropyLoss()
-    data = [(torch.randint(0, 50, (4, 8)), torch.randint(0, 50, (4, 8))) for _ in range(2)]
+    data = [(torch.randint(0, 50, (4, 8)), torch.randint(0, 50, (4, 8))) for _ in range(1 if reentrant else 2)]
 
     def step() -> None:
         opt.zero_grad()
@@ -77,10 +87,15 @@ def main() -> None:
             for _ in range(2):
                 step()
                 prof.step()
-        with path.open("rb") as src, OUT.open("wb") as raw, \
+        with path.open("rb") as src, out.open("wb") as raw, \
                 gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as dst:
             shutil.copyfileobj(src, dst)
-    print(OUT, OUT.stat().st_size)
+    print(out, out.stat().st_size)
+
+
+def main() -> None:
+    record(OUT, reentrant=False)
+    record(OUT_REENTRANT, reentrant=True)
 
 
 if __name__ == "__main__":

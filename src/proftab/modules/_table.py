@@ -86,7 +86,8 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
         memcpy and memset launched inside (`_self`: with this module innermost); `bwd_*` the
         same for backward ops linked to a forward op inside the module (host: each backward
         op's time minus the backward ops nested in it); `recompute_*` the recomputed frames;
-        `ops` the host ops whose innermost frame is a forward frame of the module.
+        `ops` the host ops whose innermost frame is a forward frame of the module;
+        `bwd_calls` the autograd nodes (distinct forward thread and sequence number) run.
     """
     if by not in ("path", "type"):
         msg = f"by must be 'path' or 'type', not {by!r}"
@@ -108,10 +109,12 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
         assigned.select("rank", "event_id", "frame_id"), on=["rank", "event_id"]).filter(
         pl.col("frame_id").is_not_null()).rename({"event_id": "_k"})
     bwd_host = _charged(bwd_ops, anc, key, "excl_ns", "bwd_host")
-    bwd_calls = (links.filter(pl.col("outer")).select("rank", "event_id")
+    # one call per autograd node run: (forward thread, sequence number) of the charged backward ops
+    bwd_calls = (links.filter(pl.col("sequence_number").is_not_null())
+                 .select("rank", "event_id", "fwd_thread_id", "sequence_number")
                  .join(assigned.select("rank", "event_id", "frame_id"), on=["rank", "event_id"])
                  .join(anc.filter(pl.col("_self")), on=["rank", "frame_id"])
-                 .group_by("rank", key).agg(bwd_calls=pl.len()))
+                 .group_by("rank", key).agg(bwd_calls=pl.struct("fwd_thread_id", "sequence_number").n_unique()))
     # device activities: charged through their launch (else their op) row
     acts = _device_rows(activities, assigned)
     dev_f = _charged(acts.filter(pl.col("phase") != "backward"), anc, key, "dur_ns", "device")
