@@ -146,8 +146,9 @@ def module_frames(nested: pl.DataFrame, source: Source = "auto") -> pl.DataFrame
 
     The module tree is the nesting of frames: a frame's parent is its nearest enclosing
     frame on the same thread. A frame with no enclosing frame that runs inside a backward
-    op (a re-entrant checkpoint's recomputation) hangs under the module of that backward
-    op's forward op, and its `phase` is `recompute`; every other frame is `forward`.
+    op (activation checkpointing's recomputation) hangs under the parent of the latest
+    earlier forward call of the same instance, so it keeps the module's path; it and the
+    frames below it have `phase` `recompute`, every other frame is `forward`.
 
     Returns
     -------
@@ -214,9 +215,9 @@ def _clipped_child_dur(start: np.ndarray, end: np.ndarray, fparent: np.ndarray) 
 
 def _recompute_parents(n: pl.DataFrame, rows: np.ndarray, up: np.ndarray, bwd_up: np.ndarray,
                        instance: pl.Series) -> np.ndarray:
-    """`up` with each recomputed root frame re-parented to the parent of the latest forward
-    call of the same module instance that started before it (so a recomputation keeps the
-    module's path); a root stays a root when there is no such call.
+    """`up` (frame positions, -1 for a root) with each recomputed root frame re-parented to
+    the parent of the latest forward call of the same module instance that started before it
+    (so a recomputation keeps the module's path); a root stays a root without such a call.
     """
     f = pl.DataFrame({"rank": n["rank"].gather(rows), "_inst": instance, "start_ns": n["start_ns"].gather(rows),
                       "_pos": np.arange(len(rows)), "_up": up})

@@ -10,7 +10,8 @@ __all__ = ["render_modules", "tree_order"]
 
 _TIMES = [("host_total_ns", "Host total"), ("host_self_ns", "Host self"), ("device_total_ns", "Device total"),
           ("device_self_ns", "Device self"), ("bwd_host_total_ns", "Bwd host"),
-          ("bwd_device_total_ns", "Bwd device"), ("recompute_ns", "Recompute")]
+          ("bwd_device_total_ns", "Bwd device"), ("recompute_ns", "Recompute"),
+          ("recompute_device_ns", "Recompute device")]
 
 
 def tree_order(table: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:

@@ -24,7 +24,7 @@ By = Literal["path", "type"]
 MODULE_COLUMNS = [
     "rank", "path", "parent", "depth", "instance", "type", "calls", "host_total_ns", "host_self_ns",
     "device_total_ns", "device_self_ns", "bwd_calls", "bwd_host_total_ns", "bwd_host_self_ns", "bwd_device_total_ns",
-    "bwd_device_self_ns", "recompute_calls", "recompute_ns", "ops",
+    "bwd_device_self_ns", "recompute_calls", "recompute_ns", "recompute_device_ns", "ops",
 ]
 
 
@@ -85,7 +85,8 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
         spans; `host_self_ns` Σ their `self_ns`; device columns Σ `dur_ns` of kernels,
         memcpy and memset launched inside (`_self`: with this module innermost); `bwd_*` the
         same for backward ops linked to a forward op inside the module (host: each backward
-        op's time minus the backward ops nested in it); `recompute_*` the recomputed frames;
+        op's time minus the backward ops nested in it); `recompute_*` the recomputed frames
+        (calls, union of their spans, the device time launched in them);
         `ops` the host ops whose innermost frame is a forward frame of the module;
         `bwd_calls` the autograd nodes (distinct forward thread and sequence number) run.
     """
@@ -117,15 +118,17 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
                  .group_by("rank", key).agg(bwd_calls=pl.struct("fwd_thread_id", "sequence_number").n_unique()))
     # device activities: charged through their launch (else their op) row
     acts = _device_rows(activities, assigned)
-    dev_f = _charged(acts.filter(pl.col("phase") != "backward"), anc, key, "dur_ns", "device")
+    dev_f = _charged(acts.filter(pl.col("phase") == "forward"), anc, key, "dur_ns", "device")
     dev_b = _charged(acts.filter(pl.col("phase") == "backward"), anc, key, "dur_ns", "bwd_device")
+    dev_r = _charged(acts.filter(pl.col("phase") == "recompute"), anc, key, "dur_ns", "recompute_device").select(
+        "rank", key, pl.col("recompute_device_total").alias("recompute_device_ns"))
     host_ops = nested.select("rank", "event_id", "cat").join(assigned, on=["rank", "event_id"]).filter(
         pl.col("cat").cast(pl.String).is_in(["cpu_op", "Operator"]) & (pl.col("phase") == "forward"))
     ops = host_ops.join(anc.filter(pl.col("_self")), on=["rank", "frame_id"]).group_by("rank", key).agg(
         ops=pl.len())
     keys = pl.concat([d.select("rank", key) for d in (host, recomp, bwd_host, dev_f)], how="vertical").unique()
     out = keys
-    for part in (host, bwd_calls, bwd_host, recomp, dev_f, dev_b, ops):
+    for part in (host, bwd_calls, bwd_host, recomp, dev_r, dev_f, dev_b, ops):
         out = out.join(part, on=["rank", key], how="left")
     out = out.with_columns(
         [pl.col(c).fill_null(0).cast(pl.Int64) for c in MODULE_COLUMNS if c in out.columns and c.endswith(
