@@ -306,25 +306,6 @@ def test_recorded_trace_backward_links() -> None:
     assert acc.height > 0 and acc["fwd_id"].null_count() == acc.height
 
 
-def test_generator_matches_layers() -> None:
-    """The LAYERS table above is the generator's model (first-call order = instance numbers)."""
-    torch = pytest.importorskip("torch")
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("make_modules_trace", DATA / "make_modules_trace.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    model = mod.TinyNet()
-    order: list[str] = []
-    names = {id(m): n for n, m in model.named_modules()}
-    hooks = [m.register_forward_pre_hook(lambda mm, _a: order.append(names[id(mm)])) for m in model.modules()]
-    model(torch.randint(0, 50, (2, 3)))
-    for h in hooks:
-        h.remove()
-    want = [a.removeprefix("model").removeprefix(".") for a, t in LAYERS.values() if t != "CrossEntropyLoss"]
-    assert order == want
-
-
 # ----------------------------------------------------------------------------- corpus sweeps
 
 def _module_traces() -> list[Path]:
@@ -446,3 +427,24 @@ def test_recorded_reentrant_checkpoint() -> None:
     blk = m.filter(pl.col("type") == "Block")
     assert (blk["recompute_calls"] == 1).all() and (blk["bwd_calls"] == 1).all()
     _check_table(tr, exact_self=True)
+
+
+def test_instance_names_match_the_recorded_trace() -> None:
+    """instance_names(model, x) numbers instances as the profiler did: the recorded trace's
+    instances get the model's attribute names."""
+    torch = pytest.importorskip("torch")
+    import importlib.util
+
+    from proftab.modules import instance_names
+
+    spec = importlib.util.spec_from_file_location("make_modules_trace", DATA / "make_modules_trace.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    names = instance_names(mod.TinyNet(), torch.randint(0, 50, (2, 3)))
+    assert names == {i: a for i, (a, t) in LAYERS.items() if t != "CrossEntropyLoss"}
+    m = pt.load(RECORDED).modules.modules(names=names)
+    got = dict(m.select("instance", "name").iter_rows())
+    assert got == {i: names.get(i) for i in LAYERS}
+    with pytest.raises(ProftabError, match="names apply"):
+        pt.load(RECORDED).modules.modules(by="type", names=names)

@@ -11,6 +11,8 @@ docs/modules.md states the rules.
 >>> tr.modules.modules(by="type")      # per module class                       # doctest: +SKIP
 >>> tr.modules.backward_of(event_id)   # the forward op of a backward op        # doctest: +SKIP
 >>> tr.modules.icicle("device")        # Altair icicle of the tree              # doctest: +SKIP
+>>> names = pt.modules.instance_names(model, x)  # {"Linear_0": "model.blocks.0.fc1"}  # doctest: +SKIP
+>>> tr.modules.modules(names=names)    # adds the model's own names             # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -32,13 +34,16 @@ from proftab.modules._frames import (
     backward_links,
     module_frames,
 )
+from proftab.modules._names import instance_names, with_names
 from proftab.modules._table import MODULE_COLUMNS, By, frame_ancestors, modules
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from proftab.trace import Trace
 
 __all__ = ["FRAME_COLUMNS", "METRICS", "MODULE_COLUMNS", "MODULE_PREFIX", "SOURCES", "ModulesNamespace", "assign",
-           "backward_links", "frame_ancestors", "module_frames", "modules"]
+           "backward_links", "frame_ancestors", "instance_names", "module_frames", "modules", "with_names"]
 
 _NESTED = ["rank", "event_id", "pid", "tid", "cat", "name", "start_ns", "end_ns", "dur_ns", "parent_id", "depth",
            "sequence_number", "fwd_thread_id"]
@@ -83,7 +88,7 @@ class ModulesNamespace:
         return out
 
     def modules(self, by: By = "path", *, depth: int | None = None, step: int | None = None,
-                source: Source = "auto") -> pl.DataFrame:
+                source: Source = "auto", names: Mapping[str, str] | None = None) -> pl.DataFrame:
         """Host and device time per module path (or `by="type"`), forward and backward.
 
         Parameters
@@ -96,6 +101,9 @@ class ModulesNamespace:
             Only `ProfilerStep#<step>`.
         source
             `auto`, `nn.Module` or `user_annotation` (see `module_frames`).
+        names
+            Instance name -> the model's name (`instance_names(model, x)`): adds `name`
+            (`by="path"` only).
         """
         frames = self.tree(source).drop("step")
         acts = self._activities()
@@ -105,6 +113,11 @@ class ModulesNamespace:
                 msg = f"depth applies to by='path', not by={by!r}"
                 raise ProftabError(msg)
             out = out.filter(pl.col("depth") <= depth)
+        if names is not None:
+            if by != "path":
+                msg = f"names apply to by='path', not by={by!r}"
+                raise ProftabError(msg)
+            out = with_names(out, names)
         return out
 
     def backward_of(self, event_id: int, rank: int | None = None) -> pl.DataFrame:
