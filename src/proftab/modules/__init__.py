@@ -11,7 +11,7 @@ docs/modules.md states the rules.
 >>> tr.modules.modules(by="type")      # per module class                       # doctest: +SKIP
 >>> tr.modules.backward_of(event_id)   # the forward op of a backward op        # doctest: +SKIP
 >>> tr.modules.icicle("device")        # Altair icicle of the tree              # doctest: +SKIP
->>> names = pt.modules.instance_names(model, x)  # {"Linear_0": "model.blocks.0.fc1"}  # doctest: +SKIP
+>>> names = proftab.modules.instance_names(model, x)  # {"Linear_0": "model.blocks.0.fc1"}  # doctest: +SKIP
 >>> tr.modules.modules(names=names)    # adds the model's own names             # doctest: +SKIP
 """
 
