@@ -47,18 +47,19 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print or write the module table."""
+    from proftab.exceptions import ProftabError
     from proftab.modules._render import render_modules
 
     if args.depth is not None and args.by != "path":
         msg = "--depth applies to --by path"
-        raise ValueError(msg)
+        raise ProftabError(msg)
     fmt = guess_format(args)
     tr = load_trace(args.trace, args)
     table = tr.modules.modules(by=args.by, depth=args.depth, step=args.step, source=args.source)
     if table.is_empty():
-        write_text("no module frames (record with with_stack=True or with_modules=True, or use "
-                   "record_function ranges)\n", args.output)
-        return 1
+        msg = (f"no module frames in {', '.join(args.trace)} (record with with_stack=True or with_modules=True, "
+               "or use record_function ranges)")
+        raise ProftabError(msg)
     if args.chart:
         from proftab.plot import save
 
