@@ -35,6 +35,7 @@ from proftab.modules._frames import (
     module_frames,
 )
 from proftab.modules._names import instance_names, with_names
+from proftab.modules._render import render_modules
 from proftab.modules._table import MODULE_COLUMNS, By, frame_ancestors, modules
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
     from proftab.trace import Trace
 
 __all__ = ["FRAME_COLUMNS", "METRICS", "MODULE_COLUMNS", "MODULE_PREFIX", "SOURCES", "ModulesNamespace", "assign",
-           "backward_links", "frame_ancestors", "instance_names", "module_frames", "modules", "with_names"]
+           "backward_links", "frame_ancestors", "instance_names", "module_frames", "modules", "render_modules",
+           "with_names"]
 
 _NESTED = ["rank", "event_id", "pid", "tid", "cat", "name", "start_ns", "end_ns", "dur_ns", "parent_id", "depth",
            "sequence_number", "fwd_thread_id"]
