@@ -448,3 +448,20 @@ def test_instance_names_match_the_recorded_trace() -> None:
     assert got == {i: names.get(i) for i in LAYERS}
     with pytest.raises(ProftabError, match="names apply"):
         pt.load(RECORDED).modules.modules(by="type", names=names)
+
+
+# ----------------------------------------------------------------------------- ranks and datasets
+
+def test_two_ranks_and_a_scanned_dataset(tmp_path: Path) -> None:
+    one = pt.load(CHECKPOINT).modules.modules()
+    two = pt.load([CHECKPOINT, BERT], ranks=[0, 1]).modules.modules()
+    assert set(two["rank"]) == {0, 1}
+    bert = pt.load(BERT).modules.modules()
+    cols = [c for c in one.columns if c != "rank"]
+    assert two.filter(pl.col("rank") == 0).select(cols).sort("path").equals(one.select(cols).sort("path"))
+    assert two.filter(pl.col("rank") == 1).select(cols).sort("path").equals(bert.select(cols).sort("path"))
+    out = tmp_path / "ds"
+    pt.load(CHECKPOINT).to_parquet(out)
+    lazy = pt.scan(out)
+    assert lazy.is_lazy
+    assert lazy.modules.modules().select(cols).sort("path").equals(one.select(cols).sort("path"))
