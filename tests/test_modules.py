@@ -90,7 +90,7 @@ def _ref_innermost_ops(ev: pl.DataFrame, frames: list[dict]) -> Counter:
     return count
 
 
-def _check_table(tr: pt.Trace, *, exact_self: bool) -> pl.DataFrame:
+def _check_table(tr: pt.Trace) -> pl.DataFrame:
     """The issue's checks on one trace; returns the module table."""
     ev = tr.collect("events")
     ref = _ref_frames(ev)
@@ -116,10 +116,7 @@ def _check_table(tr: pt.Trace, *, exact_self: bool) -> pl.DataFrame:
     par = m.join(sums.rename({"parent": "path"}), on="path", how="left", suffix="_kids").fill_null(0)
     assert (par["device_total_ns"] == par["device_self_ns"] + par["device_total_ns_kids"]).all()
     assert (par["bwd_device_total_ns"] == par["bwd_device_self_ns"] + par["bwd_device_total_ns_kids"]).all()
-    if exact_self:
-        assert (par["host_total_ns"] == par["host_self_ns"] + par["host_total_ns_kids"]).all()
-    else:
-        assert (par["host_self_ns"] + par["host_total_ns_kids"] >= par["host_total_ns"]).all()
+    assert (par["host_total_ns"] == par["host_self_ns"] + par["host_total_ns_kids"]).all()
     # every op inside a module frame is counted once, in the innermost module
     ref_ops = _ref_innermost_ops(ev, ref)
     got_ops = dict(m.select("path", "ops").iter_rows())
@@ -139,7 +136,7 @@ def test_bundled_bert_tree_and_table() -> None:
     assert linear.height == 26 and linear["instance"].n_unique() == 26
     assert "BertLMHeadModel_0.BertModel_0.BertEncoder_0.BertLayer_3.BertAttention_3.BertSdpaSelfAttention_3" \
         in frames["path"].to_list()
-    m = _check_table(tr, exact_self=True)
+    m = _check_table(tr)
     # device time: kernels launched in forward frames; this inference trace has no backward
     acts = tr.device.activities().filter(pl.col("kind").cast(pl.String) != "sync")
     root = m.filter(pl.col("depth") == 0).row(0, named=True)
@@ -160,7 +157,7 @@ def test_checkpoint_recompute_and_steps() -> None:
     assert rec.height > 0 and rec["tid"].n_unique() == 1 and set(rec["tid"]).isdisjoint(set(fwd["tid"]))
     # a recomputation keeps the module's path: every recomputed path was also run forward
     assert set(rec["path"]) <= set(fwd["path"])
-    m = _check_table(tr, exact_self=True)
+    m = _check_table(tr)
     wrapped = m.filter(pl.col("recompute_calls") > 0)
     assert (wrapped["recompute_calls"] == wrapped["calls"]).all()
     # every backward op links to a forward op named after it (XxxBackward0 <-> aten::xxx)
@@ -251,7 +248,7 @@ def test_recorded_trace_module_tree() -> None:
         assert frames.filter(pl.col("instance") == inst)["type"].unique().to_list() == [typ]
     # two micro-batches: each module is called twice, all in ProfilerStep#1
     assert set(frames.group_by("instance").len()["len"]) == {2} and set(frames["step"]) == {1}
-    _check_table(tr, exact_self=True)
+    _check_table(tr)
 
 
 def test_recorded_trace_backward_links() -> None:
@@ -320,7 +317,7 @@ def test_public_traces_with_module_frames(path: Path) -> None:
     tr = pt.load(path)
     if tr.modules.tree(source="nn.Module").is_empty():
         pytest.skip("no nn.Module frames")
-    _check_table(tr, exact_self=False)
+    _check_table(tr)
     links = tr.modules.links().filter(pl.col("sequence_number").is_not_null())
     if links.height:
         assert links["fwd_id"].null_count() <= links.height // 100
@@ -332,7 +329,7 @@ def test_torch213_llama_with_modules() -> None:
     case = SHARED_TORCH213 / "llama_generate_shapes_stack"
     assert json.loads((case / "meta.json").read_text())
     tr = pt.load(case / "trace.json.gz")
-    m = _check_table(tr, exact_self=True)
+    m = _check_table(tr)
     frames = tr.modules.tree()
     assert frames.filter(pl.col("type") == "LlamaDecoderLayer")["instance"].n_unique() >= 2
     assert m.filter(pl.col("type") == "LlamaDecoderLayer")["calls"].min() > 1
@@ -426,7 +423,7 @@ def test_recorded_reentrant_checkpoint() -> None:
     m = tr.modules.modules()
     blk = m.filter(pl.col("type") == "Block")
     assert (blk["recompute_calls"] == 1).all() and (blk["bwd_calls"] == 1).all()
-    _check_table(tr, exact_self=True)
+    _check_table(tr)
 
 
 def test_instance_names_match_the_recorded_trace() -> None:
