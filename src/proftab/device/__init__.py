@@ -101,8 +101,10 @@ class DeviceNamespace:
         return self._cached("event_columns", lambda: self._trace.collect("events", EVENT_COLUMNS))
 
     def _device_rows(self) -> pl.DataFrame:
-        """The device rows of the events table with their `args` (filter and projection pushed into a scan)."""
-        return self._trace.lazy("events").filter(kinds.is_device()).select(DEVICE_EVENT_COLUMNS).collect()
+        """The events `device_events` reads, with `args`: a scan reads the device rows only."""
+        if self._trace.is_lazy:
+            return self._trace.lazy("events").select(DEVICE_EVENT_COLUMNS).filter(kinds.is_device()).collect()
+        return self._trace.collect("events", DEVICE_EVENT_COLUMNS)  # device_events filters
 
     def _files(self) -> pl.DataFrame:
         return self._trace.collect("files", ["rank", "time_resolution_ns"])

@@ -125,7 +125,7 @@ def launch_categories(categories: Iterable[str]) -> set[str]:
 
 def is_launch(events: pl.DataFrame) -> pl.Expr:
     """A runtime / driver call among the categories present in `events` (`launch_categories`)."""
-    present = events.get_column("cat").unique().drop_nulls().cast(pl.String).to_list()
+    present = events.select(pl.col("cat").drop_nulls().unique().cast(pl.String)).to_series().to_list()
     return kinds.in_categories(launch_categories(present))
 
 
