@@ -462,7 +462,7 @@ class Harness:
         except Finding as f:
             outcome = f.outcome
             self._example(case, outcome, f.detail)
-        except BaseException as exc:  # noqa: BLE001 - a Polars PanicException is a BaseException
+        except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             outcome = "wrong_exception"

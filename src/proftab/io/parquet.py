@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from proftab import schema
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.trace import Trace
 
@@ -465,7 +464,7 @@ class ScannedTrace(Trace):
     scan, for projection and predicate pushdown without reading whole tables.
     """
 
-    def __init__(self, path: str | os.PathLike[str], manifest: dict[str, Any]) -> None:  # noqa: D107
+    def __init__(self, path: str | os.PathLike[str], manifest: dict[str, Any]) -> None:
         self.path = Path(path)
         self.manifest = manifest
         self._ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
