@@ -17,6 +17,8 @@ import math
 
 import polars as pl
 
+from proftab.render.sanitize import sanitize_expr
+
 __all__ = ["render_table", "SORT_KEYS"]
 
 #: torch's ``sort_by`` attribute names (after the cuda/xpu/privateuse1 -> device rewrite)
@@ -163,8 +165,9 @@ def render_table(
         return ""
 
     rows = rows.with_columns(
-        pl.col("name", "input_shapes", "overload_name").fill_null(""),  # a null name: an unnamed event
-        pl.col("stack").fill_null([]),
+        # a null name: an unnamed event; control characters from the trace become visible escapes
+        sanitize_expr(pl.col("name", "input_shapes", "overload_name").fill_null("")),
+        pl.col("stack").fill_null([]).list.eval(sanitize_expr(pl.element())),
     )
     has_device_time = bool((rows["self_device_ns"] > 0).any())
     has_device_mem = bool((rows["self_device_mem_bytes"] > 0).any())
