@@ -10,14 +10,29 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
-from proftab.diff import diff
-from proftab.exceptions import ProftabError, ProftabWarning, TraceError
-from proftab.io.parquet import ScannedTrace, convert, scan
-from proftab.joins import join_samples, overlaps
-from proftab.schema import Flag
-from proftab.trace import Trace
+
+def _cli_interrupted() -> None:
+    """Ctrl-C while the `proftab` command imports its libraries: exit 130 without a traceback."""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    as_module = "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "proftab"
+    if as_module or os.path.basename(sys.argv[0]).startswith("proftab"):
+        print("proftab: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+try:
+    from proftab.diff import diff
+    from proftab.exceptions import ProftabError, ProftabWarning, TraceError
+    from proftab.io.parquet import ScannedTrace, convert, scan
+    from proftab.joins import join_samples, overlaps
+    from proftab.schema import Flag
+    from proftab.trace import Trace
+except KeyboardInterrupt:
+    _cli_interrupted()
+    raise
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -146,3 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("proftab: interrupted", file=sys.stderr)
         return 130
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":  # a Rust panic inside polars (a BaseException)
+            raise
+        print(f"proftab: error: internal error in polars: {_one_line(exc)}", file=sys.stderr)
+        return 2

@@ -19,6 +19,7 @@ existing output is replaced only with ``force=True``, and only if it is a profta
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -159,39 +160,123 @@ def _is_dataset(path: Path) -> bool:
     return (path / MANIFEST).is_file()
 
 
+def _lock(out: Path) -> int:
+    """Take the exclusive write lock of `out` (a hidden lock file next to it); returns its fd.
+
+    The lock file is removed on release; a waiter that locked a removed file retries, so two
+    writers never both believe they hold the lock.
+    """
+    import fcntl
+
+    path = out.parent / f".{out.name}.proftab-lock"
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            msg = f"{out}: another proftab process is writing this output (lock {path})"
+            raise ProftabError(msg) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder released (and removed) it between our open and flock
+
+
+def _unlock(out: Path, fd: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(out.parent / f".{out.name}.proftab-lock")
+    os.close(fd)
+
+
+def _recover(out: Path) -> None:
+    """Under the lock: restore a dataset left aside by an interrupted replace; drop stale temporaries."""
+    olds = sorted(out.parent.glob(f".{out.name}.proftab-old-*"), key=lambda p: p.stat().st_mtime)
+    if olds and not (out.exists() or out.is_symlink()) and _is_dataset(olds[-1]):
+        os.rename(olds[-1], out)
+        warnings.warn(f"{out}: restored the dataset an interrupted replace had set aside", ProftabWarning,
+                      stacklevel=4)
+        olds = olds[:-1]
+    for stale in [*olds, *out.parent.glob(f".{out.name}.proftab-tmp-*")]:
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except AttributeError:  # glibc < 2.28, musl
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):  # file system without exchange
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    """Put `tmp` at `out`; at every instant `out` is the old or the new dataset."""
+    if _exchange(tmp, out):
+        old = tmp  # now holds the previous output
+    else:
+        # two renames: an interrupt between them leaves the old dataset aside, where the next
+        # write to `out` (under the lock) restores it
+        old = out.parent / f".{out.name}.proftab-old-{uuid.uuid4().hex[:12]}"
+        os.rename(out, old)
+        os.rename(tmp, out)
+    if old.is_dir() and not old.is_symlink():
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        old.unlink()
+
+
 @contextlib.contextmanager
 def atomic_dir(out: str | os.PathLike[str], *, force: bool = False) -> Iterator[Path]:
     """Yield a fresh temporary directory that replaces `out` when the block succeeds.
 
     On an exception (including KeyboardInterrupt) the temporary directory is removed and
-    `out` is left as it was.
+    `out` is left as it was. One writer per output at a time (a lock next to it: a second
+    concurrent write fails); temporaries a killed writer left behind are removed, and a
+    dataset an interrupted replace set aside is restored.
     """
     out = Path(out)
-    if out.exists() or out.is_symlink():
-        if not force:
-            msg = f"{out}: output already exists (Hint: pass force=True, CLI --force, to replace it)"
-            raise ProftabError(msg)
-        if out.is_dir() and not _is_dataset(out) and any(out.iterdir()):
-            msg = f"{out}: refusing to replace a non-empty directory that is not a proftab dataset"
-            raise ProftabError(msg)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.proftab-tmp-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
+    fd = _lock(out)
     try:
-        yield tmp
+        _recover(out)
         if out.exists() or out.is_symlink():
-            old = out.parent / f".{out.name}.proftab-old-{uuid.uuid4().hex[:12]}"
-            os.rename(out, old)
-            os.rename(tmp, out)
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old, ignore_errors=True)
+            if not force:
+                msg = f"{out}: output already exists (Hint: pass force=True, CLI --force, to replace it)"
+                raise ProftabError(msg)
+            if out.is_dir() and not _is_dataset(out) and any(out.iterdir()):
+                msg = f"{out}: refusing to replace a non-empty directory that is not a proftab dataset"
+                raise ProftabError(msg)
+        tmp = out.parent / f".{out.name}.proftab-tmp-{uuid.uuid4().hex[:12]}"
+        tmp.mkdir()
+        try:
+            yield tmp
+            if out.exists() or out.is_symlink():
+                _replace(tmp, out)
             else:
-                old.unlink()
-        else:
-            os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+                os.rename(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    finally:
+        _unlock(out, fd)
 
 
 def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = False) -> Path:
@@ -446,12 +531,82 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
         msg = (f"{root}: not a proftab Parquet dataset (no {MANIFEST}) "
                "(Hint: create one with pt.load(trace).to_parquet(path) or `proftab convert TRACE OUT`)")
         raise ProftabError(msg)
-    manifest = json.loads((root / MANIFEST).read_text())
-    if manifest.get("schema_version", 0) > SCHEMA_VERSION:
+    mpath = root / MANIFEST
+    try:
+        manifest = json.loads(mpath.read_bytes())
+    except (OSError, ValueError) as exc:
+        msg = f"the dataset manifest is unreadable ({exc})"
+        raise TraceError(msg, path=str(mpath)) from None
+    version = manifest.get("schema_version") if isinstance(manifest, dict) else None
+    if isinstance(version, int) and version > SCHEMA_VERSION:
         msg = (f"{root}: dataset schema version {manifest['schema_version']} is newer than this proftab's "
                f"({SCHEMA_VERSION}); upgrade proftab")
         raise ProftabError(msg)
+    validate_dataset(root, manifest)
     return manifest
+
+
+def _required_columns() -> dict[str, set[str]]:
+    from proftab import schema
+
+    return {"events": {*schema.EVENT_COLUMNS, *NEST_COLUMNS}, "instants": set(schema.INSTANT_COLUMNS),
+            "flows": set(schema.FLOW_COLUMNS), "counters": set(schema.COUNTER_COLUMNS),
+            "threads": set(schema.THREAD_COLUMNS), "rejected": set(schema.REJECTED_COLUMNS),
+            "accounting": set(schema.ACCOUNTING_COLUMNS), "anomalies": {"rank"}, "meta": set(META_COLUMNS)}
+
+
+def validate_dataset(root: Path, manifest: object) -> None:
+    """Cheap checks of a dataset before it is used: the manifest's shape, and every part file's
+    presence, Parquet footer, columns and row count (raises TraceError naming the file)."""
+    import pyarrow.parquet as pq
+
+    mpath = str(root / MANIFEST)
+
+    def bad(what: str) -> TraceError:
+        return TraceError(f"not a valid proftab dataset manifest: {what}", path=mpath)
+
+    if not isinstance(manifest, dict):
+        raise bad(f"a JSON {type(manifest).__name__}, not an object")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise bad(f"schema_version {manifest.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+    ranks = manifest.get("ranks")
+    if not isinstance(ranks, list) or not ranks:
+        raise bad("no 'ranks' list")
+    totals = manifest.get("rows")
+    if not isinstance(totals, dict) or not all(isinstance(totals.get(t), int) for t in TABLES):
+        raise bad("no row count per table")
+    required = _required_columns()
+    for entry in ranks:
+        rank = entry.get("rank") if isinstance(entry, dict) else None
+        rows = entry.get("rows") if isinstance(entry, dict) else None
+        if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(rows, dict):
+            raise bad(f"rank entry {entry!r:.80} lacks an integer 'rank' and its 'rows'")
+        for table in TABLES:
+            part = root / table / f"rank={rank}" / "part-0.parquet"
+            try:
+                md = pq.read_metadata(part)
+            except FileNotFoundError:
+                msg = f"dataset part file missing (manifest lists rank {rank})"
+                raise TraceError(msg, path=str(part)) from None
+            except (OSError, ValueError) as exc:
+                msg = f"damaged dataset part file ({exc})"
+                raise TraceError(msg, path=str(part)) from None
+            missing = required[table] - set(md.schema.names)
+            if missing:
+                msg = f"dataset part file lacks columns {sorted(missing)}"
+                raise TraceError(msg, path=str(part))
+            if isinstance(rows.get(table), int) and md.num_rows != rows[table]:
+                msg = f"dataset part file has {md.num_rows} rows, the manifest says {rows[table]}"
+                raise TraceError(msg, path=str(part))
+
+
+def collect_checked(lf: pl.LazyFrame, root: Path, table: str) -> pl.DataFrame:
+    """Collect a dataset scan; a read error (a damaged page) becomes a TraceError naming the table."""
+    try:
+        return lf.collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        msg = f"cannot read table {table!r} of the dataset ({type(exc).__name__}: {str(exc)[:300]})"
+        raise TraceError(msg, path=str(root / ("events" if table == "nested" else table))) from None
 
 
 class ScannedTrace(Trace):
@@ -468,8 +623,12 @@ class ScannedTrace(Trace):
         self.path = Path(path)
         self.manifest = manifest
         self._ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
-        metas = self.lazy("meta").select("rank", "meta_json").collect()
-        self.metas = {int(r): json.loads(m) for r, m in metas.iter_rows()}
+        metas = collect_checked(self.lazy("meta").select("rank", "meta_json"), self.path, "meta")
+        try:
+            self.metas = {int(r): json.loads(m) for r, m in metas.iter_rows()}
+        except (TypeError, ValueError) as exc:
+            msg = f"the dataset's meta table holds invalid JSON ({exc})"
+            raise TraceError(msg, path=str(self.path / "meta")) from None
 
     def files(self, table: str) -> list[str]:
         """The Parquet files of `table`, in rank order."""
@@ -489,7 +648,7 @@ class ScannedTrace(Trace):
     def _read(self, table: str) -> pl.DataFrame:
         # one chunk per column, like a loaded table: the scan yields a chunk per row group,
         # which makes every later filter/to_numpy in the analyses several times slower
-        return self.lazy(table).collect().rechunk()
+        return collect_checked(self.lazy(table), self.path, table).rechunk()
 
     @functools.cached_property
     def nested(self) -> pl.DataFrame:  # type: ignore[override]
