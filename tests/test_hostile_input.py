@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 import proftab as pt
-from proftab.io import kineto
+from proftab.io import decompress, kineto
 from tests.conftest import BUNDLED
 
 CNN = BUNDLED / "train_cnn.pt.trace.json.gz"
@@ -304,23 +304,23 @@ def test_reading_stops_at_the_first_error(tmp_path: Path, monkeypatch: pytest.Mo
     p = tmp_path / "bomb.json.gz"
     p.write_bytes(gzip.compress(b"garbage" + b"\x00" * (64 << 20), 1))  # 64 MiB of garbage
     fed: list[int] = []
-    real = kineto._raw_chunks
+    real = decompress.raw_chunks
 
     def counting(path: str):  # type: ignore[no-untyped-def]
         for chunk in real(path):
             fed.append(len(chunk))
             yield chunk
 
-    monkeypatch.setattr(kineto, "_raw_chunks", counting)
+    monkeypatch.setattr(kineto, "raw_chunks", counting)
     with pytest.raises(pt.TraceError, match="not a JSON trace"):
         pt.load(p)
-    assert sum(fed) <= 5 * kineto.CHUNK  # not decompressed to the end (the reader thread runs ahead a little)
+    assert sum(fed) <= 5 * decompress.CHUNK  # not decompressed to the end (the reader thread runs ahead a little)
 
 
 def test_a_huge_token_is_capped_and_rescanned_linearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     big = b'{"ph": "X", "name": "' + b"n" * (3 << 20) + b'", "pid": 1, "tid": 1, "ts": 1, "dur": 1}'
     p = write(tmp_path, [j(ev()), big])
-    monkeypatch.setattr(kineto, "CHUNK", 4096)  # 768 feeds: quadratic rescans would take minutes
+    monkeypatch.setattr(decompress, "CHUNK", 4096)  # 768 feeds: quadratic rescans would take minutes
     assert len(pt.load(p).events) == 2
     monkeypatch.setattr(kineto, "MAX_TOKEN_BYTES", 1 << 20)
     with pytest.raises(pt.TraceError, match="larger than max_token=1048576 bytes"):
@@ -397,6 +397,6 @@ def test_zlib_prefix_replay_matches_zlib() -> None:
             want.append(d.decompress(bytes(comp[i:i + 1])))
         except zlib.error:
             break
-    good, used = kineto._gzip_prefix(zlib.decompressobj(), bytes(comp))
+    good, used = decompress._gzip_prefix(zlib.decompressobj(), bytes(comp))
     assert good == b"".join(want) == bytes(range(256)) * 200
     assert used == i

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import proftab as pt
-from proftab.io import parquet
+from proftab.io import atomic, parquet
 from tests.conftest import BUNDLED
 
 CNN = BUNDLED / "train_cnn.pt.trace.json.gz"
@@ -44,7 +44,7 @@ def test_stale_temporaries_of_a_killed_convert_are_removed(tmp_path: Path) -> No
 
 def test_a_concurrent_write_to_the_same_output_fails(tmp_path: Path) -> None:
     out = tmp_path / "ds"
-    with parquet.atomic_dir(out) as tmp:
+    with atomic.atomic_dir(out) as tmp:
         (tmp / "x").write_text("1")
         with pytest.raises(pt.ProftabError, match="another proftab process is writing"):
             pt.convert(str(CNN), out, progress=False)
@@ -59,7 +59,7 @@ def test_an_interrupted_replace_keeps_the_old_dataset(copy: Path, monkeypatch: p
     def interrupted(a: Path, b: Path) -> bool:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(parquet, "_exchange", interrupted)
+    monkeypatch.setattr(atomic, "_exchange", interrupted)
     with pytest.raises(KeyboardInterrupt):
         pt.convert(str(CNN), copy, force=True, progress=False)
     assert pt.scan(copy).events.height == before
@@ -69,7 +69,7 @@ def test_an_interrupted_replace_keeps_the_old_dataset(copy: Path, monkeypatch: p
 def test_replace_without_exchange_is_recovered_after_an_interrupt(copy: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     before = pt.scan(copy).events.height
-    monkeypatch.setattr(parquet, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(atomic, "_exchange", lambda a, b: False)
     real = os.rename
     calls = []
 
@@ -79,10 +79,10 @@ def test_replace_without_exchange_is_recovered_after_an_interrupt(copy: Path,
             raise KeyboardInterrupt  # between the two renames of the fallback replace (out -> old, tmp -> out)
         real(a, b)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(parquet.os, "rename", rename)
+    monkeypatch.setattr(atomic.os, "rename", rename)
     with pytest.raises(KeyboardInterrupt):
         pt.convert(str(CNN), copy, force=True, progress=False, max_workers=1)
-    monkeypatch.setattr(parquet.os, "rename", real)
+    monkeypatch.setattr(atomic.os, "rename", real)
     assert not copy.exists()  # the old dataset is set aside...
     with pytest.warns(pt.ProftabWarning, match="restored the dataset"):
         pt.convert(str(CNN), copy, force=True, progress=False)  # ...and the next write restores it first
@@ -96,7 +96,7 @@ def test_exchange_swaps_atomically(tmp_path: Path) -> None:
     (a / "x").write_text("a")
     b.mkdir()
     (b / "x").write_text("b")
-    if not parquet._exchange(a, b):
+    if not atomic._exchange(a, b):
         pytest.skip("no renameat2(RENAME_EXCHANGE) here")
     assert (a / "x").read_text() == "b" and (b / "x").read_text() == "a"
 

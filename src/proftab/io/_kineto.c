@@ -489,13 +489,32 @@ static int skip_scalar(cur_t *c) {
 }
 
 /* Skip an object or array at c->p, iteratively (depth bounded by MAX_DEPTH, not by the C stack). */
-static __attribute__((noinline)) int skip_container(cur_t *c, int *esc, int depth0) {
-    uint64_t isobj[MAX_DEPTH / 64 + 1];
+static int skip_container_body(cur_t *c, int *esc, int depth0, uint64_t *isobj, uint64_t **heap, int cap);
+
+static int skip_container(cur_t *c, int *esc, int depth0) {
+    /* one bit per open level (1 = object): 512 levels on the stack, more on the heap */
+    uint64_t small[8];
+    uint64_t *heap = NULL;
+    int r = skip_container_body(c, esc, depth0, small, &heap, 512);
+    free(heap);
+    return r;
+}
+
+static int skip_container_body(cur_t *c, int *esc, int depth0, uint64_t *isobj, uint64_t **heap, int cap) {
     int depth = 0, r;
     const char *s; size_t n;
     char ch = *c->p;
 open:
     if (depth + depth0 >= MAX_DEPTH) { c->msg = "nesting deeper than 100000 levels"; return BAD; }
+    if (depth >= cap) {
+        int ncap = cap * 4 > MAX_DEPTH + 64 ? MAX_DEPTH + 64 : cap * 4;
+        uint64_t *nb = realloc(*heap, (size_t)(ncap / 64 + 1) * sizeof(uint64_t));
+        if (!nb) { c->msg = "out of memory"; return BAD; }
+        if (!*heap) memcpy(nb, isobj, (size_t)(cap / 64) * sizeof(uint64_t));
+        *heap = nb;
+        isobj = nb;
+        cap = ncap;
+    }
     if (ch == '{') isobj[depth >> 6] |= 1ULL << (depth & 63);
     else isobj[depth >> 6] &= ~(1ULL << (depth & 63));
     depth++;

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
-import threading
 import warnings
-import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -25,14 +22,12 @@ import pyarrow as pa
 from proftab import schema
 from proftab.exceptions import ProftabWarning, TraceError
 from proftab.io import _kineto
+from proftab.io.decompress import GzipDamage, raw_chunks, threaded
+from proftab.io.kineto_counters import counters_table
 from proftab.schema import ArgKind, Flag
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 __all__ = ["FileTables", "read_kineto"]
 
-CHUNK = 8 << 20
 #: the largest single JSON value (one event, one top-level value) the scanner holds while it is
 #: incomplete; a longer one stops the read with a TraceError (resource bound on hostile input)
 MAX_TOKEN_BYTES = int(_kineto.DEFAULT_MAX_TOKEN)
@@ -67,122 +62,6 @@ class FileTables:
 # ----------------------------------------------------------------------------- reading
 
 
-class GzipDamage(Exception):
-    """A damaged gzip stream: everything before `offset` (decompressed bytes) was yielded."""
-
-    def __init__(self, message: str, offset: int, compressed_offset: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.offset = offset
-        self.compressed_offset = compressed_offset
-
-
-def _gzip_prefix(dec: Any, data: bytes) -> tuple[bytes, int]:
-    """The output a decompressor state yields from `data` before its error, and the input used.
-
-    zlib drops the whole output of a call that fails: this replays the failed call in 4 KiB
-    steps, then byte by byte, from a copy of the state before it.
-    """
-    out: list[bytes] = []
-    pos = 0
-    for step in (4096, 1):
-        while pos < len(data):
-            before = dec.copy()
-            try:
-                out.append(dec.decompress(data[pos:pos + step]))
-            except zlib.error:
-                dec = before
-                break
-            pos += step
-    return b"".join(out), pos
-
-
-def _raw_chunks(path: str) -> Iterator[bytes]:
-    """Yield the decompressed bytes of `path` (gzip detected by magic bytes).
-
-    A damaged gzip stream raises `GzipDamage` after yielding the intact prefix.
-    """
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head != b"\x1f\x8b":
-            while chunk := fh.read(CHUNK):
-                yield chunk
-            return
-        dec = zlib.decompressobj(wbits=31)
-        consumed = 0  # compressed bytes before `raw`
-        produced = 0  # decompressed bytes yielded
-        while True:
-            raw = fh.read(1 << 20)
-            if not raw:
-                break
-            data = raw
-            while data:
-                saved = dec.copy()
-                try:
-                    out = dec.decompress(data, CHUNK)
-                except zlib.error as exc:
-                    good, used = _gzip_prefix(saved, data[:CHUNK])
-                    if good:
-                        produced += len(good)
-                        yield good
-                    where = consumed + len(raw) - len(data) + used
-                    msg = f"corrupt gzip data ({exc}) after {produced} decompressed bytes"
-                    raise GzipDamage(msg, produced, where) from None
-                if out:
-                    produced += len(out)
-                    yield out
-                if dec.eof:
-                    # concatenated gzip members: continue with the rest
-                    data = dec.unused_data
-                    dec = zlib.decompressobj(wbits=31)
-                    if not data.strip(b"\x00"):
-                        data = b""
-                    continue
-                data = dec.unconsumed_tail
-            consumed += len(raw)
-        tail = dec.flush()
-        if tail:
-            yield tail
-        if not dec.eof and consumed:
-            # a truncated gzip stream: the JSON scanner reports the truncation itself
-            yield b""
-
-
-def _threaded(gen: Iterator[bytes]) -> Iterator[bytes]:
-    """Run a chunk generator on a helper thread (zlib releases the GIL)."""
-    q: queue.Queue[Any] = queue.Queue(maxsize=3)
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for item in gen:
-                if stop.is_set():
-                    return
-                q.put(item)
-            q.put(None)
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the consumer side
-            q.put(exc)
-
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while t.is_alive():
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                t.join(0.01)
-
-
 def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
     """Run the C scanner over a file; returns its raw column buffers.
 
@@ -191,7 +70,7 @@ def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
     decompressed (`res["gzip_error"]` holds the message).
     """
     parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
-    chunks = _threaded(_raw_chunks(path))
+    chunks = threaded(raw_chunks(path))
     damage = None
     try:
         for chunk in chunks:
@@ -556,7 +435,7 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
     instants = _ensure(small.filter(kind == _K_INSTANT).rename({"ts": "ts_ns", "s": "scope"}),
                        schema.INSTANT_COLUMNS)
     flows = _ensure(small.filter(kind == _K_FLOW).rename({"ts": "ts_ns"}), schema.FLOW_COLUMNS)
-    counters, bad_counter_values = _counters(small.filter(kind == _K_COUNTER))
+    counters, bad_counter_values = counters_table(small.filter(kind == _K_COUNTER))
     if bad_counter_values:
         notes.append(f"{path}: {bad_counter_values} counter values are not numbers (left out of Trace.counters)")
     meta_rows = small.filter(kind == _K_META)
@@ -587,85 +466,6 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
     return FileTables(path=path, rank=rank, meta=meta, events=events, instants=instants, flows=flows,
                       counters=counters, threads=threads, rejected=rejected, accounting=accounting,
                       warnings=notes)
-
-
-def _counters(rows: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """One row per (counter event, series); values as Float64.
-
-    Returns the table and the number of values that are not numbers (dropped, reported). The
-    args are decoded in one vectorized pass; input that pass refuses (NaN, Infinity, mixed types
-    across events, duplicate keys...) is decoded value by value instead, never fatally.
-    """
-    rows = rows.filter(pl.col("args").is_not_null())
-    if rows.is_empty():
-        return schema.empty(schema.COUNTER_COLUMNS), 0
-    base_cols = [c for c in schema.COUNTER_COLUMNS if c not in ("ts_ns", "series", "value")]
-    base = rows.select([*base_cols, pl.col("ts").alias("ts_ns")])
-    try:
-        long, bad = _counters_fast(base, rows["args"])
-    except (pl.exceptions.PolarsError, ValueError, TypeError):
-        long, bad = _counters_fallback(base, rows["args"])
-    return long.sort("event_id", maintain_order=True).select(list(schema.COUNTER_COLUMNS)).cast(
-        schema.COUNTER_COLUMNS), bad  # type: ignore[arg-type]
-
-
-def _counters_fast(base: pl.DataFrame, args: pl.Series) -> tuple[pl.DataFrame, int]:
-    decoded = base.with_columns(args.str.json_decode(infer_schema_length=None).alias("_v"))
-    fields = decoded.schema["_v"]
-    if not isinstance(fields, pl.Struct) or not fields.fields:
-        msg = "counter args are not objects"
-        raise ValueError(msg)
-    if any(not (f.dtype.is_numeric() or f.dtype == pl.Null) for f in fields.fields):
-        msg = "non-numeric counter values"
-        raise ValueError(msg)
-    if len({f.name for f in fields.fields}) != len(fields.fields):
-        msg = "duplicate series names"
-        raise ValueError(msg)
-    wide = decoded.with_columns([
-        pl.col("_v").struct.field(f.name).cast(pl.Float64).alias(f"_s{i}") for i, f in enumerate(fields.fields)
-    ]).drop("_v")
-    names = {f"_s{i}": f.name for i, f in enumerate(fields.fields)}
-    long = wide.unpivot(index=list(base.columns), variable_name="series", value_name="value")
-    long = long.filter(pl.col("value").is_not_null()).with_columns(pl.col("series").replace_strict(names))
-    return long, 0
-
-
-def _number(v: object) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    try:
-        return float(v)
-    except OverflowError:
-        return None
-
-
-def _counters_fallback(base: pl.DataFrame, args: pl.Series) -> tuple[pl.DataFrame, int]:
-    """Per-value decoding for counter args that the vectorized pass refuses (damaged input only)."""
-    idx: list[int] = []
-    series: list[str] = []
-    values: list[float] = []
-    bad = 0
-    for i, text in enumerate(args.to_list()):
-        try:
-            obj = json.loads(text)
-        except ValueError:
-            bad += 1
-            continue
-        if not isinstance(obj, dict):
-            bad += 1
-            continue
-        for k, v in obj.items():
-            x = _number(v)
-            if x is None:
-                bad += v is not None
-                continue
-            idx.append(i)
-            series.append(k)
-            values.append(x)
-    long = pl.DataFrame({"_i": idx, "series": series, "value": values},
-                        schema={"_i": pl.UInt32, "series": pl.String, "value": pl.Float64})
-    long = base.with_row_index("_i").join(long, on="_i", how="inner", maintain_order="right").drop("_i")
-    return long, bad
 
 
 _THREAD_FIELDS = {
