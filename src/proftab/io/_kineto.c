@@ -3,9 +3,14 @@
  * column buffers directly, with exact decimal -> int64 ns conversion of "ts" and "dur".
  *
  * Contract (used by proftab/io/kineto.py):
- *   p = Parser(typed_keys)          typed_keys: list of (json_key: bytes, column: int, kind: int)
- *   p.feed(chunk)                   any bytes-like; may split the text anywhere
+ *   p = Parser(typed_keys, salvage=False, max_token=DEFAULT_MAX_TOKEN)
+ *                                   typed_keys: list of (json_key: bytes, column: int, kind: int)
+ *   p.feed(chunk) -> bool           any bytes-like; may split the text anywhere; True once the
+ *                                   scanner has stopped at a fatal error (feed no more)
  *   p.finish() -> dict              columns as Buffer objects + counts, see build_result()
+ * Module constants: the kind codes I64..BOOL, FLAG_* bits, MAX_DEPTH, MAX_TYPED and
+ * DEFAULT_MAX_TOKEN (tests/test_scanner_constants.py ties them to proftab.schema).
+ * Every string written to a column is valid UTF-8 (repaired and flagged otherwise).
  * Errors are reported, never raised from the scanner: finish() returns "error" (message,
  * byte offset, excerpt) and "complete" (whether the top-level value was closed); the
  * Python side decides between raising TraceError and salvaging.

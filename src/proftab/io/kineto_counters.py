@@ -53,11 +53,12 @@ def _counters_fast(base: pl.DataFrame, args: pl.Series) -> tuple[pl.DataFrame, i
 
 
 def _number(v: object) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
+    """A counter value as a float: numbers, and strings holding one (as the vectorized cast reads them)."""
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
         return None
     try:
         return float(v)
-    except OverflowError:
+    except (OverflowError, ValueError):
         return None
 
 
