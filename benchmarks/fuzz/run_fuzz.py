@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.fuzz.harness import MUTATORS, OUTCOMES  # noqa: E402
+from tests.fuzz.harness import MUTATORS, OUTCOMES
 
 
 def table(counts: dict[str, dict[str, int]]) -> str:

@@ -10,7 +10,6 @@ import sys
 import warnings
 
 import atheris
-
 import polars as pl
 
 with atheris.instrument_imports():

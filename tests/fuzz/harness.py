@@ -115,6 +115,7 @@ class Case:
     elements: int | None = None  # when a strict load succeeds it must count exactly this many elements
     salvage_loads: bool = False  # salvage=True must not raise
     lost_at_most: int | None = None  # salvage keeps all but this many of the seed's X events
+    strict_loads: bool = False  # valid JSON: a strict load must succeed
 
 
 HOSTILE_SCALARS = [
@@ -197,7 +198,7 @@ def m_escape(seed: Seed, rng: random.Random) -> Case:
     else:  # escaped typed arg key
         new = elem.replace(b'"External id"', b'"External\\u0020id"', 1).replace(b'"correlation"',
                                                                                   b'"corr\\u0065lation"', 1)
-    return Case("escape", _with_element(seed, j, new), j, elements=len(seed.spans))
+    return Case("escape", _with_element(seed, j, new), j, elements=len(seed.spans), strict_loads=True)
 
 
 def m_syntax(seed: Seed, rng: random.Random) -> Case:
@@ -267,7 +268,8 @@ def m_nesting(seed: Seed, rng: random.Random) -> Case:
     depth = rng.choice([150, 199, 201, 500, 5000])
     deep = b"[" * depth + b"]" * depth
     new = b'{"ph": "X", "name": "deep", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"d": ' + deep + b"}}"
-    return Case("nesting", _insert_before(seed, j, new + b", "), j)
+    return Case("nesting", _insert_before(seed, j, new + b", "), j, elements=len(seed.spans) + 1,
+                strict_loads=True)
 
 
 def m_control(seed: Seed, rng: random.Random) -> Case:
@@ -437,6 +439,8 @@ class Harness:
         t0 = time.perf_counter()
         try:
             strict = self._load(path, salvage=False)
+            if strict is None and case.strict_loads:
+                raise Finding("wrong_exception", "valid JSON refused")
             if strict is not None:
                 check_trace(strict, deep=deep)
                 n = int(strict.accounting["trace_events"].sum())  # type: ignore[attr-defined]
