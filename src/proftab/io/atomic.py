@@ -38,9 +38,11 @@ def _lock(out: Path) -> int:
     The lock file is removed on release; a waiter that locked a removed file retries, so two
     writers never both believe they hold the lock.
     """
-    import fcntl
-
     path = out.parent / f".{out.name}.proftab-lock"
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock (the writes stay atomic)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
