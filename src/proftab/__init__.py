@@ -9,17 +9,33 @@
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from proftab._version import __version__
-from proftab.api import register_trace_method, register_trace_namespace
-from proftab.diff import diff
-from proftab.exceptions import ProftabError, ProftabWarning, TraceError
-from proftab.io.files import load
-from proftab.io.parquet import convert, read_parquet, scan
-from proftab.joins import join_samples, overlaps
-from proftab.schema import Flag
-from proftab.trace import Trace
+
+def _cli_interrupted() -> None:
+    """Ctrl-C while the `proftab` command imports its libraries: exit 130 without a traceback."""
+    argv = getattr(_sys, "orig_argv", _sys.argv)
+    as_module = "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "proftab"
+    if as_module or _os.path.basename(_sys.argv[0]).startswith("proftab"):
+        print("proftab: interrupted", file=_sys.stderr)
+        raise SystemExit(130) from None
+
+
+try:
+    from proftab._version import __version__
+    from proftab.api import register_trace_method, register_trace_namespace
+    from proftab.diff import diff
+    from proftab.exceptions import ProftabError, ProftabWarning, TraceError
+    from proftab.io.files import load
+    from proftab.io.parquet import convert, read_parquet, scan
+    from proftab.joins import join_samples, overlaps
+    from proftab.schema import Flag
+    from proftab.trace import Trace
+except KeyboardInterrupt:
+    _cli_interrupted()
+    raise
 
 if _TYPE_CHECKING:
     import os

@@ -13,7 +13,7 @@ import polars as pl
 #: a column dtype as the tables declare it (a dtype class such as `pl.Int64`, or an instance)
 DType = pl.DataType | type[pl.DataType]
 
-__all__ = ["EVENT_COLUMNS", "Flag", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS"]
+__all__ = ["EVENT_COLUMNS", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS", "ArgKind", "Flag"]
 
 
 class Flag(enum.IntFlag):
@@ -31,10 +31,29 @@ class Flag(enum.IntFlag):
     """a B/b event without its end; end_ns is the file's last timestamp"""
     ARGS_REPAIRED = 32
     """an args string had invalid UTF-8 or an unescaped quote and was repaired"""
+    JSON_REPAIRED = 64
+    """the event's JSON was invalid but readable (a number with leading zeros, a raw control character)"""
+
+
+class ArgKind(enum.IntEnum):
+    """How the scanner stores a typed `args` value (the C scanner exports the same codes)."""
+
+    I64 = 0
+    U64 = 1
+    F64 = 2
+    STR = 3
+    JSON = 4
+    """the value's JSON text verbatim"""
+    BOOL = 5
+
+    @property
+    def is_text(self) -> bool:
+        """Stored as a string column (offsets + data), not a fixed-width one."""
+        return self in (ArgKind.STR, ArgKind.JSON)
 
 
 # (json key, column, dtype). JSON-text columns hold the value's JSON text verbatim.
-_I64, _U64, _F64, _STR, _JSON, _BOOL = 0, 1, 2, 3, 4, 5
+_I64, _U64, _F64, _STR, _JSON, _BOOL = ArgKind
 TYPED_ARGS: list[tuple[str, str, int]] = [
     ("External id", "external_id", _I64),
     ("external id", "external_id", _I64),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proftab import api, schema
-from proftab.exceptions import UsageError
+from proftab.exceptions import TraceError, UsageError
 from proftab.intervals import nest
 from proftab.meta import file_meta
 
@@ -38,17 +38,20 @@ class Trace:
         optionally a stored `nested`), each a DataFrame or a LazyFrame.
     files
         One row per file (`schema.FILES_COLUMNS`).
+    source
+        Where lazy tables read from (a dataset directory), named in read errors.
     """
 
-    __slots__ = ("_cache", "_files", "_tables")
+    __slots__ = ("_cache", "_files", "_source", "_tables")
 
-    def __init__(self, tables: Mapping[str, Frame], files: pl.DataFrame) -> None:
+    def __init__(self, tables: Mapping[str, Frame], files: pl.DataFrame, *, source: str | None = None) -> None:
         if missing := [t for t in TABLES if t not in tables]:
             msg = f"a Trace needs the tables {list(TABLES)}; missing {missing}"
             raise UsageError(msg)
         self._tables: dict[str, Frame] = dict(tables)
         self._files = files.sort("rank")
         self._cache: dict[str, Any] = {}
+        self._source = source  # where lazy tables read from (a dataset directory), for errors
 
     @property
     def files(self) -> pl.DataFrame:
@@ -105,7 +108,11 @@ class Trace:
             df: pl.DataFrame = self._cache[key]
             return df if columns is None else df.select(columns)
         # one chunk per column, as a loaded table: later filters/to_numpy are several times faster
-        df = (frame if columns is None else frame.select(columns)).collect().rechunk()
+        try:
+            df = (frame if columns is None else frame.select(columns)).collect().rechunk()
+        except (pl.exceptions.PolarsError, OSError) as exc:  # a damaged or vanished part file
+            msg = f"cannot read table {table!r} ({type(exc).__name__}: {str(exc)[:300]})"
+            raise TraceError(msg, path=f"{self._source}/{table}" if self._source else None) from None
         if columns is None:
             self._cache[key] = df
         return df

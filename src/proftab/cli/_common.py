@@ -148,8 +148,12 @@ def write_frame(df: pl.DataFrame, fmt: str, output: str | None) -> None:
 
 
 def write_text(text: str, output: str | None) -> None:
-    """Write `text` to `output`, or to stdout."""
+    """Write `text` to `output`, or to stdout (on a terminal with control characters escaped)."""
     if output is None:
+        if sys.stdout.isatty():
+            from proftab.render.sanitize import sanitize_text
+
+            text = sanitize_text(text, keep="\n\t")
         sys.stdout.write(text)
         sys.stdout.flush()
     else:

@@ -62,6 +62,7 @@ def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console
     from rich.table import Table
     from rich.text import Text
 
+    from proftab.render.sanitize import sanitize_text
     from proftab.render.text import fmt_ns, fmt_share
 
     cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
@@ -90,7 +91,7 @@ def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console
         cells.append(f"{r['calls']:,}")
         if shapes:
             cells.append(r["input_shapes"] or "")
-        table.add_row(*(Text(str(c)) for c in cells), style="dim" if r["device_type"] != "CPU" else None)
+        table.add_row(*(Text(sanitize_text(str(c))) for c in cells), style="dim" if r["device_type"] != "CPU" else None)
     footer = f"Self CPU time total: {fmt_ns(cpu_sum)}"
     if has_dev:
         footer += f"   Self {dev} time total: {fmt_ns(dev_sum)}"

@@ -3,9 +3,14 @@
  * column buffers directly, with exact decimal -> int64 ns conversion of "ts" and "dur".
  *
  * Contract (used by proftab/io/kineto.py):
- *   p = Parser(typed_keys)          typed_keys: list of (json_key: bytes, column: int, kind: int)
- *   p.feed(chunk)                   any bytes-like; may split the text anywhere
+ *   p = Parser(typed_keys, salvage=False, max_token=DEFAULT_MAX_TOKEN)
+ *                                   typed_keys: list of (json_key: bytes, column: int, kind: int)
+ *   p.feed(chunk) -> bool           any bytes-like; may split the text anywhere; True once the
+ *                                   scanner has stopped at a fatal error (feed no more)
  *   p.finish() -> dict              columns as Buffer objects + counts, see build_result()
+ * Module constants: the kind codes I64..BOOL, FLAG_* bits, MAX_DEPTH, MAX_TYPED and
+ * DEFAULT_MAX_TOKEN (tests/test_scanner_constants.py ties them to proftab.schema).
+ * Every string written to a column is valid UTF-8 (repaired and flagged otherwise).
  * Errors are reported, never raised from the scanner: finish() returns "error" (message,
  * byte offset, excerpt) and "complete" (whether the top-level value was closed); the
  * Python side decides between raising TraceError and salvaging.
@@ -64,6 +69,7 @@ static int buf_exact(buf_t *b, size_t size) {
 }
 
 static int buf_append(buf_t *b, const void *src, size_t n) {
+    if (n == 0) return 0;  /* src may be NULL (an empty buffer): memcpy(_, NULL, 0) is UB */
     if (buf_reserve(b, n)) return -1;
     memcpy(b->p + b->len, src, n);
     b->len += n;
@@ -171,6 +177,14 @@ typedef struct {
 } dictcol_t;
 
 static int utf8_valid(const unsigned char *s, size_t n);
+#define DICT_BAD_UTF8 1
+#define DICT_RAW_CONTROL 2
+
+/* any byte < 0x20 (JSON forbids raw control characters inside strings) */
+static int has_control(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) if (s[i] < 0x20) return 1;
+    return 0;
+}
 
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
@@ -182,7 +196,7 @@ static uint64_t hash_bytes(const char *s, size_t n) {
         h ^= h >> 31;
     }
     uint64_t t = 0;
-    memcpy(&t, s + i, n - i);
+    if (n > i) memcpy(&t, s + i, n - i);
     h = (h ^ t) * 0x94d049bb133111ebULL;
     return h ^ (h >> 29);
 }
@@ -245,8 +259,9 @@ static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
     if (buf_append(&d->dict_offsets, &end, 8)) return -1;
     int32_t code = d->n++;
     d->hashes[code] = h;
-    d->bad[code] = !utf8_valid((const unsigned char *)s, n);
-    if (d->bad[code]) d->any_bad = 1;
+    d->bad[code] = (uint8_t)((utf8_valid((const unsigned char *)s, n) ? 0 : DICT_BAD_UTF8) |
+                             (has_control((const unsigned char *)s, n) ? DICT_RAW_CONTROL : 0));
+    if (d->bad[code] & DICT_BAD_UTF8) d->any_bad = 1;
     d->slots[i] = (uint32_t)code + 1;
     return code;
 }
@@ -280,10 +295,16 @@ enum { D_PH, D_CAT, D_NAME, D_BP, D_S, D_REASON, N_DICT };
 enum { F_EVENT_INDEX, F_PID, F_TID, F_TS, F_DUR, F_ID, F_OFFSET, F_FLAGS, N_FIX };
 enum { S_PID_TEXT, S_TID_TEXT, S_ID_TEXT, S_ARGS, S_EXTRA, S_EXCERPT, S_MVALUE, N_STR };
 
-/* flags (mirror proftab.Flag) */
+/* flags: exported as FLAG_* module constants; tests/test_scanner_constants.py ties them to proftab.Flag */
 #define FL_NAME_REPAIRED 1
 #define FL_TS_ROUNDED 2
 #define FL_ARGS_REPAIRED 32
+#define FL_JSON_REPAIRED 64
+
+/* nesting limit of a skipped value (iterative: the C stack does not grow with depth) */
+#define MAX_DEPTH 100000
+/* default cap on a single incomplete top-level item (one event or envelope value) */
+#define DEFAULT_MAX_TOKEN ((int64_t)1 << 30)
 
 enum { ST_START, ST_ENVELOPE, ST_EVENTS, ST_DONE, ST_RESYNC };
 
@@ -339,6 +360,14 @@ typedef struct {
     int saw_events;
     int finished;
     int64_t resyncs;
+    int64_t lenient;          /* JSON syntax deviations accepted (double commas, missing commas, ...) */
+    int64_t fed;              /* total bytes fed */
+    int64_t max_token;        /* cap on one incomplete item held in `pending` */
+    size_t retry_at;          /* rescan `pending` only once it has grown to this size (linear rescans) */
+    int dirty;                /* `pending` holds bytes not scanned yet */
+    int after_comma;          /* in the events array: the last token was ',' (or the opening '[') */
+    buf_t keybuf;             /* decoded escaped key */
+    char ph_dec[8];           /* decoded escaped ph */
     char reason_buf[200];
     int64_t rows;
     int max_frac;
@@ -446,49 +475,8 @@ static int scan_string(cur_t *c, const char **s, size_t *n, int *esc) {
     }
 }
 
-/* Skip one JSON value; *esc accumulates string flags. */
-static int skip_value(cur_t *c, int *esc, int depth) {
-    if (c->p >= c->end) return NEED_MORE;
-    char ch = *c->p;
-    if (ch == '"') {
-        const char *s; size_t n; int e = 0;
-        int r = scan_string(c, &s, &n, &e);
-        *esc |= e;
-        return r;
-    }
-    if (ch == '{' || ch == '[') {
-        if (depth > 200) { c->msg = "nesting deeper than 200 levels"; return BAD; }
-        char close = ch == '{' ? '}' : ']';
-        c->p++;
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p == close) { c->p++; return OK; }
-        for (;;) {
-            skip_ws(c);
-            if (ch == '{') {
-                if (c->p >= c->end) return NEED_MORE;
-                if (*c->p != '"') { c->msg = "expected a string key"; return BAD; }
-                const char *s; size_t n; int e = 0;
-                int r = scan_string(c, &s, &n, &e);
-                if (r) return r;
-                *esc |= e;
-                skip_ws(c);
-                if (c->p >= c->end) return NEED_MORE;
-                if (*c->p != ':') { c->msg = "expected ':' after a key"; return BAD; }
-                c->p++;
-                skip_ws(c);
-            }
-            int r = skip_value(c, esc, depth + 1);
-            if (r) return r;
-            skip_ws(c);
-            if (c->p >= c->end) return NEED_MORE;
-            if (*c->p == ',') { c->p++; continue; }
-            if (*c->p == close) { c->p++; return OK; }
-            c->msg = ch == '{' ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array";
-            return BAD;
-        }
-    }
-    /* scalar: number / literal: run until a delimiter */
+/* Skip a scalar (number / literal): run until a delimiter. */
+static int skip_scalar(cur_t *c) {
     const char *p = c->p;
     unsigned char cls = 0;
     while (p < c->end && !(cls = DELIM[(unsigned char)*p])) p++;
@@ -503,6 +491,98 @@ static int skip_value(cur_t *c, int *esc, int depth) {
     }
     c->p = p;
     return OK;
+}
+
+/* Skip an object or array at c->p, iteratively (depth bounded by MAX_DEPTH, not by the C stack). */
+static int skip_container_body(cur_t *c, int *esc, int depth0, uint64_t *isobj, uint64_t **heap, int cap);
+
+static int skip_container(cur_t *c, int *esc, int depth0) {
+    /* one bit per open level (1 = object): 512 levels on the stack, more on the heap */
+    uint64_t small[8];
+    uint64_t *heap = NULL;
+    int r = skip_container_body(c, esc, depth0, small, &heap, 512);
+    free(heap);
+    return r;
+}
+
+static int skip_container_body(cur_t *c, int *esc, int depth0, uint64_t *isobj, uint64_t **heap, int cap) {
+    int depth = 0, r;
+    const char *s; size_t n;
+    char ch = *c->p;
+open:
+    if (depth + depth0 >= MAX_DEPTH) { c->msg = "nesting deeper than 100000 levels"; return BAD; }
+    if (depth >= cap) {
+        int ncap = cap * 4 > MAX_DEPTH + 64 ? MAX_DEPTH + 64 : cap * 4;
+        uint64_t *nb = realloc(*heap, (size_t)(ncap / 64 + 1) * sizeof(uint64_t));
+        if (!nb) { c->msg = "out of memory"; return BAD; }
+        if (!*heap) memcpy(nb, isobj, (size_t)(cap / 64) * sizeof(uint64_t));
+        *heap = nb;
+        isobj = nb;
+        cap = ncap;
+    }
+    if (ch == '{') isobj[depth >> 6] |= 1ULL << (depth & 63);
+    else isobj[depth >> 6] &= ~(1ULL << (depth & 63));
+    depth++;
+    c->p++;
+    skip_ws(c);
+    if (c->p >= c->end) return NEED_MORE;
+    if (*c->p == ((isobj[(depth - 1) >> 6] >> ((depth - 1) & 63)) & 1 ? '}' : ']')) { c->p++; goto closed; }
+member:
+    if ((isobj[(depth - 1) >> 6] >> ((depth - 1) & 63)) & 1) {
+        if (*c->p != '"') { c->msg = "expected a string key"; return BAD; }
+        int e = 0;
+        r = scan_string(c, &s, &n, &e);
+        if (r) return r;
+        *esc |= e;
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (*c->p != ':') { c->msg = "expected ':' after a key"; return BAD; }
+        c->p++;
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+    }
+    ch = *c->p;
+    if (ch == '{' || ch == '[') goto open;
+    if (ch == '"') {
+        int e = 0;
+        r = scan_string(c, &s, &n, &e);
+        *esc |= e;
+    } else {
+        r = skip_scalar(c);
+    }
+    if (r) return r;
+after_value:
+    skip_ws(c);
+    if (c->p >= c->end) return NEED_MORE;
+    {
+        int obj = (isobj[(depth - 1) >> 6] >> ((depth - 1) & 63)) & 1;
+        if (*c->p == ',') {
+            c->p++;
+            skip_ws(c);
+            if (c->p >= c->end) return NEED_MORE;
+            goto member;
+        }
+        if (*c->p == (obj ? '}' : ']')) { c->p++; goto closed; }
+        c->msg = obj ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array";
+        return BAD;
+    }
+closed:
+    if (--depth == 0) return OK;
+    goto after_value;
+}
+
+/* Skip one JSON value; *esc accumulates string flags. */
+static int skip_value(cur_t *c, int *esc, int depth) {
+    if (c->p >= c->end) return NEED_MORE;
+    char ch = *c->p;
+    if (ch == '"') {
+        const char *s; size_t n; int e = 0;
+        int r = scan_string(c, &s, &n, &e);
+        *esc |= e;
+        return r;
+    }
+    if (ch == '{' || ch == '[') return skip_container(c, esc, depth);
+    return skip_scalar(c);
 }
 
 /* ------------------------------------------------------------------ number parsing */
@@ -633,8 +713,8 @@ static int parse_us_to_ns(const char *s, size_t n, int64_t *out, int *frac, int 
         v++;
     }
     if (neg) {
-        if (v > (uint64_t)INT64_MAX) return 2;
-        *out = -(int64_t)v;
+        if (v > (uint64_t)INT64_MAX + 1) return 2;
+        *out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
     } else {
         if (v > (uint64_t)INT64_MAX) return 2;
         *out = (int64_t)v;
@@ -875,6 +955,15 @@ static int lookup_typed(Parser *P, const char *k, size_t n, int esc) {
     return -1;
 }
 
+/* an escaped key ("n\u0061me"): decode it for matching into P->keybuf (the raw text is kept for output) */
+static inline void key_for_match(Parser *P, const char **k, size_t *kn, int kesc) {
+    if (!(kesc & 1)) return;
+    P->keybuf.len = 0;
+    decode_string(&P->keybuf, *k, *kn, kesc, &P->oom);
+    *k = P->keybuf.p ? P->keybuf.p : "";
+    *kn = P->keybuf.len;
+}
+
 static inline void elem_reset(elem_t *e) {
     memset(e, 0, offsetof(elem_t, ntyped) + sizeof(int));
     e->args.len = 0;
@@ -903,6 +992,12 @@ static int scan_scalar(cur_t *c, const char **s, size_t *n) {
     return OK;
 }
 
+/* a number token with a leading zero ("01", "-007"): not JSON, accepted and flagged */
+static inline int leading_zero(const char *s, size_t n) {
+    if (n && s[0] == '-') { s++; n--; }
+    return n >= 2 && s[0] == '0' && s[1] >= '0' && s[1] <= '9';
+}
+
 /* parse a value that should be an integer id / pid / tid */
 /*
  * Fast path for a plain integer token (-?digits, at most 18 digits, followed by a delimiter):
@@ -916,7 +1011,7 @@ static inline int fast_int(cur_t *c, int64_t *out) {
     const char *d0 = p;
     int64_t v = 0;
     while (p < end && (unsigned)(*p - '0') <= 9 && p - d0 < 18) v = v * 10 + (*p++ - '0');
-    if (p == d0 || p >= end || DELIM[(unsigned char)*p] != 1) return 0;
+    if (p == d0 || p >= end || DELIM[(unsigned char)*p] != 1 || (*d0 == '0' && p - d0 > 1)) return 0;
     *out = neg ? -v : v;
     c->p = p;
     return 1;
@@ -929,7 +1024,7 @@ static inline int fast_time(cur_t *c, int64_t *out, int *frac) {
     const char *d0 = p;
     int64_t v = 0;
     while (p < end && (unsigned)(*p - '0') <= 9 && p - d0 < 16) v = v * 10 + (*p++ - '0');
-    if (p == d0 || p >= end || v >= 9000000000000000LL) return 0;
+    if (p == d0 || p >= end || v >= 9000000000000000LL || (*d0 == '0' && p - d0 > 1)) return 0;
     int nf = 0;
     if (*p == '.') {
         p++;
@@ -943,7 +1038,7 @@ static inline int fast_time(cur_t *c, int64_t *out, int *frac) {
     return 1;
 }
 
-static int parse_idlike(cur_t *c, int *has, int64_t *v, const char **txt, size_t *txtn, int *is_str) {
+static int parse_idlike(cur_t *c, elem_t *e, int *has, int64_t *v, const char **txt, size_t *txtn, int *is_str) {
     if (c->p >= c->end) return NEED_MORE;
     if (fast_int(c, v)) { *has = 1; return OK; }
     if (*c->p == '"') {
@@ -957,6 +1052,7 @@ static int parse_idlike(cur_t *c, int *has, int64_t *v, const char **txt, size_t
     int r = scan_scalar(c, &s, &n);
     if (r) return r;
     if (n == 4 && memcmp(s, "null", 4) == 0) return OK;
+    if (leading_zero(s, n)) e->flags |= FL_JSON_REPAIRED;
     if (parse_i64(s, n, v) == 0) { *has = 1; return OK; }
     *txt = s; *txtn = n; *is_str = 0;
     return OK;
@@ -980,6 +1076,7 @@ static int parse_time_value(Parser *P, cur_t *c, int *has, int64_t *v, elem_t *e
     } else {
         int r = scan_scalar(c, &s, &n);
         if (r) return r;
+        if (leading_zero(s, n)) e->flags |= FL_JSON_REPAIRED;
     }
     if (n == 4 && memcmp(s, "null", 4) == 0) return OK;
     int frac = 0, rounded = 0;
@@ -1046,7 +1143,9 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
             if (r) return r;
         }
         size_t vn = (size_t)(c->p - v);
-        int ti = lookup_typed(P, k, kn, kesc);
+        const char *mk = k; size_t mkn = kn;
+        key_for_match(P, &mk, &mkn, kesc);
+        int ti = lookup_typed(P, mk, mkn, 0);
         int taken = 0;
         if (ti >= 0 && e->ntyped < MAX_TYPED) {
             typed_key_t *t = &P->keys[ti];
@@ -1137,19 +1236,21 @@ static int parse_element(Parser *P, cur_t *c) {
         c->p++;
         skip_ws(c);
         if (c->p >= c->end) return NEED_MORE;
-        if (kn == 2 && k[0] == 'p' && k[1] == 'h') r = parse_string_field(c, &e->ph, &e->ph_n, &e->ph_esc, e, "ph is not a string");
-        else if (kn == 3 && memcmp(k, "cat", 3) == 0) r = parse_string_field(c, &e->cat, &e->cat_n, &e->cat_esc, e, "cat is not a string");
-        else if (kn == 4 && memcmp(k, "name", 4) == 0) {
+        const char *mk = k; size_t mkn = kn;
+        key_for_match(P, &mk, &mkn, kesc);
+        if (mkn == 2 && mk[0] == 'p' && mk[1] == 'h') r = parse_string_field(c, &e->ph, &e->ph_n, &e->ph_esc, e, "ph is not a string");
+        else if (mkn == 3 && memcmp(mk, "cat", 3) == 0) r = parse_string_field(c, &e->cat, &e->cat_n, &e->cat_esc, e, "cat is not a string");
+        else if (mkn == 4 && memcmp(mk, "name", 4) == 0) {
             r = parse_string_field(c, &e->name, &e->name_n, &e->name_esc, e, "name is not a string");
         }
-        else if (kn == 3 && memcmp(k, "pid", 3) == 0) r = parse_idlike(c, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str);
-        else if (kn == 3 && memcmp(k, "tid", 3) == 0) r = parse_idlike(c, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str);
-        else if (kn == 2 && k[0] == 't' && k[1] == 's') r = parse_time_value(P, c, &e->has_ts, &e->ts, e, "ts");
-        else if (kn == 3 && memcmp(k, "dur", 3) == 0) r = parse_time_value(P, c, &e->has_dur, &e->dur, e, "dur");
-        else if (kn == 2 && k[0] == 'i' && k[1] == 'd') r = parse_idlike(c, &e->has_id, &e->id, &e->id_txt, &e->id_txt_n, &e->id_txt_str);
-        else if (kn == 2 && k[0] == 'b' && k[1] == 'p') r = parse_string_field(c, &e->bp, &e->bp_n, &e->bp_esc, e, "bp is not a string");
-        else if (kn == 1 && k[0] == 's') r = parse_string_field(c, &e->s, &e->s_n, &e->s_esc, e, "s is not a string");
-        else if (kn == 4 && memcmp(k, "args", 4) == 0) {
+        else if (mkn == 3 && memcmp(mk, "pid", 3) == 0) r = parse_idlike(c, e, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str);
+        else if (mkn == 3 && memcmp(mk, "tid", 3) == 0) r = parse_idlike(c, e, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str);
+        else if (mkn == 2 && mk[0] == 't' && mk[1] == 's') r = parse_time_value(P, c, &e->has_ts, &e->ts, e, "ts");
+        else if (mkn == 3 && memcmp(mk, "dur", 3) == 0) r = parse_time_value(P, c, &e->has_dur, &e->dur, e, "dur");
+        else if (mkn == 2 && mk[0] == 'i' && mk[1] == 'd') r = parse_idlike(c, e, &e->has_id, &e->id, &e->id_txt, &e->id_txt_n, &e->id_txt_str);
+        else if (mkn == 2 && mk[0] == 'b' && mk[1] == 'p') r = parse_string_field(c, &e->bp, &e->bp_n, &e->bp_esc, e, "bp is not a string");
+        else if (mkn == 1 && mk[0] == 's') r = parse_string_field(c, &e->s, &e->s_n, &e->s_esc, e, "s is not a string");
+        else if (mkn == 4 && memcmp(mk, "args", 4) == 0) {
             /* typed values are extracted for every ph; commit_element keeps C/M args whole */
             r = parse_args(P, c, e);
         } else {
@@ -1173,6 +1274,22 @@ static int parse_element(Parser *P, cur_t *c) {
     if (!e->reason) {
         if (!e->ph) e->reason = "missing ph";
     }
+    if (e->ph && (e->ph_esc & 1)) {
+        /* classify on the decoded phase ("\u0058" is "X"), like the Python side does */
+        P->keybuf.len = 0;
+        int rep = decode_string(&P->keybuf, e->ph, e->ph_n, e->ph_esc, &P->oom);
+        if (P->keybuf.len <= sizeof P->ph_dec) {
+            if (P->keybuf.len) memcpy(P->ph_dec, P->keybuf.p, P->keybuf.len);
+            e->ph = P->ph_dec;
+            e->ph_n = P->keybuf.len;
+            e->ph_esc = 0;
+            if (rep) e->flags |= FL_NAME_REPAIRED;
+        }
+    }
+    if (!e->reason && e->has_ts && e->has_dur) {
+        int64_t end_ns;
+        if (__builtin_add_overflow(e->ts, e->dur, &end_ns)) e->reason = "ts + dur out of the int64 ns range";
+    }
     return OK;
 }
 
@@ -1182,12 +1299,17 @@ static int commit_dict(Parser *P, table_t *T, int which, int64_t row, const char
     if (esc) {
         P->scratch.len = 0;
         if (decode_string(&P->scratch, s, n, esc, &P->oom)) *flags |= FL_NAME_REPAIRED;
+        if (has_control((const unsigned char *)s, n)) *flags |= FL_JSON_REPAIRED;
         code = dict_intern(d, P->scratch.p ? P->scratch.p : "", P->scratch.len);
     } else {
         code = dict_intern(d, s, n);
     }
     if (code < 0) return -1;
-    if (d->bad[code]) *flags |= FL_NAME_REPAIRED;
+    if (d->bad[code]) {
+        /* decoded text may hold escaped controls (valid JSON): only raw input bytes count */
+        if (d->bad[code] & DICT_BAD_UTF8) *flags |= FL_NAME_REPAIRED;
+        if (!esc && (d->bad[code] & DICT_RAW_CONTROL)) *flags |= FL_JSON_REPAIRED;
+    }
     return fix_set(&d->codes, row, &code, 4);
 }
 
@@ -1195,8 +1317,11 @@ static int commit_text(Parser *P, strcol_t *col, int64_t row, const char *s, siz
     if (str_begin(col, row)) return -1;
     if (is_str & 1) {
         if (decode_string(&col->data, s, n, is_str >> 1, &P->oom)) *flags |= FL_NAME_REPAIRED;
-    } else {
+    } else if (utf8_valid((const unsigned char *)s, n)) {
         if (buf_append(&col->data, s, n)) return -1;
+    } else {
+        append_utf8_repaired(&col->data, (const unsigned char *)s, n, &P->oom);
+        *flags |= FL_NAME_REPAIRED;
     }
     return str_end(col);
 }
@@ -1359,7 +1484,7 @@ static size_t run(Parser *P, const char *base, const char *end) {
         if (c.p >= c.end) break;
         if (P->state == ST_START) {
             if (*c.p == '{') { P->state = ST_ENVELOPE; c.p++; mark = c.p; continue; }
-            if (*c.p == '[') { P->state = ST_EVENTS; P->top_is_list = 1; c.p++; mark = c.p; continue; }
+            if (*c.p == '[') { P->state = ST_EVENTS; P->top_is_list = 1; P->after_comma = 1; c.p++; mark = c.p; continue; }
             if ((unsigned char)c.p[0] == 0xEF && c.end - c.p >= 3 && (unsigned char)c.p[1] == 0xBB && (unsigned char)c.p[2] == 0xBF) { c.p += 3; continue; }
             set_error(P, "not a JSON trace: expected '{' or '[' at the start", c.p, base, end);
             break;
@@ -1369,28 +1494,36 @@ static size_t run(Parser *P, const char *base, const char *end) {
             break;
         }
         if (P->state == ST_RESYNC) {
-            /* next '{' whose previous non-space byte is ',' and which opens an object key */
+            /* next '{' whose previous non-space byte is ',' (or '}': a missing comma) and which opens
+             * an object key */
             const char *q = c.p;
             int found = 0;
             for (; q < c.end; q++) {
                 if (*q != '{') continue;
                 const char *b = q - 1;
                 while (b >= base && (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t')) b--;
-                if (b < base || *b != ',') continue;
+                if (b < base || (*b != ',' && *b != '}')) continue;
                 const char *f = q + 1;
                 while (f < c.end && (*f == ' ' || *f == '\n' || *f == '\r' || *f == '\t')) f++;
                 if (f >= c.end) break;
                 if (*f == '"') { found = 1; break; }
             }
-            if (found) { c.p = q; P->state = ST_EVENTS; continue; }
+            if (found) { c.p = q; P->state = ST_EVENTS; P->after_comma = 1; continue; }
             /* keep a small tail so that a ',' before the next '{' is still visible */
             if (c.end - c.p > 256) c.p = c.end - 256;
             mark = c.p;
             break;
         }
         if (P->state == ST_EVENTS) {
-            if (*c.p == ',') { c.p++; continue; }
+            if (*c.p == ',') {
+                if (P->after_comma) P->lenient++;  /* "[," or ",,": not JSON, accepted */
+                P->after_comma = 1;
+                c.p++;
+                continue;
+            }
             if (*c.p == ']') {
+                if (P->after_comma && P->rows) P->lenient++;  /* trailing comma */
+                P->after_comma = 0;
                 c.p++;
                 if (P->top_is_list) { P->state = ST_DONE; P->complete = 1; }
                 else P->state = ST_ENVELOPE;
@@ -1415,11 +1548,20 @@ static size_t run(Parser *P, const char *base, const char *end) {
                 c.p = mark;
                 break;
             }
+            if (!P->after_comma) P->lenient++;  /* a missing comma between two events (salvage only) */
             if (commit_element(P, P->consumed + (int64_t)(mark - base), mark, c.p)) { P->oom = 1; set_error(P, "out of memory", c.p, base, end); break; }
+            P->after_comma = 0;
             /* after an element: expect , or ] */
             skip_ws(&c);
             if (c.p >= c.end) continue;
             if (*c.p != ',' && *c.p != ']') {
+                if (P->salvage && *c.p == '{') continue;  /* a missing comma: read on */
+                if (P->salvage) {
+                    /* a stray byte between events: skip to the next event */
+                    P->resyncs++;
+                    P->state = ST_RESYNC;
+                    continue;
+                }
                 set_error(P, "expected ',' or ']' after an event", c.p, base, end);
                 break;
             }
@@ -1438,10 +1580,17 @@ static size_t run(Parser *P, const char *base, const char *end) {
         c.p++;
         skip_ws(&c);
         if (c.p >= c.end) { c.p = mark; break; }
-        if (key_is(k, kn, "traceEvents") && *c.p == '[') {
+        const char *mk = k; size_t mkn = kn;
+        key_for_match(P, &mk, &mkn, kesc);
+        if (key_is(mk, mkn, "traceEvents") && *c.p == '[') {
+            if (P->saw_events) {
+                set_error(P, "a second 'traceEvents' array (duplicate key)", k - 1, base, end);
+                break;
+            }
             c.p++;
             P->state = ST_EVENTS;
             P->saw_events = 1;
+            P->after_comma = 1;
             continue;
         }
         const char *v = c.p;
@@ -1519,6 +1668,7 @@ static void Parser_dealloc(Parser *P) {
     for (int i = 0; i < P->nkeys; i++) free((void *)P->keys[i].key);
     buf_free(&P->envelope);
     buf_free(&P->scratch);
+    buf_free(&P->keybuf);
     buf_free(&P->e.args);
     buf_free(&P->e.extra);
     Py_TYPE(P)->tp_free((PyObject *)P);
@@ -1527,9 +1677,12 @@ static void Parser_dealloc(Parser *P) {
 static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
     PyObject *spec;
     int salvage = 0;
-    static char *kwlist[] = {"typed_keys", "salvage", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p", kwlist, &spec, &salvage)) return -1;
+    long long max_token = DEFAULT_MAX_TOKEN;
+    static char *kwlist[] = {"typed_keys", "salvage", "max_token", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pL", kwlist, &spec, &salvage, &max_token)) return -1;
+    if (max_token < 1) { PyErr_SetString(PyExc_ValueError, "max_token must be positive"); return -1; }
     P->salvage = salvage;
+    P->max_token = max_token;
     for (int t = 0; t < 2; t++)
         for (int i = 0; i < N_DICT; i++) P->tabs[t].dicts[i].last_n = (size_t)-1;
     PyObject *seq = PySequence_Fast(spec, "typed_keys must be a sequence");
@@ -1562,12 +1715,41 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
     return 0;
 }
 
+/* After a scan: `pending` holds one incomplete item; cap its size and schedule the next rescan. */
+static void after_scan(Parser *P) {
+    P->dirty = 0;
+    if (P->has_error) return;
+    if ((int64_t)P->pending.len > P->max_token) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "a single JSON value is larger than max_token=%lld bytes",
+                 (long long)P->max_token);
+        const char *none = "";
+        set_error(P, msg, none, none, none);
+        P->err_offset = P->consumed;
+        return;
+    }
+    /* rescan only after the item has doubled: a huge token costs O(n) scanning in total */
+    P->retry_at = P->pending.len * 2;
+}
+
+/* scan `pending` (all of it) */
+static void scan_pending(Parser *P) {
+    size_t used = run(P, P->pending.p, P->pending.p + P->pending.len);
+    P->consumed += (int64_t)used;
+    if (!P->has_error) {
+        memmove(P->pending.p, P->pending.p + used, P->pending.len - used);
+        P->pending.len -= used;
+    }
+    after_scan(P);
+}
+
 static PyObject *Parser_feed(Parser *P, PyObject *arg) {
     Py_buffer view;
     if (P->finished) { PyErr_SetString(PyExc_ValueError, "the parser is finished"); return NULL; }
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    if (P->has_error) { PyBuffer_Release(&view); Py_RETURN_NONE; }
+    if (P->has_error) { PyBuffer_Release(&view); Py_RETURN_TRUE; }
     int oom = 0;
+    P->fed += (int64_t)view.len;
     Py_BEGIN_ALLOW_THREADS
     if (P->pending.len == 0) {
         size_t used = run(P, (const char *)view.buf, (const char *)view.buf + view.len);
@@ -1575,21 +1757,16 @@ static PyObject *Parser_feed(Parser *P, PyObject *arg) {
         if (!P->has_error && used < (size_t)view.len) {
             if (buf_append(&P->pending, (const char *)view.buf + used, (size_t)view.len - used)) oom = 1;
         }
+        if (!oom) after_scan(P);
     } else {
         if (buf_append(&P->pending, view.buf, (size_t)view.len)) oom = 1;
-        else {
-            size_t used = run(P, P->pending.p, P->pending.p + P->pending.len);
-            P->consumed += (int64_t)used;
-            if (!P->has_error) {
-                memmove(P->pending.p, P->pending.p + used, P->pending.len - used);
-                P->pending.len -= used;
-            }
-        }
+        else if (P->pending.len >= P->retry_at) scan_pending(P);
+        else P->dirty = 1;
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (oom || P->oom) return PyErr_NoMemory();
-    Py_RETURN_NONE;
+    return PyBool_FromLong(P->has_error);
 }
 
 static PyObject *fix_result(fixcol_t *c, int64_t nrows, size_t width) {
@@ -1637,7 +1814,7 @@ static PyObject *dict_result(dictcol_t *d, int64_t nrows) {
         for (int32_t k = 0; k < d->n; k++) {
             const char *e = d->dict_data.p + offs[k];
             size_t len = (size_t)(offs[k + 1] - offs[k]);
-            if (d->bad[k]) append_utf8_repaired(&nd, (const unsigned char *)e, len, &oom);
+            if (d->bad[k] & DICT_BAD_UTF8) append_utf8_repaired(&nd, (const unsigned char *)e, len, &oom);
             else buf_append(&nd, e, len);
             int64_t end = (int64_t)nd.len;
             buf_append(&no, &end, 8);
@@ -1704,6 +1881,7 @@ static PyObject *Parser_finish(Parser *P, PyObject *unused) {
     (void)unused;
     if (P->finished) { PyErr_SetString(PyExc_ValueError, "the parser is finished"); return NULL; }
     P->finished = 1;
+    if (P->dirty && !P->has_error) scan_pending(P);  /* a deferred rescan */
     /* a remaining pending tail means truncation (or garbage) */
     if (!P->has_error && P->pending.len) {
         /* report where the unfinished item starts */
@@ -1749,7 +1927,8 @@ static PyObject *Parser_finish(Parser *P, PyObject *unused) {
     v = PyBool_FromLong(P->top_is_list); PyDict_SetItemString(res, "top_is_list", v); Py_DECREF(v);
     v = PyBool_FromLong(P->saw_events || P->top_is_list); PyDict_SetItemString(res, "saw_events", v); Py_DECREF(v);
     v = PyLong_FromLongLong(P->resyncs); PyDict_SetItemString(res, "resyncs", v); Py_DECREF(v);
-    v = PyLong_FromLongLong(P->consumed + (int64_t)P->pending.len); PyDict_SetItemString(res, "bytes", v); Py_DECREF(v);
+    v = PyLong_FromLongLong(P->fed); PyDict_SetItemString(res, "bytes", v); Py_DECREF(v);
+    v = PyLong_FromLongLong(P->lenient); PyDict_SetItemString(res, "lenient", v); Py_DECREF(v);
     if (P->has_error) {
         v = Py_BuildValue("(sLs)", P->errmsg, (long long)P->err_offset, P->excerpt);
         PyDict_SetItemString(res, "error", v);
@@ -1813,5 +1992,12 @@ PyMODINIT_FUNC PyInit__kineto(void) {
     PyModule_AddIntConstant(m, "STR", K_STR);
     PyModule_AddIntConstant(m, "JSON", K_JSON);
     PyModule_AddIntConstant(m, "BOOL", K_BOOL);
+    PyModule_AddIntConstant(m, "FLAG_NAME_REPAIRED", FL_NAME_REPAIRED);
+    PyModule_AddIntConstant(m, "FLAG_TS_ROUNDED", FL_TS_ROUNDED);
+    PyModule_AddIntConstant(m, "FLAG_ARGS_REPAIRED", FL_ARGS_REPAIRED);
+    PyModule_AddIntConstant(m, "FLAG_JSON_REPAIRED", FL_JSON_REPAIRED);
+    PyModule_AddIntConstant(m, "MAX_DEPTH", MAX_DEPTH);
+    PyModule_AddIntConstant(m, "MAX_TYPED", MAX_TYPED);
+    PyModule_AddObject(m, "DEFAULT_MAX_TOKEN", PyLong_FromLongLong(DEFAULT_MAX_TOKEN));
     return m;
 }

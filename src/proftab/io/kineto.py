@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
-import threading
 import warnings
-import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -25,14 +22,15 @@ import pyarrow as pa
 from proftab import schema
 from proftab.exceptions import ProftabWarning, TraceError
 from proftab.io import _kineto
-from proftab.schema import Flag
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from proftab.io.decompress import GzipDamage, raw_chunks, threaded
+from proftab.io.kineto_counters import counters_table
+from proftab.schema import ArgKind, Flag
 
 __all__ = ["FileTables", "read_kineto"]
 
-CHUNK = 8 << 20
+#: the largest single JSON value (one event, one top-level value) the scanner holds while it is
+#: incomplete; a longer one stops the read with a TraceError (resource bound on hostile input)
+MAX_TOKEN_BYTES = int(_kineto.DEFAULT_MAX_TOKEN)
 _TYPED_SPEC = [(k.encode(), list(schema.TYPED_COLUMNS).index(c), kind) for k, c, kind in schema.TYPED_ARGS]
 _TYPED_NAMES = list(schema.TYPED_COLUMNS)
 # row kinds, computed from the tiny ph dictionary (no per-row string work)
@@ -64,94 +62,40 @@ class FileTables:
 # ----------------------------------------------------------------------------- reading
 
 
-def _raw_chunks(path: str) -> Iterator[bytes]:
-    """Yield the decompressed bytes of `path` (gzip detected by magic bytes)."""
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head != b"\x1f\x8b":
-            while chunk := fh.read(CHUNK):
-                yield chunk
-            return
-        dec = zlib.decompressobj(wbits=31)
-        consumed = 0
-        while True:
-            raw = fh.read(1 << 20)
-            if not raw:
-                break
-            data = raw
-            while data:
-                try:
-                    out = dec.decompress(data, CHUNK)
-                except zlib.error as exc:
-                    msg = f"corrupt gzip data ({exc})"
-                    raise TraceError(msg, path=path, offset=consumed) from None
-                if out:
-                    yield out
-                if dec.eof:
-                    # concatenated gzip members: continue with the rest
-                    data = dec.unused_data
-                    dec = zlib.decompressobj(wbits=31)
-                    if not data.strip(b"\x00"):
-                        data = b""
-                    continue
-                data = dec.unconsumed_tail
-            consumed += len(raw)
-        tail = dec.flush()
-        if tail:
-            yield tail
-        if not dec.eof and consumed:
-            # a truncated gzip stream: the JSON scanner reports the truncation itself
-            yield b""
-
-
-def _threaded(gen: Iterator[bytes]) -> Iterator[bytes]:
-    """Run a chunk generator on a helper thread (zlib releases the GIL)."""
-    q: queue.Queue[Any] = queue.Queue(maxsize=3)
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for item in gen:
-                if stop.is_set():
-                    return
-                q.put(item)
-            q.put(None)
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the consumer side
-            q.put(exc)
-
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while t.is_alive():
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                t.join(0.01)
-
-
 def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
-    """Run the C scanner over a file; returns its raw column buffers."""
-    parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage)
-    for chunk in _threaded(_raw_chunks(path)):
-        parser.feed(chunk)
-    return parser.finish()
+    """Run the C scanner over a file; returns its raw column buffers.
+
+    Reading stops at the scanner's first fatal error (a garbage gzip bomb is not decompressed
+    to its end). A damaged gzip stream raises TraceError, or with `salvage` keeps what
+    decompressed (`res["gzip_error"]` holds the message).
+    """
+    parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
+    chunks = threaded(raw_chunks(path))
+    damage = None
+    try:
+        for chunk in chunks:
+            if parser.feed(chunk):
+                break  # the scanner has stopped: nothing after this can be kept
+    except GzipDamage as exc:
+        if not salvage:
+            raise TraceError(exc.message, path=path, offset=exc.compressed_offset,
+                             hint="pt.load(..., salvage=True) (CLI: --salvage) keeps the events that "
+                                  "decompressed") from None
+        damage = exc
+    finally:
+        chunks.close()
+    res = parser.finish()
+    res["gzip_error"] = None if damage is None else damage.message
+    return res
 
 
 def scan_bytes(data: bytes, *, salvage: bool = False) -> dict[str, Any]:
     """Run the C scanner over JSON text in memory."""
-    parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage)
+    parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
     parser.feed(data)
-    return parser.finish()
+    res = parser.finish()
+    res["gzip_error"] = None
+    return res
 
 
 # ----------------------------------------------------------------------------- columns
@@ -221,11 +165,12 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
         spec = typed[i] if i < len(typed) else None
         if spec is None:
             continue
-        kind = schema.TYPED_COLUMNS[name][1]
-        if kind in (3, 4):
+        kind = ArgKind(schema.TYPED_COLUMNS[name][1])
+        if kind.is_text:
             cols[name] = _string(spec, n)
-        else:
-            cols[name] = _fixed(spec, n, {0: pa.int64(), 1: pa.uint64(), 2: pa.float64(), 5: pa.int64()}[kind])
+        else:  # bool columns are int64 here; _ensure casts them
+            cols[name] = _fixed(spec, n, pa.uint64() if kind is ArgKind.U64 else
+                                pa.float64() if kind is ArgKind.F64 else pa.int64())
     name = cols.pop("name", None)
     reason = cols.pop("reason", None)
     # column by column: converting a whole pa.Table copies every buffer, a Series does not
@@ -298,6 +243,19 @@ def _pair_begin_end(rows: pl.DataFrame, begin: str, end: str, keys: list[str],
     )
     unmatched = pl.col("_end_id").is_null()
     end_ts = pl.when(unmatched).then(pl.lit(last_ts, pl.Int64)).otherwise(pl.col("_end_ts"))
+    # end - begin must not wrap: such pairs (begin and end) are rejected, never stored wrapped
+    span = end_ts.cast(pl.Int128) - pl.col("ts").cast(pl.Int128)
+    joined = joined.with_columns(_ovf=~span.is_between(-(2**63), 2**63 - 1).fill_null(False))
+    if joined.select(pl.col("_ovf").any()).item():
+        ovf = joined.filter(pl.col("_ovf"))
+        ids = pl.concat([ovf["event_id"], ovf["_end_id"].drop_nulls()])
+        unmatched_end = pl.concat([
+            unmatched_end,
+            be.filter(pl.col("event_id").is_in(ids.implode()))
+            .with_columns(reason=pl.lit(f"'{begin}'/'{end}' duration out of the int64 ns range")),
+        ])
+        joined = joined.filter(~pl.col("_ovf"))
+    joined = joined.drop("_ovf")
     events = joined.with_columns(
         dur=(end_ts - pl.col("ts")),
         flags=pl.when(unmatched).then(pl.col("flags") | int(Flag.UNMATCHED_BEGIN)).otherwise(pl.col("flags")),
@@ -344,12 +302,14 @@ def _meta_from_envelope(raw: bytes, path: str) -> dict[str, Any]:
 
 
 _RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def infer_rank(meta: dict[str, Any], path: str, position: int) -> tuple[int, str]:
     """Rank from distributedInfo, else a rank-N pattern in the file name, else position."""
     info = meta.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+    if isinstance(info, dict) and isinstance(info.get("rank"), int) and not isinstance(info["rank"], bool):
         return info["rank"], "distributedInfo"
     m = _RANK_RE.search(os.path.basename(path))
     if m:
@@ -362,19 +322,29 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
     """Turn the scanner's buffers into proftab tables (raises TraceError on bad input)."""
     notes: list[str] = []
     err = res["error"]
+    gz = res.get("gzip_error")
     if err is not None:
         message, offset, excerpt = err
         complete_rows = res["rows"]
-        if not salvage:
+        if not salvage or not (res["saw_events"] or res["rows"]):
+            # nothing to salvage when the traceEvents array was never reached (empty, not JSON)
             hint = (f"{complete_rows} complete events can be recovered with "
-                    "pt.load(..., salvage=True) (CLI: --salvage)") if complete_rows else None
+                    "pt.load(..., salvage=True) (CLI: --salvage)") if complete_rows and not salvage else None
+            if gz:
+                message = f"{gz}; {message}"
             raise TraceError(message, path=path, offset=offset, excerpt=excerpt or None,
                              recoverable_events=complete_rows, hint=hint)
         lost = res["bytes"] - offset
-        notes.append(f"{path}: {message} at byte {offset}; kept {complete_rows} complete events, "
-                     f"dropped the last {lost} bytes")
-    elif res["resyncs"]:
+        tail = "dropped the rest of the file" if gz else f"dropped the last {lost} of {res['bytes']} bytes"
+        notes.append(f"{path}: {gz + '; ' if gz else ''}{message} at byte {offset}; kept {complete_rows} "
+                     f"complete events, {tail}")
+    elif gz:
+        notes.append(f"{path}: {gz}; kept all {res['rows']} events read before the damage")
+    if err is None and res["resyncs"]:
         notes.append(f"{path}: skipped {res['resyncs']} damaged region(s); see Trace.rejected")
+    if res["lenient"]:
+        notes.append(f"{path}: accepted {res['lenient']} JSON syntax error(s) between events (double, "
+                     "missing or trailing commas)")
     if not res["saw_events"] and err is None:
         meta_keys = sorted(_meta_from_envelope(res["envelope"], path))
         msg = f"not a Kineto/Chrome trace: no 'traceEvents' array (top-level keys: {meta_keys})"
@@ -386,7 +356,14 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
         rank, rank_source = infer_rank(meta, path, position)
     else:
         rank_source = "given"
+    if not _INT32_MIN <= rank <= _INT32_MAX:
+        msg = f"rank {rank!r} (from {rank_source}) is outside the int32 range"
+        raise TraceError(msg, path=path, hint="pass ranks=[...] to pt.load")
     base = meta.get("baseTimeNanoseconds")
+    if base is not None and not (isinstance(base, int) and not isinstance(base, bool)
+                                 and _INT64_MIN <= base <= _INT64_MAX):
+        msg = f"baseTimeNanoseconds {base!r} is not an int64 nanosecond count"
+        raise TraceError(msg, path=path)
     max_frac = res["max_frac"]
     resolution = 10 ** (3 - min(3, max_frac))
     meta = {
@@ -406,12 +383,18 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
     res.clear()  # release the scanner's buffers that the frames did not adopt
     kind = pl.col("_kind")
     counts: dict[int, int] = {}
-    for frame in (big, small):
-        for k, c in frame.group_by("_kind").len().iter_rows():
+    big_counts = dict(big.group_by("_kind").len().iter_rows())
+    for frame_counts in (big_counts, dict(small.group_by("_kind").len().iter_rows())):
+        for k, c in frame_counts.items():
             counts[k] = counts.get(k, 0) + c
+    if len(big) != sum(big_counts.get(k, 0) for k in (_K_X, _K_BE, _K_ASYNC, _K_REJECTED)) or any(
+            counts.get(k, 0) for k in (_K_X, _K_BE, _K_ASYNC) if counts.get(k, 0) != big_counts.get(k, 0)):
+        msg = "internal error: the scanner and the table builder classify events differently"
+        raise TraceError(msg, path=path)
     last_ts = None  # where an unmatched B/b ends: the file's last timestamp (only B/E/b/e traces need it)
     if counts.get(_K_BE) or counts.get(_K_ASYNC):
-        ends = [f.select(pl.max_horizontal(pl.col("ts").max(), (pl.col("ts") + pl.col("dur")).max())).item()
+        ends = [f.select(pl.max_horizontal(pl.col("ts").max(), (pl.col("ts") + pl.col("dur"))
+                                           .filter(pl.col("reason").is_null()).max())).item()
                 for f in (big, small)]
         last_ts = max((v for v in ends if v is not None), default=None)
     # the two frames need not hold the same columns (all-null typed columns are absent): concat by name
@@ -420,7 +403,7 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
         big = big.filter(kind != _K_REJECTED)
 
     # the big table holds only X/B/E/b/e rows: most Kineto traces are all X, so no copy here
-    x = big if counts.get(_K_X, 0) == len(big) else big.filter(kind == _K_X)
+    x = big if big_counts.get(_K_X, 0) == len(big) else big.filter(kind == _K_X)
     x = x.with_columns(
         flags=pl.col("flags") | pl.when(pl.col("dur").is_null()).then(int(Flag.DUR_MISSING)).otherwise(0),
         dur=pl.col("dur").fill_null(0),
@@ -452,7 +435,9 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
     instants = _ensure(small.filter(kind == _K_INSTANT).rename({"ts": "ts_ns", "s": "scope"}),
                        schema.INSTANT_COLUMNS)
     flows = _ensure(small.filter(kind == _K_FLOW).rename({"ts": "ts_ns"}), schema.FLOW_COLUMNS)
-    counters = _counters(small.filter(kind == _K_COUNTER))
+    counters, bad_counter_values = counters_table(small.filter(kind == _K_COUNTER))
+    if bad_counter_values:
+        notes.append(f"{path}: {bad_counter_values} counter values are not numbers (left out of Trace.counters)")
     meta_rows = small.filter(kind == _K_META)
     threads = _threads(meta_rows)
 
@@ -481,28 +466,6 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
     return FileTables(path=path, rank=rank, meta=meta, events=events, instants=instants, flows=flows,
                       counters=counters, threads=threads, rejected=rejected, accounting=accounting,
                       warnings=notes)
-
-
-def _counters(rows: pl.DataFrame) -> pl.DataFrame:
-    """One row per (counter event, series); values as Float64."""
-    rows = rows.filter(pl.col("args").is_not_null())
-    if rows.is_empty():
-        return schema.empty(schema.COUNTER_COLUMNS)
-    base_cols = [c for c in schema.COUNTER_COLUMNS if c not in ("ts_ns", "series", "value")]
-    decoded = rows.select([*base_cols, pl.col("ts").alias("ts_ns")]).with_columns(
-        rows["args"].str.json_decode(infer_schema_length=None).alias("_v"))
-    fields = decoded.schema["_v"]
-    if not isinstance(fields, pl.Struct) or not fields.fields:
-        return schema.empty(schema.COUNTER_COLUMNS)
-    wide = decoded.with_columns([
-        pl.col("_v").struct.field(f.name).cast(pl.Float64, strict=False).alias(f"_s{i}")
-        for i, f in enumerate(fields.fields)
-    ]).drop("_v")
-    names = {f"_s{i}": f.name for i, f in enumerate(fields.fields)}
-    long = wide.unpivot(index=[*base_cols, "ts_ns"], variable_name="series", value_name="value")
-    long = long.filter(pl.col("value").is_not_null()).with_columns(pl.col("series").replace_strict(names))
-    return long.sort("event_id", maintain_order=True).select(list(schema.COUNTER_COLUMNS)).cast(
-        schema.COUNTER_COLUMNS)  # type: ignore[arg-type]
 
 
 _THREAD_FIELDS = {

@@ -18,7 +18,6 @@ existing output is replaced only with ``force=True``, and only if it is a profta
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -26,7 +25,6 @@ import os
 import shutil
 import sys
 import time
-import uuid
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,18 +35,18 @@ from proftab import schema
 from proftab._version import __version__
 from proftab.api import register_trace_method
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
+from proftab.io.atomic import MANIFEST, _is_dataset, atomic_dir
 from proftab.meta import files_frame
 from proftab.progress import Progress
 from proftab.trace import TABLES as TRACE_TABLES
 from proftab.trace import Trace
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "convert", "read_parquet", "scan", "write_parquet"]
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
-MANIFEST = "_proftab.json"
 #: tables of a dataset, in order; `events` holds the nesting columns too
 TABLES = ("events", "instants", "flows", "counters", "threads", "rejected", "accounting", "anomalies", "meta")
 NEST_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
@@ -144,45 +142,6 @@ def _manifest(ranks: dict[int, dict[str, Any]], rows: dict[int, dict[str, int]])
         "rows": totals,
         "ranks": [{"rank": r, **ranks[r], "rows": rows[r]} for r in sorted(ranks)],
     }
-
-
-def _is_dataset(path: Path) -> bool:
-    return (path / MANIFEST).is_file()
-
-
-@contextlib.contextmanager
-def atomic_dir(out: str | os.PathLike[str], *, force: bool = False) -> Iterator[Path]:
-    """Yield a fresh temporary directory that replaces `out` when the block succeeds.
-
-    On an exception (including KeyboardInterrupt) the temporary directory is removed and
-    `out` is left as it was.
-    """
-    out = Path(out)
-    if out.exists() or out.is_symlink():
-        if not force:
-            msg = f"{out}: output already exists (Hint: pass force=True, CLI --force, to replace it)"
-            raise ProftabError(msg)
-        if out.is_dir() and not _is_dataset(out) and any(out.iterdir()):
-            msg = f"{out}: refusing to replace a non-empty directory that is not a proftab dataset"
-            raise ProftabError(msg)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.proftab-tmp-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
-    try:
-        yield tmp
-        if out.exists() or out.is_symlink():
-            old = out.parent / f".{out.name}.proftab-old-{uuid.uuid4().hex[:12]}"
-            os.rename(out, old)
-            os.rename(tmp, out)
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                old.unlink()
-        else:
-            os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 @register_trace_method("to_parquet")
@@ -407,16 +366,86 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
         msg = (f"{root}: not a proftab Parquet dataset (no {MANIFEST}) "
                "(Hint: create one with pt.load(trace).to_parquet(path) or `proftab convert TRACE OUT`)")
         raise ProftabError(msg)
-    manifest = json.loads((root / MANIFEST).read_text())
-    if manifest.get("schema_version", 0) > SCHEMA_VERSION:
+    mpath = root / MANIFEST
+    try:
+        manifest = json.loads(mpath.read_bytes())
+    except (OSError, ValueError) as exc:
+        msg = f"the dataset manifest is unreadable ({exc})"
+        raise TraceError(msg, path=str(mpath)) from None
+    version = manifest.get("schema_version") if isinstance(manifest, dict) else None
+    if isinstance(version, int) and version > SCHEMA_VERSION:
         msg = (f"{root}: dataset schema version {manifest['schema_version']} is newer than this proftab's "
                f"({SCHEMA_VERSION}); upgrade proftab")
         raise ProftabError(msg)
+    validate_dataset(root, manifest)
     return manifest
 
 
 def _part_files(root: Path, table: str, ranks: list[int]) -> list[str]:
     return [str(root / table / f"rank={r}" / "part-0.parquet") for r in ranks]
+
+
+def _required_columns() -> dict[str, set[str]]:
+    from proftab import schema
+
+    return {"events": {*schema.EVENT_COLUMNS, *NEST_COLUMNS}, "instants": set(schema.INSTANT_COLUMNS),
+            "flows": set(schema.FLOW_COLUMNS), "counters": set(schema.COUNTER_COLUMNS),
+            "threads": set(schema.THREAD_COLUMNS), "rejected": set(schema.REJECTED_COLUMNS),
+            "accounting": set(schema.ACCOUNTING_COLUMNS), "anomalies": {"rank"}, "meta": set(META_COLUMNS)}
+
+
+def validate_dataset(root: Path, manifest: object) -> None:
+    """Cheap checks of a dataset before it is used: the manifest's shape, and every part file's
+    presence, Parquet footer, columns and row count (raises TraceError naming the file)."""
+    import pyarrow.parquet as pq
+
+    mpath = str(root / MANIFEST)
+
+    def bad(what: str) -> TraceError:
+        return TraceError(f"not a valid proftab dataset manifest: {what}", path=mpath)
+
+    if not isinstance(manifest, dict):
+        raise bad(f"a JSON {type(manifest).__name__}, not an object")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise bad(f"schema_version {manifest.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+    ranks = manifest.get("ranks")
+    if not isinstance(ranks, list) or not ranks:
+        raise bad("no 'ranks' list")
+    totals = manifest.get("rows")
+    if not isinstance(totals, dict) or not all(isinstance(totals.get(t), int) for t in TABLES):
+        raise bad("no row count per table")
+    required = _required_columns()
+    for entry in ranks:
+        rank = entry.get("rank") if isinstance(entry, dict) else None
+        rows = entry.get("rows") if isinstance(entry, dict) else None
+        if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(rows, dict):
+            raise bad(f"rank entry {entry!r:.80} lacks an integer 'rank' and its 'rows'")
+        for table in TABLES:
+            part = root / table / f"rank={rank}" / "part-0.parquet"
+            try:
+                md = pq.read_metadata(part)
+            except FileNotFoundError:
+                msg = f"dataset part file missing (manifest lists rank {rank})"
+                raise TraceError(msg, path=str(part)) from None
+            except (OSError, ValueError) as exc:
+                msg = f"damaged dataset part file ({exc})"
+                raise TraceError(msg, path=str(part)) from None
+            missing = required[table] - set(md.schema.names)
+            if missing:
+                msg = f"dataset part file lacks columns {sorted(missing)}"
+                raise TraceError(msg, path=str(part))
+            if isinstance(rows.get(table), int) and md.num_rows != rows[table]:
+                msg = f"dataset part file has {md.num_rows} rows, the manifest says {rows[table]}"
+                raise TraceError(msg, path=str(part))
+
+
+def collect_checked(lf: pl.LazyFrame, root: Path, table: str) -> pl.DataFrame:
+    """Collect a dataset scan; a read error (a damaged page) becomes a TraceError naming the table."""
+    try:
+        return lf.collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        msg = f"cannot read table {table!r} of the dataset ({type(exc).__name__}: {str(exc)[:300]})"
+        raise TraceError(msg, path=str(root / ("events" if table == "nested" else table))) from None
 
 
 def _stored_key_averages(root: Path) -> pl.LazyFrame | None:
@@ -455,8 +484,14 @@ def scan(path: str | os.PathLike[str]) -> Trace:
     stored = _stored_key_averages(root)
     if stored is not None:
         tables[DERIVED_KEY_AVERAGES] = stored
-    files = lazy("meta").collect().select(list(META_COLUMNS))
-    return Trace(tables, files)
+    files = collect_checked(lazy("meta"), root, "meta").select(list(META_COLUMNS))
+    for raw in files["meta_json"]:
+        try:
+            json.loads(raw)
+        except (TypeError, ValueError) as exc:
+            msg = f"the dataset's meta table holds invalid JSON ({exc})"
+            raise TraceError(msg, path=str(root / "meta")) from None
+    return Trace(tables, files, source=str(root))
 
 
 def read_parquet(path: str | os.PathLike[str]) -> Trace:

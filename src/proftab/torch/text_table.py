@@ -18,6 +18,7 @@ import math
 import polars as pl
 
 from proftab.exceptions import UsageError
+from proftab.render.sanitize import sanitize_expr
 
 __all__ = ["render_table", "SORT_KEYS"]
 
@@ -165,8 +166,9 @@ def render_table(
         return ""
 
     rows = rows.with_columns(
-        pl.col("name", "input_shapes", "overload_name").fill_null(""),  # a null name: an unnamed event
-        pl.col("stack").fill_null([]),
+        # a null name: an unnamed event; control characters from the trace become visible escapes
+        sanitize_expr(pl.col("name", "input_shapes", "overload_name").fill_null("")),
+        pl.col("stack").fill_null([]).list.eval(sanitize_expr(pl.element())),
     )
     has_device_time = bool((rows["self_device_ns"] > 0).any())
     has_device_mem = bool((rows["self_device_mem_bytes"] > 0).any())

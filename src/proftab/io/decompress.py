@@ -1,0 +1,135 @@
+"""Decompressed chunks of a trace file: gzip by magic bytes, on a helper thread.
+
+A damaged gzip stream yields every byte that decompressed before the damage, then raises
+`GzipDamage` (the loader raises a TraceError, or with ``salvage=True`` keeps that prefix).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import zlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["CHUNK", "GzipDamage", "raw_chunks", "threaded"]
+
+CHUNK = 8 << 20
+
+
+class GzipDamage(Exception):
+    """A damaged gzip stream: everything before `offset` (decompressed bytes) was yielded."""
+
+    def __init__(self, message: str, offset: int, compressed_offset: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+        self.compressed_offset = compressed_offset
+
+
+def _gzip_prefix(dec: Any, data: bytes) -> tuple[bytes, int]:
+    """The output a decompressor state yields from `data` before its error, and the input used.
+
+    zlib drops the whole output of a call that fails: this replays the failed call in 4 KiB
+    steps, then byte by byte, from a copy of the state before it.
+    """
+    out: list[bytes] = []
+    pos = 0
+    for step in (4096, 1):
+        while pos < len(data):
+            before = dec.copy()
+            try:
+                out.append(dec.decompress(data[pos:pos + step]))
+            except zlib.error:
+                dec = before
+                break
+            pos += step
+    return b"".join(out), pos
+
+
+def raw_chunks(path: str) -> Iterator[bytes]:
+    """Yield the decompressed bytes of `path` (gzip detected by magic bytes).
+
+    A damaged gzip stream raises `GzipDamage` after yielding the intact prefix.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head != b"\x1f\x8b":
+            while chunk := fh.read(CHUNK):
+                yield chunk
+            return
+        dec = zlib.decompressobj(wbits=31)
+        consumed = 0  # compressed bytes before `raw`
+        produced = 0  # decompressed bytes yielded
+        while True:
+            raw = fh.read(1 << 20)
+            if not raw:
+                break
+            data = raw
+            while data:
+                saved = dec.copy()
+                try:
+                    out = dec.decompress(data, CHUNK)
+                except zlib.error as exc:
+                    good, used = _gzip_prefix(saved, data[:CHUNK])
+                    if good:
+                        produced += len(good)
+                        yield good
+                    where = consumed + len(raw) - len(data) + used
+                    msg = f"corrupt gzip data ({exc}) after {produced} decompressed bytes"
+                    raise GzipDamage(msg, produced, where) from None
+                if out:
+                    produced += len(out)
+                    yield out
+                if dec.eof:
+                    # concatenated gzip members: continue with the rest
+                    data = dec.unused_data
+                    dec = zlib.decompressobj(wbits=31)
+                    if not data.strip(b"\x00"):
+                        data = b""
+                    continue
+                data = dec.unconsumed_tail
+            consumed += len(raw)
+        tail = dec.flush()
+        if tail:
+            yield tail
+        if not dec.eof and consumed:
+            # a truncated gzip stream: the JSON scanner reports the truncation itself
+            yield b""
+
+
+def threaded(gen: Iterator[bytes]) -> Iterator[bytes]:
+    """Run a chunk generator on a helper thread (zlib releases the GIL)."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=3)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in gen:
+                if stop.is_set():
+                    return
+                q.put(item)
+            q.put(None)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the consumer side
+            q.put(exc)
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.01)

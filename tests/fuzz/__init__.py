@@ -1,0 +1,1 @@
+"""Fuzz harness for the trace loader (see docs/robustness.md)."""
