@@ -352,3 +352,36 @@ def test_scanned_dataset_gives_the_same_tables(tmp_path: Path) -> None:
     for name in ("timeline", "allocations", "peak", "growth"):
         assert getattr(sc.memory, name)().equals(getattr(tr.memory, name)()), name
     assert sc.memory.peak(by="module").equals(tr.memory.peak(by="module"))
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from proftab.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_cli_memory_text_and_tables(tmp_path: Path) -> None:
+    cnn = str(BUNDLED / "train_cnn.pt.trace.json.gz")
+    rc, out, _ = _cli(["memory", cnn])
+    assert rc == 0
+    assert "9.955 MiB" in out and "aten::conv2d" in out and "top 10 of 11" in out
+    rc, out, _ = _cli(["memory", str(BUNDLED / "h100_bert_small.pt.trace.json.gz"), "--by", "module",
+                       "--device", "cuda:0"])
+    assert rc == 0 and "Linear_25" in out and "allocated before the profile started" in out and "cpu " not in out
+    target = tmp_path / "blocks.parquet"
+    assert _cli(["memory", cnn, "--table", "allocations", "-o", str(target)])[0] == 0
+    assert pl.read_parquet(target).equals(_load(BUNDLED / "train_cnn.pt.trace.json.gz").memory.allocations())
+    rc, out, _ = _cli(["memory", cnn, "--table", "growth", "--format", "csv"])
+    assert rc == 0 and out.splitlines()[0].startswith("rank,device_type,device,device_name,step")
+    assert len(out.splitlines()) == 5
+    rc, out, _ = _cli(["memory", str(TORCH213 / "multithread" / "trace.json.gz")])
+    assert rc == 0 and "no [memory] events" in out
