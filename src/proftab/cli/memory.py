@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
 
 from proftab.cli import Command
-from proftab.cli._common import add_output_arguments, add_trace_arguments, guess_format, load_trace, write_frame, \
-    write_text
+from proftab.cli._common import (
+    add_output_arguments,
+    add_trace_arguments,
+    guess_format,
+    load_trace,
+    write_frame,
+    write_text,
+)
 
 if TYPE_CHECKING:
+    import argparse
+
     import polars as pl
 
     from proftab.trace import Trace
@@ -84,8 +91,8 @@ def _text(tr: Trace, args: argparse.Namespace) -> str:
                      f"{r['events']:,}"])
     heads = [*(["rank"] if multi else []), "device", "peak", "at", "step", "reserved at peak",
              "held from before", "start", "end", "events"]
-    parts = [f"proftab memory: {files}\n", plain_table(heads, rows, "<" * (2 if multi else 1) + ">" * (len(heads)
-                                                                                                   - (2 if multi else 1)))]
+    left = 2 if multi else 1
+    parts = [f"proftab memory: {files}\n", plain_table(heads, rows, "<" * left + ">" * (len(heads) - left))]
     holders = tr.memory.peak(by=args.by)
     key = GROUPINGS[args.by]
     for r in summary.iter_rows(named=True):
@@ -108,7 +115,8 @@ def _text(tr: Trace, args: argparse.Namespace) -> str:
         parts.append(plain_table(["bytes", "share", "cumulative", "blocks", label], lines, ">>>><") if lines
                      else "  (no block allocated inside the window is live at the peak)\n")
         if r["pre_window_bytes"]:
-            parts.append(f"  + {fmt_bytes(r['pre_window_bytes'])} ({fmt_share(r['pre_window_bytes'] / r['peak_bytes'])})"
+            before = r["pre_window_bytes"]
+            parts.append(f"  + {fmt_bytes(before)} ({fmt_share(before / r['peak_bytes'])})"
                          " allocated before the profile started\n")
     return "".join(parts)
 
