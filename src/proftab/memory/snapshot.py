@@ -40,14 +40,15 @@ _ALLOWED = {("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("bu
             ("__builtin__", "set"): set, ("__builtin__", "frozenset"): frozenset}
 
 _FRAME = pl.Struct({"filename": pl.String, "line": pl.Int64, "name": pl.String})
-_SEGMENT_SCHEMA: dict[str, Any] = {"device": pl.Int64, "address": pl.Int64, "total_size": pl.Int64, "allocated_size": pl.Int64,
-                   "active_size": pl.Int64, "requested_size": pl.Int64, "stream": pl.Int64,
-                   "segment_type": pl.String, "segment_pool_id": pl.List(pl.Int64), "is_expandable": pl.Boolean,
-                   "blocks": pl.List(pl.Struct({"address": pl.Int64, "size": pl.Int64, "requested_size": pl.Int64,
-                                                "state": pl.String, "frames": pl.List(_FRAME)}))}
-_TRACE_SCHEMA: dict[str, Any] = {"action": pl.String, "addr": pl.Int64, "size": pl.Int64, "stream": pl.Int64, "time_us": pl.Int64,
-                 "device_free": pl.Int64, "compile_context": pl.String, "user_metadata": pl.String,
-                 "frames": pl.List(_FRAME)}
+_BLOCK = pl.Struct({"address": pl.Int64, "size": pl.Int64, "requested_size": pl.Int64, "state": pl.String,
+                    "frames": pl.List(_FRAME)})
+_SEGMENT_SCHEMA: dict[str, Any] = {
+    "device": pl.Int64, "address": pl.Int64, "total_size": pl.Int64, "allocated_size": pl.Int64,
+    "active_size": pl.Int64, "requested_size": pl.Int64, "stream": pl.Int64, "segment_type": pl.String,
+    "segment_pool_id": pl.List(pl.Int64), "is_expandable": pl.Boolean, "blocks": pl.List(_BLOCK)}
+_TRACE_SCHEMA: dict[str, Any] = {
+    "action": pl.String, "addr": pl.Int64, "size": pl.Int64, "stream": pl.Int64, "time_us": pl.Int64,
+    "device_free": pl.Int64, "compile_context": pl.String, "user_metadata": pl.String, "frames": pl.List(_FRAME)}
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
