@@ -385,3 +385,28 @@ def test_cli_memory_text_and_tables(tmp_path: Path) -> None:
     assert len(out.splitlines()) == 5
     rc, out, _ = _cli(["memory", str(TORCH213 / "multithread" / "trace.json.gz")])
     assert rc == 0 and "no [memory] events" in out
+
+
+# ------------------------------------------------------------------ chart
+
+
+def test_memory_chart_shows_the_timeline_the_peak_and_the_steps() -> None:
+    pytest.importorskip("altair")
+    tr = _load(BUNDLED / "train_cnn.pt.trace.json.gz")
+    spec = tr.plot.memory().to_dict()
+    values = [v for data in spec["datasets"].values() for v in data]
+    lines = [v for v in values if v.get("series") == "allocated"]
+    assert len(lines) == tr.memory.timeline().height == 1356
+    peak = [v for v in values if "label" in v]
+    assert [p["label"] for p in peak] == ["peak 9.955 MiB"]
+    assert peak[0]["MiB"] == 10_438_832 / 2**20
+    assert max(v["MiB"] for v in lines) == peak[0]["MiB"]
+    assert sorted({v["step"] for v in values if "step" in v}) == ["step 2", "step 3", "step 4", "step 5"]
+    # a long timeline is thinned per bin, keeping the peak
+    small = tr.memory.chart(max_points=100).to_dict()
+    kept = [v for data in small["datasets"].values() for v in data if v.get("series") == "allocated"]
+    assert len(kept) == 100 and max(v["MiB"] for v in kept) == peak[0]["MiB"]
+    gpu = _load(BUNDLED / "h100_bert_small.pt.trace.json.gz").plot.memory(device="cuda:0").to_dict()
+    assert len(gpu["vconcat"]) == 1
+    with pytest.raises(ValueError, match="no \\[memory\\] events"):
+        tr.plot.memory(device="cuda:7")

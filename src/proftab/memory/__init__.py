@@ -11,7 +11,7 @@ Free functions over the `[memory]` instants (`profile_memory=True`) and the even
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -89,6 +89,18 @@ class MemoryNamespace:
     def growth(self, by: str | None = None) -> pl.DataFrame:
         """Per step: bytes allocated and still held at the step's end, optionally by op (`growth`)."""
         return growth(self.allocations(), self._windows(), by)
+
+    def chart(self, *, device: str | None = None, max_points: int = 20_000) -> Any:
+        """Allocated and reserved bytes over time, the peak marked, steps shaded (altair; `memory_chart`)."""
+        import os
+
+        from proftab.memory._chart import memory_chart
+
+        tr = self._trace
+        t0 = tr.collect("events", ["rank", "start_ns"]).group_by("rank").agg(pl.col("start_ns").min().alias("t0"))
+        files = ", ".join(os.path.basename(str(f)) for f in tr.files["source_file"][:2])
+        return memory_chart(self.timeline(), self.peak(), self._windows(), t0, device=device, max_points=max_points,
+                            title=f"memory · {files}")
 
     def snapshot(self, path: str | os.PathLike[str]) -> Snapshot:
         """Read a `torch.cuda.memory._dump_snapshot` pickle safely and align it to this trace."""
