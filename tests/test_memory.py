@@ -410,3 +410,16 @@ def test_memory_chart_shows_the_timeline_the_peak_and_the_steps() -> None:
     assert len(gpu["vconcat"]) == 1
     with pytest.raises(ValueError, match="no \\[memory\\] events"):
         tr.plot.memory(device="cuda:7")
+
+
+def test_multi_rank_trace_gives_each_rank_its_own_tables() -> None:
+    """Event ids repeat across rank files: every join and the nesting must key on the rank."""
+    files = [BUNDLED / "h100_bert_small.pt.trace.json.gz", BUNDLED / "mi300_bert_small.pt.trace.json.gz"]
+    both = pt.load(files)
+    for rank, path in enumerate(files):
+        one = _load(path)
+        for name in ("timeline", "allocations", "peak", "growth"):
+            mine = getattr(both.memory, name)().filter(pl.col("rank") == rank).drop("rank")
+            assert mine.equals(getattr(one.memory, name)().drop("rank")), (rank, name)
+        mine = both.memory.peak(by="module").filter(pl.col("rank") == rank).drop("rank")
+        assert mine.equals(one.memory.peak(by="module").drop("rank"))

@@ -110,9 +110,10 @@ def _thread_keys() -> list[pl.Expr]:
             pl.coalesce(pl.col("tid").cast(pl.String), "tid_text").alias("_tid")]
 
 
-def _nest_frame(df: pl.DataFrame, start: str, end: str) -> pl.DataFrame:
-    return df.select("event_id", pl.col(start).alias("start_ns"), pl.col(end).alias("end_ns"), "rank",
-                     *_thread_keys())
+def _nest_frame(df: pl.DataFrame, start: str, end: str, first_id: int) -> pl.DataFrame:
+    """Rows for `nest`, identified by their position (event ids repeat across ranks)."""
+    return df.select((pl.int_range(pl.len(), dtype=pl.Int64) + first_id).alias("event_id"),
+                     pl.col(start).alias("start_ns"), pl.col(end).alias("end_ns"), "rank", *_thread_keys())
 
 
 def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int = 5) -> pl.DataFrame:
@@ -130,7 +131,7 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
     Returns
     -------
     DataFrame
-        One row per memory event, in `mem`'s order: `event_id`, `op_id`, `op` (innermost op),
+        One row per memory event, in `mem`'s order: `rank`, `event_id`, `op_id`, `op` (innermost op),
         `top_op` (outermost enclosing `cpu_op`: the operator called from Python), `module`
         (innermost enclosing `nn.Module: ...` frame, without the prefix), `stack` (up to
         `stack_depth` enclosing Python frames, innermost first; empty without `with_stack`).
@@ -141,23 +142,14 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
            .join(tracks, on=_THREAD, how="semi", nulls_equal=True)
            .select("event_id", "cat", "name", "start_ns", pl.max_horizontal("start_ns", "end_ns").alias("end_ns"),
                    *schema.TRACK_KEYS))
-    both = pl.concat([_nest_frame(ops, "start_ns", "end_ns"), _nest_frame(mem, "ts_ns", "ts_ns")])
-    tree = nest(both, by=_THREAD).select("event_id", "parent_id", "depth")
     n_ops = ops.height
+    both = pl.concat([_nest_frame(ops, "start_ns", "end_ns", 0), _nest_frame(mem, "ts_ns", "ts_ns", n_ops)])
+    tree = nest(both, by=_THREAD).select("parent_id", "depth")
     op_ids = ops["event_id"].to_numpy()
-    # parent links as row positions among the ops (instants are never parents: zero length)
-    order = np.argsort(op_ids, kind="stable")
-    sorted_ids = op_ids[order]
-
-    def position(ids: np.ndarray) -> np.ndarray:
-        if n_ops == 0:
-            return np.full(len(ids), -1, np.int64)
-        at = np.clip(np.searchsorted(sorted_ids, ids), 0, n_ops - 1)
-        return np.where((ids >= 0) & (sorted_ids[at] == ids), order[at], -1).astype(np.int64)
-
+    # parent links are op row positions (instants have zero length: never parents)
     parent_ids = tree["parent_id"].fill_null(-1).to_numpy()
-    parent = np.append(position(parent_ids[:n_ops]), -1)  # row n_ops: "no op"
-    first = position(parent_ids[n_ops:])
+    parent = np.append(parent_ids[:n_ops], -1)  # row n_ops: "no op"
+    first = parent_ids[n_ops:]
     first = np.where(first >= 0, first, n_ops)
     # an event at the very end of an op belongs to it (torch's [start, end] rule): the innermost
     # op ending at that time wins unless the open op only starts there
@@ -200,6 +192,7 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
     module = name_of.gather(pl.Series(np.where((m := at_or_above(is_module)) >= 0, m, n_ops)))
     id_of = pl.Series(op_ids, dtype=pl.Int64).append(pl.Series([None], dtype=pl.Int64)).gather(pl.Series(first))
     return pl.DataFrame({
+        "rank": mem["rank"],
         "event_id": mem["event_id"],
         "op_id": id_of,
         "op": name_of.gather(pl.Series(first)),
@@ -274,14 +267,14 @@ def allocations(mem: pl.DataFrame, ops: pl.DataFrame | None = None, windows: pl.
     out = pl.concat([pre, allocs]).with_columns(lifetime_ns=pl.col("free_ns") - pl.col("alloc_ns"))
     out = out.sort([*DEVICE_KEYS, pl.col("alloc_seq").fill_null(-1), "free_seq"])
     if ops is not None:
-        o = ops.select("event_id", "op_id", "op", "top_op", "module", "stack")
+        o = ops.select("rank", "event_id", "op_id", "op", "top_op", "module", "stack")
         out = out.join(o.rename({"event_id": "alloc_event_id", "op_id": "alloc_op_id", "op": "alloc_op",
                                  "top_op": "alloc_top_op"}),
-                       on="alloc_event_id", how="left", maintain_order="left")
-        out = out.join(o.select(pl.col("event_id").alias("free_event_id"), pl.col("op_id").alias("free_op_id"),
+                       on=["rank", "alloc_event_id"], how="left", maintain_order="left")
+        out = out.join(o.select("rank", pl.col("event_id").alias("free_event_id"), pl.col("op_id").alias("free_op_id"),
                                 pl.col("op").alias("free_op"), pl.col("stack").alias("_free_stack"),
                                 pl.col("module").alias("_free_module")),
-                       on="free_event_id", how="left", maintain_order="left")
+                       on=["rank", "free_event_id"], how="left", maintain_order="left")
         # a block allocated before the window is known by its free only
         out = out.with_columns(
             module=pl.when(pl.col("status") == "pre_window").then(None).otherwise("module"),

@@ -99,7 +99,7 @@ class Snapshot:
         One row per allocator action: `device`, `seq` (position in the device's trace),
         `action`, `addr`, `size`, `stream`, `time_us`, `device_free`, `compile_context`,
         `user_metadata`, `stack`; after `align`, also `ts_ns` (on the trace's clock),
-        `event_id`, `op_id`, `op`, `top_op`, `module` of the matching [memory] event.
+        `rank`, `event_id`, `op_id`, `op`, `top_op`, `module` of the matching [memory] event.
     settings
         The other top-level entries (e.g. `allocator_settings`), as loaded.
     offset_ns
@@ -123,11 +123,11 @@ def _stack(col: str = "frames") -> pl.Expr:
 
 def _frame_dicts(rows: list[Any], schema: dict[str, Any], what: str) -> pl.DataFrame:
     try:
-        return pl.DataFrame(rows, schema=schema, strict=False, orient="row" if rows and not isinstance(
-            rows[0], dict) else None)
+        out = pl.DataFrame(rows, schema=schema, strict=False)
     except Exception as exc:
         msg = f"the memory snapshot's {what} do not follow torch's layout: {type(exc).__name__}: {exc}"
         raise ProftabError(msg) from exc
+    return out
 
 
 def snapshot_tables(obj: dict[str, Any]) -> Snapshot:
@@ -137,12 +137,12 @@ def snapshot_tables(obj: dict[str, Any]) -> Snapshot:
     if not isinstance(segments, list) or not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
         msg = "the memory snapshot's 'segments' / 'device_traces' are not lists"
         raise ProftabError(msg)
-    seg = _frame_dicts([s for s in segments if isinstance(s, dict)], _SEGMENT_SCHEMA, "segments")
+    seg = _frame_dicts(segments, _SEGMENT_SCHEMA, "segments")
     blocks = (seg.select(pl.col("device"), pl.col("address").alias("segment_address"), "blocks")
               .explode("blocks").filter(pl.col("blocks").is_not_null()).unnest("blocks")
               .with_columns(_stack()).drop("frames"))
     segs = seg.with_columns(pl.col("blocks").list.len().cast(pl.Int64).alias("blocks"))
-    per_device = [_frame_dicts([e for e in entries if isinstance(e, dict)], _TRACE_SCHEMA, "device_traces")
+    per_device = [_frame_dicts(entries, _TRACE_SCHEMA, "device_traces")
                   .with_columns(pl.lit(d, pl.Int64).alias("device"),
                                 pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"))
                   for d, entries in enumerate(traces)]
@@ -224,7 +224,7 @@ def align(snap: Snapshot, mem: pl.DataFrame, ops: pl.DataFrame | None = None, *,
         Largest distance, after the offset, between an action and its event.
     """
     dev = mem.filter((pl.col("device_type") != 0) & pl.col("addr").is_not_null()).select(
-        "device", "addr", pl.col("bytes").sign().cast(pl.Int64).alias("_sign"), "ts_ns", "event_id", "bytes",
+        "rank", "device", "addr", pl.col("bytes").sign().cast(pl.Int64).alias("_sign"), "ts_ns", "event_id", "bytes",
         pl.col("ts_ns").alias("_ts")).sort("ts_ns")
     tr = snap.trace.with_columns(
         pl.col("action").replace_strict(_ACTION_SIGN, default=None, return_dtype=pl.Int64).alias("_sign"),
@@ -234,13 +234,14 @@ def align(snap: Snapshot, mem: pl.DataFrame, ops: pl.DataFrame | None = None, *,
     tr = tr.with_columns((pl.col("_t") + offset).alias("ts_ns")).with_row_index("_row")
     matched = (tr.filter(pl.col("_sign").is_not_null() & pl.col("ts_ns").is_not_null() & pl.col("addr").is_not_null())
                .sort("ts_ns")
-               .join_asof(dev.select("device", "addr", "_sign", "_ts", "event_id"), left_on="ts_ns", right_on="_ts",
+               .join_asof(dev.select("device", "addr", "_sign", "_ts", "rank", "event_id"), left_on="ts_ns",
+                          right_on="_ts",
                           by=["device", "addr", "_sign"], strategy="nearest", tolerance=tolerance_ns,
                           check_sortedness=False)  # both sides sorted by time above
-               .select("_row", "event_id"))
+               .select("_row", "rank", "event_id"))
     out = tr.join(matched, on="_row", how="left", maintain_order="left")
     if ops is not None:
-        out = out.join(ops.select("event_id", "op_id", "op", "top_op", "module"), on="event_id", how="left",
-                       maintain_order="left")
+        out = out.join(ops.select("rank", "event_id", "op_id", "op", "top_op", "module"), on=["rank", "event_id"],
+                       how="left", maintain_order="left")
     out = out.drop("_row", "_sign", "_t")
     return replace(snap, trace=out, offset_ns=offset)
