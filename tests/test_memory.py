@@ -40,6 +40,7 @@ SHARED_MEMORY = [
         "perf_model__normalization__normalization_layer_test.json.gz")),
     SHARED_PUBLIC / "hta" / "df_index_resolver__df_index_resolver.json.gz",
     SHARED_PUBLIC / "tb_plugin" / "samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
+    SHARED_PUBLIC / "tb_plugin" / "samples__resnet50_num_workers_4__worker0.1623212756351.pt.trace.json.gz",
     SHARED_TORCH213 / "llama_generate_shapes_stack" / "trace.json.gz",
 ]
 
