@@ -112,6 +112,10 @@ def _text(tr: Trace, args: argparse.Namespace) -> str:
         title = (f"\n{'rank ' + str(r['rank']) + ' ' if multi else ''}{r['device_name']}: held at the peak "
                  f"({fmt_bytes(r['peak_bytes'])}), by {args.by}")
         parts.append(title + (f" (top {len(shown)} of {mine.height})" if len(shown) < mine.height else "") + "\n")
+        if r["in_window_bytes"] is None:
+            parts.append("  (unknown: the trace's [memory] events have no Addr, so blocks cannot be paired;"
+                         " bytes are relative to the start of the profile)\n")
+            continue
         parts.append(plain_table(["bytes", "share", "cumulative", "blocks", label], lines, ">>>><") if lines
                      else "  (no block allocated inside the window is live at the peak)\n")
         if r["pre_window_bytes"]:
