@@ -213,7 +213,7 @@ def test_peak_holders_add_up(path: Path) -> None:
         return
     # the blocks live at the peak add up to it, with what was allocated before the window
     assert (summary["pre_window_bytes"] >= 0).all()
-    for by in ("op", "top_op", "module", "step", "allocation"):
+    for by in ("op", "top_op", "module", "stack", "step", "allocation"):
         holders = tr.memory.peak(by=by)
         sums = holders.group_by(keys).agg(pl.col("bytes").sum().alias("b"), pl.col("blocks").sum().alias("n"))
         both = summary.join(sums, on=keys, how="left").fill_null(0)
@@ -235,10 +235,11 @@ def test_growth_net_is_the_change_over_each_step(path: Path) -> None:
     assert both["net_bytes"].equals(both["delta"], check_names=False)
     assert (g["retained_bytes"] <= g["allocated_bytes"]).all()
     assert (g["never_freed_bytes"] <= g["retained_bytes"]).all()
-    by_op = tr.memory.growth(by="top_op")
-    sums = by_op.group_by(keys).agg(pl.col("retained_bytes").sum().alias("r"))
-    assert g.filter(pl.col("retained_bytes") > 0).join(sums, on=keys, how="left")["r"].equals(
-        g.filter(pl.col("retained_bytes") > 0)["retained_bytes"], check_names=False)
+    for by in ("op", "top_op", "module", "stack"):
+        split = tr.memory.growth(by=by)
+        sums = split.group_by(keys).agg(pl.col("retained_bytes").sum().alias("r"))
+        assert g.filter(pl.col("retained_bytes") > 0).join(sums, on=keys, how="left")["r"].equals(
+            g.filter(pl.col("retained_bytes") > 0)["retained_bytes"], check_names=False), by
 
 
 def test_train_cnn_numbers() -> None:

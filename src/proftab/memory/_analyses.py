@@ -73,6 +73,13 @@ def _live_at_peak(allocs: pl.DataFrame, summary: pl.DataFrame) -> pl.DataFrame:
                      & (pl.col("free_seq").is_null() | (pl.col("free_seq") > pl.col("peak_seq"))))
 
 
+def _text_key(col: str, allocs: pl.DataFrame) -> pl.Expr:
+    """`col` as text, for a deterministic order among equal bytes (a stack is joined)."""
+    if isinstance(allocs.schema[col], pl.List):
+        return pl.col(col).list.join(" <- ")
+    return pl.col(col).cast(pl.String)
+
+
 def _key(by: str, allocs: pl.DataFrame) -> str | None:
     if by not in GROUPINGS:
         msg = f"unknown grouping {by!r}; valid: {sorted(GROUPINGS)}"
@@ -117,7 +124,7 @@ def peak(tl: pl.DataFrame, allocs: pl.DataFrame, by: str | None = None) -> pl.Da
         keys = [col]
         rows = live.group_by([*_DEVICE, col, "peak_ns", "peak_bytes"]).agg(
             pl.col("bytes").sum(), pl.len().cast(pl.Int64).alias("blocks"))
-    order = [*DEVICE_KEYS, "bytes", *([] if col is None else [pl.col(col).cast(pl.String)])]
+    order = [*DEVICE_KEYS, "bytes", *([] if col is None else [_text_key(col, allocs)])]
     rows = rows.sort(order, descending=[False] * len(DEVICE_KEYS) + [True] + [False] * (len(order) - 4),
                      nulls_last=True)
     rows = rows.with_columns(share=share, cumulative_share=pl.col("bytes").cum_sum().over(DEVICE_KEYS)
@@ -169,7 +176,7 @@ def growth(allocs: pl.DataFrame, windows: pl.DataFrame, by: str | None = None) -
         out = kept.group_by([*_DEVICE, "step", "step_start_ns", "step_end_ns", col]).agg(
             pl.col("bytes").sum().alias("retained_bytes"), pl.len().cast(pl.Int64).alias("retained_blocks"),
             pl.col("bytes").filter(never).sum().alias("never_freed_bytes"))
-        return out.sort([*DEVICE_KEYS, "step", "retained_bytes", pl.col(col).cast(pl.String)],
+        return out.sort([*DEVICE_KEYS, "step", "retained_bytes", _text_key(col, allocs)],
                         descending=[False, False, False, False, True, False], nulls_last=True)
     made = stepped.group_by([*_DEVICE, "step", "step_start_ns", "step_end_ns"]).agg(
         pl.col("bytes").sum().alias("allocated_bytes"), pl.len().cast(pl.Int64).alias("allocations"),
