@@ -425,3 +425,35 @@ def test_multi_rank_trace_gives_each_rank_its_own_tables() -> None:
             assert mine.equals(getattr(one.memory, name)().drop("rank")), (rank, name)
         mine = both.memory.peak(by="module").filter(pl.col("rank") == rank).drop("rank")
         assert mine.equals(one.memory.peak(by="module").drop("rank"))
+
+
+def test_live_profile_memory_matches_torchs_key_averages() -> None:
+    """A profile recorded here (torch CPU, profile_memory): allocations() reproduces torch's own
+    per-op memory columns and the Total Allocated replay."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        for _ in range(3):
+            model(torch.randn(32, 64)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+    tr = pt.from_profiler(prof)
+    tl = tr.memory.timeline()
+    assert tl.height > 50
+    assert tl["pre_window"].n_unique() == 1
+    al = tr.memory.allocations()
+    derived = _memory_from_allocations(tr.collect("nested"), al)["cpu"]
+    # torch's in-memory key_averages (not the JSON's) has a `[memory]` row: the events no op holds
+    outside = (al.filter(pl.col("alloc_ns").is_not_null() & pl.col("alloc_op_id").is_null())["bytes"].sum()
+               - al.filter(pl.col("free_ns").is_not_null() & pl.col("free_op_id").is_null())["bytes"].sum())
+    derived["[memory]"] = (outside, outside)
+    rows = [e for e in prof.key_averages() if e.device_type.name == "CPU"]
+    assert "[memory]" in {e.key for e in rows}
+    assert {e.key: (e.cpu_memory_usage, e.self_cpu_memory_usage) for e in rows} == {
+        e.key: derived.get(e.key, (0, 0)) for e in rows}
+    assert any(e.self_cpu_memory_usage for e in rows)
