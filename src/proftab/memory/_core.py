@@ -188,7 +188,7 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
         frame = np.where(frame >= 0, nearest_ancestor(parent, np.maximum(frame, 0), is_py), -1)
     stack = (pl.DataFrame({f"f{i}": s for i, s in enumerate(frames)}).select(
         pl.concat_list(pl.all()).list.drop_nulls().alias("stack")).to_series() if frames
-        else pl.Series("stack", [[]] * mem.height, dtype=pl.List(pl.String)))
+        else pl.select(pl.repeat(pl.lit([], pl.List(pl.String)), mem.height).alias("stack")).to_series())
     module = name_of.gather(pl.Series(np.where((m := at_or_above(is_module)) >= 0, m, n_ops)))
     id_of = pl.Series(op_ids, dtype=pl.Int64).append(pl.Series([None], dtype=pl.Int64)).gather(pl.Series(first))
     return pl.DataFrame({
