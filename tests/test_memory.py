@@ -18,7 +18,7 @@ from hypothesis import given, settings
 import proftab as pt
 from proftab import schema
 from proftab.intervals.tree import row_positions, subtree_sum
-from proftab.memory import allocations, memory_events, timeline
+from proftab.memory import allocations, enclosing_ops, memory_events, timeline
 from proftab.torch.aggregate import host_tree, key_averages
 from tests.conftest import BUNDLED, SHARED_PUBLIC, SHARED_TORCH213, TORCH213, needs_shared
 
@@ -457,3 +457,15 @@ def test_live_profile_memory_matches_torchs_key_averages() -> None:
     assert {e.key: (e.cpu_memory_usage, e.self_cpu_memory_usage) for e in rows} == {
         e.key: derived.get(e.key, (0, 0)) for e in rows}
     assert any(e.self_cpu_memory_usage for e in rows)
+
+
+def test_events_outside_any_op_and_no_stacks() -> None:
+    tr = _load(BUNDLED / "train_cnn.pt.trace.json.gz")
+    mem = tr.memory.events()
+    none = enclosing_ops(mem, tr.collect("events").head(0))
+    assert none.height == mem.height
+    assert none["op_id"].null_count() == none["op"].null_count() == none["top_op"].null_count() == mem.height
+    flat = enclosing_ops(mem, tr.collect("events"), stack_depth=0)
+    assert flat["op_id"].null_count() == 0
+    assert (flat["stack"].list.len() == 0).all()
+    assert enclosing_ops(mem.head(0), tr.collect("events")).is_empty()
