@@ -6,6 +6,7 @@ Exactness checks run on every trace with [memory] events: the bundled ones here,
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import TYPE_CHECKING
 
@@ -385,6 +386,11 @@ def test_cli_memory_text_and_tables(tmp_path: Path) -> None:
     rc, out, _ = _cli(["memory", cnn, "--table", "growth", "--format", "csv"])
     assert rc == 0 and out.splitlines()[0].startswith("rank,device_type,device,device_name,step")
     assert len(out.splitlines()) == 5
+    if importlib.util.find_spec("altair") is not None:
+        chart = tmp_path / "memory.json"
+        rc, out, err = _cli(["memory", cnn, "--chart", str(chart)])
+        assert rc == 0 and "9.955 MiB" in out and "wrote" in err
+        assert json.loads(chart.read_text())["vconcat"]
     rc, out, _ = _cli(["memory", str(TORCH213 / "multithread" / "trace.json.gz")])
     assert rc == 0 and "no [memory] events" in out
 

@@ -31,6 +31,8 @@ EXAMPLES = """\
       per step: bytes allocated and still held at the step's end (leak candidates)
   proftab memory trace.json.gz --table allocations -o blocks.parquet
       every block: alloc/free time, lifetime, ops, module, stack, step
+  proftab memory trace.json.gz --chart memory.html
+      also write the chart: allocated and reserved over time, the peak marked, steps shaded
 """
 
 TABLES = ("holders", "peak", "allocations", "growth", "timeline")
@@ -46,6 +48,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, metavar="NAME", help="only this device (cpu, cuda:0, hip:0, ...)")
     p.add_argument("--table", choices=TABLES, default="holders",
                    help="the table written for csv/json/markdown/parquet output (default: holders)")
+    p.add_argument("--chart", metavar="FILE", default=None,
+                   help="also write the memory chart: .html, .json (Vega-Lite), .png / .svg / .pdf (vl-convert)")
     add_output_arguments(p)
 
 
@@ -129,6 +133,14 @@ def run(args: argparse.Namespace) -> int:
     """Print or write the memory tables; see the module docstring."""
     fmt = guess_format(args)
     tr = load_trace(args.trace, args, nest=False)
+    if args.chart:
+        from proftab import plot
+
+        plot.save(tr.memory.chart(device=args.device), args.chart)
+        if not args.quiet:
+            import sys
+
+            print(f"proftab: wrote {args.chart}", file=sys.stderr)
     if fmt != "text":
         write_frame(_table(tr, args), fmt, args.output)
         return 0
