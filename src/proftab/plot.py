@@ -345,3 +345,7 @@ class PlotNamespace:
     def steps(self, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
         """Per-step time split by top op (`steps`)."""
         return steps(self._trace, n, metric=metric)
+
+    def memory(self, *, device: str | None = None, max_points: int = 20_000) -> Any:
+        """Allocated and reserved memory over time, peak marked, steps shaded (`tr.memory.chart`)."""
+        return self._trace.memory.chart(device=device, max_points=max_points)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["fmt_ns", "fmt_share", "plain_table"]
+__all__ = ["fmt_bytes", "fmt_ns", "fmt_share", "plain_table"]
 
 
 def fmt_ns(ns: float | None, *, signed: bool = False) -> str:
@@ -36,6 +36,22 @@ def fmt_share(x: float | None, *, signed: bool = False) -> str:
     if x is None or x != x or x in (float("inf"), float("-inf")):
         return ""
     return f"{x * 100:+.2f}%" if signed else f"{x * 100:.2f}%"
+
+
+def fmt_bytes(n: float | None, *, signed: bool = False) -> str:
+    """Bytes in binary units with 3 decimals (``B`` below 1 KiB).
+
+    >>> fmt_bytes(512), fmt_bytes(10_438_832), fmt_bytes(-2048, signed=True)
+    ('512 B', '9.955 MiB', '-2.000 KiB')
+    """
+    if n is None:
+        return ""
+    sign = ("+" if n > 0 else "") if signed else ""
+    a = abs(n)
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if a >= size:
+            return f"{sign}{n / size:.3f} {unit}"
+    return f"{sign}{int(n)} B"
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]], aligns: str | None = None) -> str:

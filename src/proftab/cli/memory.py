@@ -1,0 +1,157 @@
+"""`proftab memory`: the memory peak of each device and what holds it (traces with profile_memory)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from proftab.cli import Command
+from proftab.cli._common import (
+    add_output_arguments,
+    add_trace_arguments,
+    guess_format,
+    load_trace,
+    write_frame,
+    write_text,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+    import polars as pl
+
+    from proftab.trace import Trace
+
+EXAMPLES = """\
+  proftab memory trace.pt.trace.json.gz
+      per device: the peak, when, and the top 10 holders at the peak by top-level op
+  proftab memory trace.json.gz --by module --limit 20
+      holders by nn.Module (also: op, top_op, stack, step, allocation)
+  proftab memory trace.json.gz --device cuda:0
+  proftab memory trace.json.gz --table growth
+      per step: bytes allocated and still held at the step's end (leak candidates)
+  proftab memory trace.json.gz --table allocations -o blocks.parquet
+      every block: alloc/free time, lifetime, ops, module, stack, step
+  proftab memory trace.json.gz --chart memory.html
+      also write the chart: allocated and reserved over time, the peak marked, steps shaded
+"""
+
+TABLES = ("holders", "peak", "allocations", "growth", "timeline")
+BY = ("top_op", "op", "module", "stack", "step", "allocation")
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_trace_arguments(p)
+    p.add_argument("--by", choices=BY, default="top_op",
+                   help="group the blocks live at the peak by (default: top_op, the op called from Python)")
+    p.add_argument("--limit", type=int, default=10, metavar="N",
+                   help="holders shown per device in the text output, -1 for all (default: 10)")
+    p.add_argument("--device", default=None, metavar="NAME", help="only this device (cpu, cuda:0, hip:0, ...)")
+    p.add_argument("--table", choices=TABLES, default="holders",
+                   help="the table written for csv/json/markdown/parquet output (default: holders)")
+    p.add_argument("--chart", metavar="FILE", default=None,
+                   help="also write the memory chart: .html, .json (Vega-Lite), .png / .svg / .pdf (vl-convert)")
+    add_output_arguments(p)
+
+
+def _table(tr: Trace, args: argparse.Namespace) -> pl.DataFrame:
+    name = args.table
+    mem = tr.memory
+    out: pl.DataFrame
+    if name == "holders":
+        out = mem.peak(by=args.by)
+    elif name == "peak":
+        out = mem.peak()
+    elif name == "growth":
+        out = mem.growth()
+    elif name == "allocations":
+        out = mem.allocations()
+    else:
+        out = mem.timeline()
+    return out if args.device is None else out.filter(out["device_name"] == args.device)
+
+
+def _text(tr: Trace, args: argparse.Namespace) -> str:
+    import polars as pl
+
+    from proftab.memory import GROUPINGS
+    from proftab.render.text import fmt_bytes, fmt_ns, fmt_share, plain_table
+
+    summary = tr.memory.peak()
+    if args.device is not None:
+        summary = summary.filter(pl.col("device_name") == args.device)
+    files = ", ".join(str(f).rsplit("/", 1)[-1] for f in tr.files["source_file"])
+    if summary.is_empty():
+        return f"proftab memory: {files}\nno [memory] events{'' if args.device is None else ' on ' + args.device}" \
+               " (record with profile_memory=True)\n"
+    starts = tr.collect("events", ["rank", "start_ns"]).group_by("rank").agg(pl.col("start_ns").min().alias("t0"))
+    summary = summary.join(starts, on="rank", how="left")
+    multi = tr.files.height > 1
+    rows = []
+    for r in summary.iter_rows(named=True):
+        at = fmt_ns(r["peak_ns"] - r["t0"]) if r["t0"] is not None else ""
+        rows.append([*([str(r["rank"])] if multi else []), r["device_name"], fmt_bytes(r["peak_bytes"]), at,
+                     "" if r["step"] is None else str(r["step"]), fmt_bytes(r["reserved_at_peak"]),
+                     fmt_bytes(r["pre_window_bytes"]), fmt_bytes(r["initial_bytes"]), fmt_bytes(r["final_bytes"]),
+                     f"{r['events']:,}"])
+    heads = [*(["rank"] if multi else []), "device", "peak", "at", "step", "reserved at peak",
+             "held from before", "start", "end", "events"]
+    left = 2 if multi else 1
+    parts = [f"proftab memory: {files}\n", plain_table(heads, rows, "<" * left + ">" * (len(heads) - left))]
+    holders = tr.memory.peak(by=args.by)
+    key = GROUPINGS[args.by]
+    for r in summary.iter_rows(named=True):
+        mine = holders.filter((pl.col("rank") == r["rank"]) & (pl.col("device_name") == r["device_name"]))
+        shown = mine if args.limit < 0 else mine.head(args.limit)
+        label = "block (addr, allocating op)" if key is None else args.by
+        lines = []
+        for h in shown.iter_rows(named=True):
+            if key is None:
+                what = f"{h['addr']:#x} {h['alloc_op'] or '?'}"
+            elif key == "stack":
+                what = " <- ".join(h[key]) if h[key] else "(no Python stack)"
+            else:
+                what = "(none)" if h[key] is None else str(h[key])
+            lines.append([fmt_bytes(h["bytes"]), fmt_share(h["share"]), fmt_share(h["cumulative_share"]),
+                          f"{h['blocks']:,}", what])
+        title = (f"\n{'rank ' + str(r['rank']) + ' ' if multi else ''}{r['device_name']}: held at the peak "
+                 f"({fmt_bytes(r['peak_bytes'])}), by {args.by}")
+        parts.append(title + (f" (top {len(shown)} of {mine.height})" if len(shown) < mine.height else "") + "\n")
+        if r["in_window_bytes"] is None:
+            parts.append("  (unknown: the trace's [memory] events have no Addr, so blocks cannot be paired;"
+                         " bytes are relative to the start of the profile)\n")
+            continue
+        parts.append(plain_table(["bytes", "share", "cumulative", "blocks", label], lines, ">>>><") if lines
+                     else "  (no block allocated inside the window is live at the peak)\n")
+        if r["pre_window_bytes"]:
+            before = r["pre_window_bytes"]
+            parts.append(f"  + {fmt_bytes(before)} ({fmt_share(before / r['peak_bytes'])})"
+                         " allocated before the profile started\n")
+    return "".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print or write the memory tables; see the module docstring."""
+    fmt = guess_format(args)
+    tr = load_trace(args.trace, args, nest=False)
+    if args.chart:
+        from proftab import plot
+
+        plot.save(tr.memory.chart(device=args.device), args.chart)
+        if not args.quiet:
+            import sys
+
+            print(f"proftab: wrote {args.chart}", file=sys.stderr)
+    if fmt != "text":
+        write_frame(_table(tr, args), fmt, args.output)
+        return 0
+    write_text(_text(tr, args), args.output)
+    return 0
+
+
+COMMAND = Command(
+    name="memory",
+    help="memory peak per device and what holds it (traces recorded with profile_memory)",
+    examples=EXAMPLES,
+    add_arguments=_add_arguments,
+    run=run,
+)
