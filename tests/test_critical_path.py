@@ -1,0 +1,191 @@
+"""Critical path: synthetic traces with a known answer, and invariants on real traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import proftab as pt
+from proftab.critical_path import solve
+from proftab.intervals.dag import argmax_pred, chain_heads, earliest, walk_back
+from tests.conftest import BUNDLED, shared_public_traces
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+US = 1000  # the synthetic traces are written in µs
+
+
+def _x(name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int = 1, tid: int = 1,
+       **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args}
+
+
+def _launch(ts: float, dur: float, corr: int, name: str = "cudaLaunchKernel") -> dict[str, Any]:
+    return _x(name, ts, dur, cat="cuda_runtime", correlation=corr)
+
+
+def _kernel(ts: float, dur: float, corr: int, stream: int = 7, name: str = "void gemm_kernel()") -> dict[str, Any]:
+    return _x(name, ts, dur, cat="kernel", pid=0, tid=stream, correlation=corr, stream=stream, device=0)
+
+
+def _load(tmp_path: Path, events: list[dict[str, Any]]) -> pt.Trace:
+    p = tmp_path / "t.pt.trace.json.gz"
+    with gzip.open(p, "wt") as fh:
+        json.dump({"schemaVersion": 1, "traceEvents": events}, fh)
+    return pt.load(p)
+
+
+def _bound(tr: pt.Trace) -> dict[str, int]:
+    s = tr.critical_path.summary()
+    return {b: int(ns) // US for b, ns in s.select(pl.col("bound_by").cast(pl.String), "ns").iter_rows() if ns}
+
+
+def _check_chain(p: pl.DataFrame) -> None:
+    assert (p["start_ns"].to_numpy()[1:] == p["end_ns"].to_numpy()[:-1]).all()
+    assert (p["duration_ns"] == p["end_ns"] - p["start_ns"]).all()
+
+
+def test_gpu_bound(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("ProfilerStep#1", 0, 840, cat="user_annotation"),
+        _x("aten::mm", 10, 20), _launch(15, 5, 1), _kernel(25, 400, 1),
+        _x("aten::mm", 30, 20), _launch(35, 5, 2), _kernel(425, 400, 2),
+        _x("cudaDeviceSynchronize", 60, 770, cat="cuda_runtime", correlation=3),
+    ])
+    assert _bound(tr) == {"cpu_bound": 25, "gpu_compute_bound": 800, "launch_overhead": 10, "sync": 5}
+    p = tr.critical_path.path(step=1)
+    _check_chain(p)
+    assert p["kind"].cast(pl.String).to_list() == ["cpu_op", "cpu_op", "launch_delay", "kernel", "kernel", "sync_wait",
+                                                   "cpu_op"]
+    assert int(p["duration_ns"].sum()) == 840 * US
+    # twice-faster GEMMs: the sync waits 400 µs less
+    wi = tr.critical_path.what_if(step=1, scale={"gemm": 0.5})
+    assert wi["what_if_ns"].to_list() == [440 * US]
+    assert tr.critical_path.what_if(scale={"kernel": 0.5})["what_if_ns"].to_list() == [440 * US]
+
+
+def test_cpu_bound(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("ProfilerStep#3", 0, 1000, cat="user_annotation"),
+        _x("aten::add", 10, 890), _launch(20, 5, 1), _kernel(30, 10, 1),
+    ])
+    assert _bound(tr) == {"cpu_bound": 995, "launch_overhead": 5}
+    top = tr.critical_path.summary(by="name", limit=1)
+    assert top["name"].to_list() == ["aten::add"] and top["ns"].to_list() == [885 * US]
+    # the kernel is not on the path: making it slower changes nothing, a faster add does
+    assert tr.critical_path.what_if(scale={"kernel": 10})["delta_ns"].to_list() == [0]
+    assert tr.critical_path.what_if(scale={"aten::add": 0.5})["what_if_ns"].to_list() == [1000 * US - 445 * US]
+
+
+def test_launch_bound(tmp_path: Path) -> None:
+    ev = [_x("ProfilerStep#0", 0, 215, cat="user_annotation")]
+    for i in range(10):
+        ev += [_launch(10 + 20 * i, 18, i + 1), _kernel(15 + 20 * i, 2, i + 1)]
+    tr = _load(tmp_path, ev)
+    assert _bound(tr) == {"cpu_bound": 35, "launch_overhead": 180}
+    # faster launches shorten the step by the launch time saved
+    assert tr.critical_path.what_if(scale={"cudaLaunchKernel": 0.5})["what_if_ns"].to_list() == [125 * US]
+
+
+def test_sync_bound(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _launch(-5, 2, 1), _kernel(-2, 482, 1),  # launched before the step: its wait is sync time
+        _x("ProfilerStep#2", 0, 500, cat="user_annotation"),
+        _x("aten::item", 5, 490),
+        _x("cudaStreamSynchronize", 10, 480, cat="cuda_runtime", correlation=2),
+    ])
+    assert _bound(tr) == {"cpu_bound": 20, "sync": 480}
+
+
+def test_overlapping_streams_context_sync_row(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("ProfilerStep#1", 0, 630, cat="user_annotation"),
+        _launch(10, 5, 1), _kernel(20, 600, 1, stream=7, name="long_kernel"),
+        _launch(20, 5, 2), _kernel(30, 300, 2, stream=8, name="short_kernel"),
+        _x("cudaDeviceSynchronize", 30, 595, cat="cuda_runtime", correlation=3),
+        _x("Context Sync", 30, 595, cat="cuda_sync", pid=0, tid=-1, correlation=3, stream=-1, device=0,
+           cuda_sync_kind="Context Sync"),
+    ])
+    p = tr.critical_path.path()
+    _check_chain(p)
+    names = set(p.filter(pl.col("kind") == "kernel")["name"].to_list())
+    assert names == {"long_kernel"}
+    assert _bound(tr) == {"cpu_bound": 15, "launch_overhead": 10, "gpu_compute_bound": 600, "sync": 5}
+    # the short stream becomes critical once the long kernel is 4x faster
+    wi = tr.critical_path.path(scale={"long_kernel": 0.25})
+    assert "short_kernel" in wi["name"].to_list()
+    assert int(wi["duration_ns"].sum()) == tr.critical_path.what_if(scale={"long_kernel": 0.25})["what_if_ns"][0]
+
+
+def test_stream_wait_event(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("ProfilerStep#1", 0, 430, cat="user_annotation"),
+        _launch(10, 5, 1), _kernel(20, 300, 1, stream=7, name="producer"),
+        _x("cudaEventRecord", 16, 1, cat="cuda_runtime", correlation=10),
+        _x("cudaStreamWaitEvent", 18, 1, cat="cuda_runtime", correlation=11),
+        _x("Stream Wait Event", 18, 1, cat="cuda_sync", pid=0, tid=8, correlation=11, stream=8, device=0,
+           wait_on_stream=7, wait_on_cuda_event_record_corr_id=10, cuda_sync_kind="Stream Wait Event"),
+        _launch(20, 5, 2), _kernel(322, 100, 2, stream=8, name="consumer"),
+        _x("cudaDeviceSynchronize", 30, 395, cat="cuda_runtime", correlation=3),
+    ])
+    p = tr.critical_path.path()
+    _check_chain(p)
+    assert p.filter(pl.col("kind") == "kernel")["name"].to_list() == ["producer", "consumer"]
+    assert _bound(tr) == {"cpu_bound": 15, "launch_overhead": 10, "gpu_compute_bound": 400, "sync": 5}
+
+
+def test_dag_longest_path_matches_a_loop() -> None:
+    rng = np.random.default_rng(7)
+    chain = np.sort(rng.integers(0, 6, 60))
+    head = chain_heads(chain)
+    w = rng.integers(0, 50, 60)
+    base = np.where(head, rng.integers(0, 20, 60), -(2**62))
+    src = rng.integers(0, 59, 40)
+    dst = np.minimum(src + rng.integers(1, 20, 40), 59)  # forward edges: node order is topological
+    cw = rng.integers(0, 30, 40)
+    x, _ = earliest(w, head, base, src, dst, cw)
+    ref = np.full(60, -(2**62))
+    for i in range(60):  # the reference: a plain loop in node order
+        c = [base[i]] + ([ref[i - 1] + w[i]] if not head[i] else []) + [ref[s] + c_ for s, d, c_ in
+                                                                       zip(src, dst, cw, strict=True) if d == i]
+        ref[i] = max(c)
+    assert (x == ref).all()
+    pr = argmax_pred(x, w, head, base, src, dst, cw)
+    nodes = walk_back(pr.node, int(np.argmax(x)))
+    assert pr.node[nodes[0]] == -1 and (pr.node[nodes[1:]] == nodes[:-1]).all()
+
+
+def _invariants(tr: pt.Trace) -> None:
+    cp = tr.critical_path
+    for g in cp.graphs():
+        sol = solve(g)
+        p = pt.critical_path.path_frame(g)
+        _check_chain(p)
+        length = int(p["duration_ns"].sum())
+        assert length == sol.length <= g.end_ns - g.start_ns
+        if p.height:
+            assert p["start_ns"][0] == g.start_ns
+        assert solve(g, {"*": 3}).length == 3 * length
+        p3 = pt.critical_path.path_frame(g, {"*": 3})
+        _check_chain(p3)
+        assert int(p3["duration_ns"].sum()) == 3 * length
+
+
+@pytest.mark.parametrize("name", ["h100_bert_small.pt.trace.json.gz", "mi300_bert_small.pt.trace.json.gz"])
+def test_invariants_bundled(name: str) -> None:
+    _invariants(pt.load(BUNDLED / name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", shared_public_traces(), ids=lambda p: p.name[:40])
+def test_invariants_public(path: Path) -> None:
+    tr = pt.load(path)
+    if not tr.device.activities().height:
+        pytest.skip("no device activity")
+    _invariants(tr)
