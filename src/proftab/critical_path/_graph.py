@@ -7,7 +7,8 @@ the device work (kernels, memcpy, memset) that lie wholly inside the window. Edg
   consecutive points is CPU time of the innermost op open there (its self time), so nesting and
   program order are one chain. Idle time on a thread is an `idle` edge.
 * **stream order** - each GPU stream is a chain ``start -> end -> next start ...``: the activity
-  itself, then the gap before the next one (`stream_gap`).
+  itself, then the gap before the next one (`stream_gap`, bound by launch overhead: the device's
+  latency between an activity and the next one already queued).
 * **launch** - launch call start -> activity start (`launch_delay`), by the activity's launch
   (correlation) as `proftab.device.activities` links it.
 * **sync** - last work on the awaited stream(s) -> end of the blocking host call: Kineto's
@@ -218,6 +219,7 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     d_wk[1::2] = dev_kind
     d_wk[0::2] = _K["stream_gap"]
     d_wb = np.repeat(dev_bound, 2)
+    d_wb[0::2] = _B["launch_overhead"]  # the gap before an activity: the device's launch latency
     dev_start = 2 * nh + 2 * np.arange(nd)
     dev_end = dev_start + 1
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import polars as pl
 
+from proftab import kinds
 from proftab.critical_path._graph import BOUND_BY, KINDS, Graph
 from proftab.exceptions import ProftabError
 from proftab.intervals.dag import Preds, argmax_pred, earliest, walk_back
@@ -37,7 +38,8 @@ def windows(events: pl.DataFrame, step: Step = None, rank: int | None = None) ->
 
     `step` is a ``ProfilerStep#N`` number, a host annotation name (each occurrence is a window,
     ``step`` = its index), an explicit ``(start_ns, end_ns)``, or None: every ProfilerStep (the
-    whole trace per rank when there is none).
+    whole trace per rank when there is none: first event start to last event end, profiler spans
+    left out).
     """
     ev = events if rank is None else events.filter(pl.col("rank") == rank)
     cols = ["rank", "step", "start_ns", "end_ns", "event_id"]
@@ -46,8 +48,6 @@ def windows(events: pl.DataFrame, step: Step = None, rank: int | None = None) ->
         return ranks.with_columns(step=pl.lit(None, pl.Int64), start_ns=pl.lit(int(step[0]), pl.Int64),
                                   end_ns=pl.lit(int(step[1]), pl.Int64), event_id=pl.lit(None, pl.Int64))
     if isinstance(step, str):
-        from proftab import kinds
-
         w = (ev.filter((pl.col("name") == step) & kinds.is_host_op()).sort("rank", "start_ns")
              .with_columns(step=pl.int_range(pl.len()).over("rank").cast(pl.Int64)))
         if w.is_empty():
@@ -61,7 +61,8 @@ def windows(events: pl.DataFrame, step: Step = None, rank: int | None = None) ->
             msg = f"no ProfilerStep#{step} in the trace (steps: {sorted(set(step_windows(ev)['step'].to_list()))!r})"
             raise ProftabError(msg)
     if sw.is_empty():
-        return (ev.group_by("rank").agg(pl.col("start_ns").min(), pl.col("end_ns").max()).sort("rank")
+        return (ev.filter(~kinds.is_profiler_span()).group_by("rank")
+                .agg(pl.col("start_ns").min(), pl.col("end_ns").max()).sort("rank")
                 .with_columns(step=pl.lit(None, pl.Int64), event_id=pl.lit(None, pl.Int64)).select(cols))
     return sw.select(cols)
 
