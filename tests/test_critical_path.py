@@ -189,3 +189,75 @@ def test_invariants_public(path: Path) -> None:
     if not tr.device.activities().height:
         pytest.skip("no device activity")
     _invariants(tr)
+
+
+def test_windows_annotation_and_explicit(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("forward", 0, 100, cat="user_annotation"), _x("aten::mm", 10, 50),
+        _x("forward", 200, 100, cat="user_annotation"), _x("aten::mm", 220, 30),
+    ])
+    w = tr.critical_path.windows("forward")
+    assert w["step"].to_list() == [0, 1] and w["start_ns"].to_list() == [0, 200 * US]
+    p = tr.critical_path.path("forward")
+    assert p.group_by("step").agg(pl.col("duration_ns").sum()).sort("step")["duration_ns"].to_list() == [100 * US] * 2
+    # an explicit window keeps the events wholly inside it; the path ends with the last of them
+    p = tr.critical_path.path((200 * US, 400 * US))
+    assert int(p["duration_ns"].sum()) == 100 * US and p["start_ns"][0] == 200 * US
+    with pytest.raises(pt.ProftabError, match="no host annotation"):
+        tr.critical_path.windows("backward")
+    with pytest.raises(pt.ProftabError, match="not a kind"):
+        tr.critical_path.what_if(scale={"(": 2})
+
+
+def test_overlay_marks_the_path_and_keeps_ns(tmp_path: Path) -> None:
+    tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    out = tmp_path / "cp.json.gz"
+    tr.critical_path.overlay(out)
+    doc = json.loads(gzip.open(out, "rt").read())
+    ev = doc["traceEvents"]
+    path = tr.critical_path.path()
+    marked = {e["name"] for e in ev if e.get("args", {}).get("critical_path") and e["pid"] != -7}
+    assert marked == set(path.filter(pl.col("event_id").is_not_null())["name"].to_list())
+    lane = [e for e in ev if e["ph"] == "X" and e["pid"] == -7]
+    assert len(lane) == path.height
+    # exact ns survive: the µs text has three decimals
+    assert round(sum(e["dur"] for e in lane) * 1000) == int(path["duration_ns"].sum())
+    flows = [e for e in ev if e["ph"] in ("s", "f")]
+    assert flows and len(flows) % 2 == 0
+    # re-loading the overlay with proftab gives back the same events and times (the profiler's own
+    # span has no pid: left out)
+    again = pt.load(out).events.filter(pl.col("pid") != -7)
+    orig = tr.events.filter((pl.col("ph") == "X") & pl.col("pid").is_not_null())
+    key = ["pid", "tid", "name", "start_ns", "dur_ns"]
+    assert again.select(key).sort(key).equals(orig.select(key).sort(key))
+
+
+def test_chart(tmp_path: Path) -> None:
+    pytest.importorskip("altair")
+    tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    spec = tr.critical_path.chart().to_dict()
+    assert len(spec["layer"]) == 2
+
+
+def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from proftab.cli import main
+
+    trace = str(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    assert main(["critical-path", trace, "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu_bound" in out and "launch_overhead" in out
+    csv = tmp_path / "p.csv"
+    assert main(["critical-path", trace, "-q", "--step", "6", "--by", "path", "-o", str(csv),
+                 "--overlay", str(tmp_path / "o.json")]) == 0
+    p = pl.read_csv(csv)
+    assert int(p["duration_ns"].sum()) == int(tr_len(trace)) and (tmp_path / "o.json").exists()
+    assert main(["critical-path", trace, "-q", "--what-if", "*=2", "--format", "csv"]) == 0
+    wi = capsys.readouterr().out
+    assert str(2 * tr_len(trace)) in wi
+    assert main(["critical-path", trace, "-q", "--what-if", "gemm"]) == 2
+    assert main(["critical-path", trace, "-q", "--step", "99"]) == 2
+
+
+def tr_len(trace: str) -> int:
+    w = pt.load(trace).critical_path.windows(6)
+    return int(w["end_ns"][0] - w["start_ns"][0])

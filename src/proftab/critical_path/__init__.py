@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab.api import register_trace_namespace
+from proftab.critical_path._chart import path_chart
 from proftab.critical_path._graph import BOUND_BY, KINDS, SYNC_CALLS, Graph, build_graph, sync_frame
+from proftab.critical_path._overlay import overlay_document, write_overlay
 from proftab.critical_path._path import (
     SEGMENT_SCHEMA,
     Solution,
@@ -34,13 +36,15 @@ from proftab.critical_path._path import (
 )
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Mapping
+    from typing import Any
 
     from proftab.trace import Trace
 
 __all__ = ["BOUND_BY", "KINDS", "SEGMENT_SCHEMA", "SYNC_CALLS", "CriticalPathNamespace", "Graph", "Solution", "Step",
-           "build_graph", "graphs", "path_frame", "scaled_weights", "solve", "summary_frame", "sync_frame",
-           "what_if_frame", "windows"]
+           "build_graph", "graphs", "overlay_document", "path_chart", "path_frame", "scaled_weights", "solve",
+           "summary_frame", "sync_frame", "what_if_frame", "windows", "write_overlay"]
 
 _NESTED = ["event_id", "rank", "pid", "tid", "cat", "name", "ph", "start_ns", "end_ns", "overrun_ns", "parent_id",
            "depth"]
@@ -96,3 +100,24 @@ class CriticalPathNamespace:
     def what_if(self, step: Step = None, *, scale: Mapping[str, float], rank: int | None = None) -> pl.DataFrame:
         """Step time with durations scaled, the cached graphs replayed (`what_if_frame`)."""
         return what_if_frame(self.graphs(step, rank=rank), scale)
+
+    def overlay(self, out: str | os.PathLike[str], step: Step = None, *, rank: int | None = None,
+                scale: Mapping[str, float] | None = None) -> None:
+        """Write the trace as Chrome JSON with the path marked and flow arrows along it (`write_overlay`)."""
+        tr = self._trace
+        write_overlay(tr.collect("events", columns=["rank", "event_id", "pid", "tid", "cat", "name", "ph", "start_ns",
+                                                     "dur_ns", "args"]),
+                      tr.collect("threads"), self.path(step, rank=rank, scale=scale), out)
+
+    def chart(self, step: Step = None, *, rank: int | None = None, scale: Mapping[str, float] | None = None,
+              max_depth: int = 2) -> Any:
+        """Timeline of the first selected window with its path highlighted (`path_chart`)."""
+        from proftab.display import track_labels
+
+        tr = self._trace
+        g = self.graphs(step, rank=rank)[0]
+        nested = tr.collect("nested", columns=["rank", "pid", "pid_text", "tid", "tid_text", "event_id", "name",
+                                               "cat", "depth", "start_ns", "end_ns", "dur_ns"])
+        label = f"step {g.step}" if g.step is not None else "window"
+        return path_chart(g, path_frame(g, scale), nested, track_labels(tr), max_depth=max_depth,
+                          title=f"critical path · {label} · rank {g.rank}")
