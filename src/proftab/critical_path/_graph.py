@@ -127,7 +127,8 @@ def _last_before(work: pl.DataFrame, queries: pl.DataFrame, on: str, *, forward:
 
 
 def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFrame, *, rank: int,
-                start_ns: int, end_ns: int, step: int | None = None, window_event: int | None = None) -> Graph:
+                start_ns: int, end_ns: int, step: int | None = None, window_event: int | None = None,
+                tail: bool = False) -> Graph:
     """The dependency graph of `rank` over ``[start_ns, end_ns]``.
 
     Parameters
@@ -143,12 +144,22 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
         ``record_corr``): see `sync_frame`.
     step, window_event
         Recorded on the graph; the window event's end is the preferred path end.
+    tail
+        Also take the device work launched inside the window that ends after it (the step's GPU
+        tail, as HTA does): the path may then end after the window.
     """
     w0, w1 = int(start_ns), int(end_ns)
     host = _host_rows(nested, rank, w0, w1)
     nh = host.height
     inside = (pl.col("rank") == rank) & (pl.col("start_ns") >= w0) & (pl.col("end_ns") <= w1)
-    dev = (activities.filter(inside & pl.col("kind").cast(pl.String).is_in(["kernel", "memcpy", "memset"]))
+    work_kind = pl.col("kind").cast(pl.String).is_in(["kernel", "memcpy", "memset"])
+    if tail:  # the work the window launched, wherever it ends (and unlaunched work inside the window)
+        launched = pl.col("launch_start_ns").is_between(w0, w1) & (pl.col("start_ns") >= w0) & (pl.col("rank") == rank)
+        inside = launched | (inside & pl.col("launch_start_ns").is_null())
+    # when each activity's stream became free of earlier work (Σ of the earlier activities' ends)
+    free = (activities.filter((pl.col("rank") == rank) & work_kind).sort("device", "stream", "start_ns", "end_ns")
+            .select("event_id", pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("free_ns")))
+    dev = (activities.filter(inside & work_kind).join(free, on="event_id", how="left")
            .sort("device", "stream", "start_ns", "end_ns")
            .with_columns(bound=_device_bound(pl.col("kind").cast(pl.String), pl.col("category")),
                          kind=pl.col("kind").cast(pl.String)))
@@ -219,7 +230,8 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     d_wk[1::2] = dev_kind
     d_wk[0::2] = _K["stream_gap"]
     d_wb = np.repeat(dev_bound, 2)
-    d_wb[0::2] = _B["launch_overhead"]  # the gap before an activity: the device's launch latency
+    d_wb[0::2] = np.where(d_head[0::2], _B["gpu_compute_bound"], _B["launch_overhead"])  # gap: launch latency;
+    # before a stream's first activity: the stream busy with earlier work
     dev_start = 2 * nh + 2 * np.arange(nd)
     dev_end = dev_start + 1
 
@@ -318,6 +330,10 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     n = len(t)
     idx = np.arange(n)
     chain_time = np.where(head, 0, t[np.maximum(idx - 1, 0)])
+    # a stream's first activity in the window waits for the stream's earlier work (source edge)
+    free = np.zeros(n, np.int64)
+    free[2 * nh:][0::2] = np.clip(dev["free_ns"].fill_null(w0).to_numpy() - w0, 0, ds)
+    chain_time = np.where(head, free, chain_time)
     best = np.full(n, UNREACHED, np.int64)
     np.maximum.at(best, dst, t[src])
     cross_binds = best >= chain_time  # ties go to the dependency
@@ -340,7 +356,7 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     demote = has_cross & cross_binds & ~head
     w = np.where(demote & gap, np.minimum(typ_gap, t - chain_time), np.where(demote, 0, w))
     base = np.full(n, UNREACHED, np.int64)
-    base[head] = np.where(has_cross[head] & cross_binds[head], 0, t[head])
+    base[head] = np.where(has_cross[head] & cross_binds[head], chain_time[head], t[head])
 
     sink_pref = -1
     if window_event is not None:
