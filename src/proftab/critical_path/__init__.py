@@ -76,7 +76,8 @@ class CriticalPathNamespace:
 
     def graphs(self, step: Step = None, *, rank: int | None = None, tail: bool = False) -> list[Graph]:
         """The dependency graphs of the selected windows (cached per selection). `tail`: also the
-        device work launched in the window that ends after it (`build_graph`)."""
+        device work launched in the window that ends after it (`build_graph`).
+        """
         key = (step, rank, tail)
         if key not in self._graphs:
             tr = self._trace
