@@ -59,6 +59,10 @@ def proftab_child(trace: str) -> dict[str, object]:
     g = cp.graphs(step, rank=rank)[0]
     p = path_frame(g)
     cp_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    gt = cp.graphs(step, rank=rank, tail=True)[0]
+    pt_ = path_frame(gt)
+    tail_s = time.perf_counter() - t2
     kind = pl.col("kind").cast(pl.String)
     hta_class = (pl.when(kind == "launch_delay").then(pl.lit("gpu_kernel_launch_overhead"))
                  .when(kind == "stream_gap").then(pl.lit("gpu_kernel_kernel_overhead"))
@@ -67,12 +71,16 @@ def proftab_child(trace: str) -> dict[str, object]:
                  .when(kind.is_in(["kernel", "memcpy", "memset"])).then(pl.lit("gpu_compute_bound"))
                  .when(pl.col("via") == "dependency").then(pl.lit(""))
                  .otherwise(pl.lit("cpu_bound")))
-    by_hta = p.group_by(hta_class.alias("c")).agg(pl.col("duration_ns").sum())
-    by_own = p.group_by(pl.col("bound_by").cast(pl.String)).agg(pl.col("duration_ns").sum())
-    return {"ok": True, "gpu": True, "load_s": load_s, "cp_s": cp_s, "rank": rank, "annotation": annotation,
-            "step": step if isinstance(step, int) else None, "length_ns": int(p["duration_ns"].sum()),
+    def classes(q: pl.DataFrame, how: pl.Expr) -> dict[str, int]:
+        return dict(q.group_by(how.alias("c")).agg(pl.col("duration_ns").sum()).iter_rows())
+
+    own = pl.col("bound_by").cast(pl.String)
+    return {"ok": True, "gpu": True, "load_s": load_s, "cp_s": cp_s, "tail_s": tail_s, "rank": rank,
+            "annotation": annotation, "step": step if isinstance(step, int) else None,
+            "length_ns": int(p["duration_ns"].sum()), "tail_length_ns": int(pt_["duration_ns"].sum()),
             "window_ns": g.end_ns - g.start_ns, "nodes": g.n_nodes, "segments": p.height,
-            "hta_bound_ns": dict(by_hta.iter_rows()), "bound_ns": dict(by_own.iter_rows())}
+            "hta_bound_ns": classes(p, hta_class), "bound_ns": classes(p, own),
+            "tail_hta_bound_ns": classes(pt_, hta_class), "tail_bound_ns": classes(pt_, own)}
 
 
 def run_child(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, object]:
@@ -89,28 +97,36 @@ def run_child(cmd: list[str], timeout: float, env: dict[str, str] | None = None)
     return out
 
 
+def _shares(b: object, total: float) -> str:
+    if not isinstance(b, dict) or not total:
+        return "-"
+    return " / ".join(f"{100 * float(b.get(k, 0)) / total:.0f}" for k in HTA_BOUNDS)
+
+
 def table(rows: list[dict[str, object]]) -> str:
-    head = ("| trace | window | proftab path | HTA path | proftab load + path (s) | HTA load + path (s) | "
-            "proftab cpu/gpu/comm/launch/k-k/dep % | HTA cpu/gpu/comm/launch/k-k/dep % |")
-    out = [head, "|" + "---|" * 8]
+    """The Markdown comparison table (ms; shares in % of each tool's own path length)."""
+    head = ("| trace | window | window (ms) | proftab path (ms) | proftab tail path (ms) | HTA Σ weights (ms) | "
+            "HTA path span (ms) | proftab s (load + path) | HTA s (load + path) | "
+            "proftab tail cpu/gpu/comm/launch/k-k/dep % | HTA cpu/gpu/comm/launch/k-k/dep % |")
+    out = [head, "|" + "---|" * 11]
     for r in rows:
         p, h = r["proftab"], r["hta"]
         assert isinstance(p, dict) and isinstance(h, dict)
-        win = f"{p.get('annotation')}" + (f"#{p['step']}" if p.get("step") is not None else "")
-
-        def shares(b: object, total: float) -> str:
-            if not isinstance(b, dict) or not total:
-                return "-"
-            return " / ".join(f"{100 * float(b.get(k, 0)) / total:.1f}" for k in HTA_BOUNDS)
-
-        pl_ = f"{int(p['length_ns']) / 1e6:.3f} ms" if p.get("ok") else "failed"
-        ht = f"{float(h['length_us']) / 1e3:.3f} ms" if h.get("ok") and "length_us" in h else (
-            "failed: " + str(h.get("error", ""))[:60].replace("|", "/"))
-        pt_ = f"{float(p['load_s']):.2f} + {float(p['cp_s']):.2f}" if p.get("ok") else "-"
-        htt = (f"{float(h['load_s']):.2f} + {float(h['cp_s']):.2f}" if "cp_s" in h else "-")
-        out.append(f"| `{r['trace']}` | {win} | {pl_} | {ht} | {pt_} | {htt} | "
-                   f"{shares(p.get('hta_bound_ns'), float(p.get('length_ns', 0) or 0))} | "
-                   f"{shares(h.get('bound_us'), float(h.get('length_us', 0) or 0)) if h.get('ok') else '-'} |")
+        win = f"{p.get('annotation') or '(whole trace)'}" + (f"#{p['step']}" if p.get("step") is not None else "")
+        ok = bool(p.get("ok"))
+        hok = bool(h.get("ok")) and "length_us" in h
+        cells = [f"`{r['trace']}`", win,
+                 f"{int(p['window_ns']) / 1e6:.3f}" if ok else "-",
+                 f"{int(p['length_ns']) / 1e6:.3f}" if ok else "failed",
+                 f"{int(p['tail_length_ns']) / 1e6:.3f}" if ok else "failed",
+                 f"{float(h['length_us']) / 1e3:.3f}" if hok else "failed: " + str(h.get("error", ""))[:70].replace(
+                     "|", "/"),
+                 f"{float(h.get('span_us', 0)) / 1e3:.3f}" if hok else "-",
+                 f"{float(p['load_s']):.2f} + {float(p['cp_s']):.2f}" if ok else "-",
+                 f"{float(h['load_s']):.2f} + {float(h['cp_s']):.2f}" if "cp_s" in h else "-",
+                 _shares(p.get("tail_hta_bound_ns"), float(p.get("tail_length_ns", 0) or 0)) if ok else "-",
+                 _shares(h.get("bound_us"), float(h.get("length_us", 0) or 0)) if hok else "-"]
+        out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -120,6 +136,8 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--reuse-hta", default=None, metavar="JSON",
+                    help="take HTA's results from an earlier --json output instead of running it")
     ap.add_argument("traces", nargs="*")
     a = ap.parse_args()
     if a.child:
@@ -128,13 +146,16 @@ def main() -> None:
     traces = [Path(t) for t in a.traces] or sorted(PUBLIC.glob("*/*.json.gz"))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     rows = []
+    earlier = {r["trace"]: r["hta"] for r in json.loads(Path(a.reuse_hta).read_text())} if a.reuse_hta else {}
     for t in traces:
         p = run_child([sys.executable, __file__, "--child", str(t)], a.timeout, env)
         if not p.get("gpu", True):
             continue
         name = f"{t.parent.name}/{t.name}"
         h: dict[str, object] = {"ok": False, "error": "proftab failed: no window"}
-        if p.get("ok"):
+        if name in earlier:
+            h = earlier[name]
+        elif p.get("ok"):
             annotation = str(p["annotation"])
             h = run_child([a.hta_python, str(ROOT / "benchmarks" / "hta_critical_path_worker.py"), str(t),
                            annotation], a.timeout)

@@ -156,6 +156,9 @@ def test_dag_longest_path_matches_a_loop() -> None:
                                                                        zip(src, dst, cw, strict=True) if d == i]
         ref[i] = max(c)
     assert (x == ref).all()
+    # a DAG has one fixed point: any first guess reaches it
+    x2, _ = earliest(w, head, base, src, dst, cw, start=rng.integers(-1000, 5000, 60))
+    assert (x2 == ref).all()
     pr = argmax_pred(x, w, head, base, src, dst, cw)
     nodes = walk_back(pr.node, int(np.argmax(x)))
     assert pr.node[nodes[0]] == -1 and (pr.node[nodes[1:]] == nodes[:-1]).all()

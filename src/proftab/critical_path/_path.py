@@ -29,7 +29,7 @@ SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.Enum(KINDS), "bound_by": pl.Enum(BOUND_BY), "via": pl.String(), "start_ns": pl.Int64(),
     "end_ns": pl.Int64(), "duration_ns": pl.Int64(),
 }
-_VIA = np.array(["source", "order", "dependency"])
+_VIA = ["source", "order", "dependency"]
 _OWN_TIME = np.isin(np.array(KINDS), ["cpu_op", "runtime", "sync_wait", "kernel", "memcpy", "memset"])
 
 
@@ -134,7 +134,7 @@ def solve(g: Graph, scale: Mapping[str, float] | None = None) -> Solution:
     if g.n_nodes == 0:
         z = np.zeros(0, np.int64)
         return Solution(z, Preds(z, z.astype(np.int8), z), z, 0, 0)
-    x, rounds = earliest(w, g.head, base, g.src, g.dst, cw)
+    x, rounds = earliest(w, g.head, base, g.src, g.dst, cw, start=g.t)  # the observed times: a close guess
     mx = int(x.max())
     sink = g.sink_pref if g.sink_pref >= 0 and x[g.sink_pref] == mx else int(np.argmax(x))
     preds = argmax_pred(x, w, g.head, base, g.src, g.dst, cw)
@@ -177,9 +177,10 @@ def path_frame(g: Graph, scale: Mapping[str, float] | None = None, *, merge: boo
     df = pl.DataFrame({
         "owner": owner, "event_id": ev["event_id"].gather(o) if ev.height else pl.Series([0] * len(o)),
         "name": ev["name"].gather(o) if ev.height else pl.Series([""] * len(o), dtype=pl.String),
-        "kind": pl.Series(np.array(KINDS)[kind], dtype=pl.Enum(KINDS)),
-        "bound_by": pl.Series(np.array(BOUND_BY)[bound], dtype=pl.Enum(BOUND_BY)),
-        "via": _VIA[via], "start_ns": start + g.start_ns, "end_ns": end + g.start_ns,
+        "kind": pl.Series(KINDS, dtype=pl.Enum(KINDS)).gather(kind.astype(np.int64)),
+        "bound_by": pl.Series(BOUND_BY, dtype=pl.Enum(BOUND_BY)).gather(bound.astype(np.int64)),
+        "via": pl.Series(_VIA, dtype=pl.String).gather(via), "start_ns": start + g.start_ns,
+        "end_ns": end + g.start_ns,
     }).with_columns(name=pl.when(has).then(pl.col("name")))
     df = df.with_columns(event_id=pl.when(pl.col("owner") >= 0).then(pl.col("event_id")))
     if merge and df.height:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["UNREACHED", "Preds", "chain_heads", "earliest", "argmax_pred", "walk_back"]
+__all__ = ["UNREACHED", "Preds", "argmax_pred", "chain_heads", "earliest", "walk_back"]
 
 #: value of a node that no edge reaches (and of `base` where a node has no source edge)
 UNREACHED = np.int64(-(2**62))
@@ -70,20 +70,24 @@ def _segmented_cummax(y: np.ndarray, head: np.ndarray) -> np.ndarray:
     return out
 
 
-def _chain_solve(e: np.ndarray, w: np.ndarray, head: np.ndarray) -> np.ndarray:
-    """``x[i] = max(x[i-1] + w[i], e[i])`` along each chain (``x[head] = e[head]``)."""
-    wc = np.where(head, 0, w)
-    c = np.cumsum(wc)
-    first = np.maximum.accumulate(np.where(head, np.arange(len(c)), 0)) if len(c) else c
-    big_w = c - c[first]
-    reach = e > _REACHABLE
-    y = np.where(reach, e - big_w, UNREACHED)
-    m = _segmented_cummax(y, head)
-    return np.where(m > _REACHABLE, big_w + m, UNREACHED)
+class _Chains:
+    """The parts of the chain closed form that depend only on the chain weights (computed once)."""
+
+    def __init__(self, w: np.ndarray, head: np.ndarray) -> None:
+        c = np.cumsum(np.where(head, 0, w))
+        first = np.maximum.accumulate(np.where(head, np.arange(len(c)), 0)) if len(c) else c
+        self.big_w = c - c[first]
+        self.head = head
+
+    def solve(self, e: np.ndarray) -> np.ndarray:
+        """``x[i] = max(x[i-1] + w[i], e[i])`` along each chain (``x[head] = e[head]``)."""
+        y = np.where(e > _REACHABLE, e - self.big_w, UNREACHED)
+        m = _segmented_cummax(y, self.head)
+        return np.where(m > _REACHABLE, self.big_w + m, UNREACHED)
 
 
 def earliest(w: np.ndarray, head: np.ndarray, base: np.ndarray, src: np.ndarray, dst: np.ndarray,
-             cw: np.ndarray, max_rounds: int | None = None) -> tuple[np.ndarray, int]:
+             cw: np.ndarray, max_rounds: int | None = None, start: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Longest-path value of every node (int64), and the number of rounds it took.
 
     Parameters
@@ -96,17 +100,22 @@ def earliest(w: np.ndarray, head: np.ndarray, base: np.ndarray, src: np.ndarray,
         Cross edges and their weights.
     max_rounds
         Stop after this many rounds (default: number of cross edges + 2, always enough for a DAG).
+    start
+        First guess of the values (default: unreached). A DAG has one fixed point, reached from any
+        guess; a guess that is already the answer (the observed times, for the observed weights)
+        takes one round.
     """
     n = len(w)
     limit = len(src) + 2 if max_rounds is None else max_rounds
-    x = np.full(n, UNREACHED, np.int64)
+    x = np.full(n, UNREACHED, np.int64) if start is None else start.astype(np.int64)
+    chains = _Chains(w, head)
     rounds = 0
     while rounds < limit:
         rounds += 1
         e = base.astype(np.int64, copy=True)
         ok = x[src] > _REACHABLE
         np.maximum.at(e, dst[ok], x[src[ok]] + cw[ok])
-        new = _chain_solve(e, w, head)
+        new = chains.solve(e)
         if np.array_equal(new, x):
             break
         x = new
