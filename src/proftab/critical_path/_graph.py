@@ -331,9 +331,9 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     idx = np.arange(n)
     chain_time = np.where(head, 0, t[np.maximum(idx - 1, 0)])
     # a stream's first activity in the window waits for the stream's earlier work (source edge)
-    free = np.zeros(n, np.int64)
-    free[2 * nh:][0::2] = np.clip(dev["free_ns"].fill_null(w0).to_numpy() - w0, 0, ds)
-    chain_time = np.where(head, free, chain_time)
+    stream_free = np.zeros(n, np.int64)
+    stream_free[2 * nh:][0::2] = np.clip(dev["free_ns"].fill_null(w0).to_numpy() - w0, 0, ds)
+    chain_time = np.where(head, stream_free, chain_time)
     best = np.full(n, UNREACHED, np.int64)
     np.maximum.at(best, dst, t[src])
     cross_binds = best >= chain_time  # ties go to the dependency
