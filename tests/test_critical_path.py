@@ -140,6 +140,16 @@ def test_stream_wait_event(tmp_path: Path) -> None:
     assert _bound(tr) == {"cpu_bound": 15, "launch_overhead": 10, "gpu_compute_bound": 400, "sync": 5}
 
 
+def test_full_launch_queue(tmp_path: Path) -> None:
+    ev = [_x("ProfilerStep#1", 0, 300, cat="user_annotation")]
+    for i in range(10):  # fast launches of 25 µs kernels, back to back on the stream
+        ev += [_launch(10 + 6 * i, 5, i + 1), _kernel(20 + 25 * i, 25, i + 1)]
+    ev += [_launch(70, 195, 11), _kernel(270, 10, 11)]  # blocked until a queue slot frees (k8 ends at 245)
+    tr = _load(tmp_path, ev)
+    assert _bound(tr) == {"cpu_bound": 45, "launch_overhead": 10, "gpu_compute_bound": 225, "sync": 20}
+    assert tr.critical_path.what_if(scale={"kernel": 0.6})["what_if_ns"].to_list() == [210 * US]
+
+
 def test_dag_longest_path_matches_a_loop() -> None:
     rng = np.random.default_rng(7)
     chain = np.sort(rng.integers(0, 6, 60))

@@ -16,6 +16,9 @@ the device work (kernels, memcpy, memset) that lie wholly inside the window. Edg
   Sync = the stream of the recorded event, found by ``wait_on_cuda_event_record_corr_id``);
   ``cudaDeviceSynchronize`` / ``cudaStreamSynchronize`` without such a row wait on every stream of
   the rank; a synchronous memcpy/memset call waits on its own copy.
+* **launch queue** - a launch call lasting more than `QUEUE_BLOCK_FACTOR` times the median of its
+  name in the window waited for a free launch-queue slot: last device work that ends during the
+  call -> the call's end.
 * **cross-stream** - ``Stream Wait Event``: last work on ``wait_on_stream`` recorded before the
   ``cudaEventRecord`` -> the first work launched on the waiting stream after the wait call.
 
@@ -37,7 +40,7 @@ from proftab import kinds
 from proftab.intervals.dag import UNREACHED, chain_heads
 from proftab.intervals.tree import row_positions
 
-__all__ = ["BOUND_BY", "KINDS", "SYNC_CALLS", "Graph", "build_graph"]
+__all__ = ["BOUND_BY", "KINDS", "QUEUE_BLOCK_FACTOR", "SYNC_CALLS", "Graph", "build_graph", "sync_frame"]
 
 #: segment kinds (codes are positions)
 KINDS = ("cpu_op", "runtime", "sync_wait", "idle", "kernel", "memcpy", "memset", "stream_gap", "launch_delay")
@@ -49,6 +52,8 @@ SYNC_CALLS = r"(?:cuda|hip)(?:Device|Stream|Event)Synchronize"
 _K = {k: i for i, k in enumerate(KINDS)}
 _B = {b: i for i, b in enumerate(BOUND_BY)}
 _EDGE_LAUNCH, _EDGE_SYNC, _EDGE_XSTREAM = 0, 1, 2
+#: a launch call this many times longer than the median of its name waited for a launch-queue slot
+QUEUE_BLOCK_FACTOR = 10
 
 
 @dataclass(frozen=True)
@@ -298,6 +303,21 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     e_dst.append(end_node[hr])
     e_own.append(hr)
     e_cls.append(np.full(len(hr), _EDGE_SYNC))
+    # a launch call far longer than its median blocks on a full launch queue: it returns when some
+    # device work completes (the last one that ends during the call)
+    if nh and nd:
+        calls = host.with_row_index("hrow").with_columns(pl.col("hrow").cast(pl.Int64)).filter(
+            pl.col("name").str.contains("Launch") & (pl.col("kind") == "runtime"))
+        calls = calls.filter((pl.col("end_eff") - pl.col("start_ns"))
+                             > QUEUE_BLOCK_FACTOR * (pl.col("end_eff") - pl.col("start_ns")).median().over("name"))
+        ends = dev_i.select(pl.col("end_ns").alias("at"), "row").sort("at")
+        qb = calls.select("hrow", "start_ns", pl.col("end_eff").alias("at")).sort("at").join_asof(
+            ends, on="at", strategy="backward", check_sortedness=False).filter(
+            pl.col("row").is_not_null() & (pl.col("at") >= pl.col("start_ns")))
+        e_src.append(dev_end[qb["row"].to_numpy()])
+        e_dst.append(end_node[qb["hrow"].to_numpy()])
+        e_own.append(qb["hrow"].to_numpy())
+        e_cls.append(np.full(qb.height, _EDGE_SYNC))
     # Stream Wait Event: last work on the recorded stream -> first work launched after the wait call
     swe = sync_host.filter((kind_name == "Stream Wait Event") & (pl.col("wait_on_stream") >= 0)).with_row_index("srow")
     srow_base = nh + nd
