@@ -245,6 +245,18 @@ def test_overlay_marks_the_path_and_keeps_ns(tmp_path: Path) -> None:
     assert again.select(key).sort(key).equals(orig.select(key).sort(key))
 
 
+def test_summary_by_module_and_step() -> None:
+    tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    cp = tr.critical_path
+    length = int(cp.path()["duration_ns"].sum())
+    by_mod = cp.summary(by="module")
+    assert int(by_mod["ns"].sum()) == length
+    modules = set(tr.events.filter(pl.col("name").str.starts_with("nn.Module: "))["name"].str.slice(11).to_list())
+    assert set(by_mod["module"].drop_nulls().to_list()) <= modules and by_mod["module"].null_count() == 1
+    st = cp.summary(by="step")
+    assert int(st["length_ns"].sum()) == length == int(st.select(pt.critical_path.BOUND_BY).sum_horizontal().sum())
+
+
 def test_chart(tmp_path: Path) -> None:
     pytest.importorskip("altair")
     tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")

@@ -41,7 +41,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--window", type=int, nargs=2, default=None, metavar=("START_NS", "END_NS"),
                    help="an explicit window in trace ns")
     p.add_argument("--rank", type=int, default=None, help="only this rank")
-    p.add_argument("--by", choices=["bound_by", "kind", "name", "step", "path"], default="bound_by",
+    p.add_argument("--by", choices=["bound_by", "kind", "name", "module", "step", "path"], default="bound_by",
                    help="what to show (default: time per bound_by)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="rows to show for --by name/path")
     p.add_argument("--what-if", action="append", default=[], metavar="KEY=FACTOR",

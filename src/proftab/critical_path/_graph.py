@@ -38,7 +38,7 @@ import polars as pl
 
 from proftab import kinds
 from proftab.intervals.dag import UNREACHED, chain_heads
-from proftab.intervals.tree import row_positions
+from proftab.intervals.tree import nearest_ancestor, row_positions
 
 __all__ = ["BOUND_BY", "KINDS", "QUEUE_BLOCK_FACTOR", "SYNC_CALLS", "Graph", "build_graph", "sync_frame"]
 
@@ -266,6 +266,17 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     e_dst.append(dev_start[ok])
     e_own.append(np.flatnonzero(ok) + nh)
     e_cls.append(np.full(int(ok.sum()), _EDGE_LAUNCH))
+    # the nn.Module each event runs in: the nearest `nn.Module: X` python_function at or above a host op,
+    # the launching op's for device work
+    is_mod = host["name"].str.starts_with("nn.Module: ").to_numpy()
+    hrows = np.arange(nh)
+    anc = np.where(is_mod, hrows, nearest_ancestor(parent_row[:nh], hrows, is_mod)) if nh else hrows
+    owner_mod = np.concatenate([anc, np.where(lrow >= 0, anc[np.maximum(lrow, 0)] if nh else -1, -1),
+                                np.full(ns, -1)])
+    mod_names = host["name"].str.strip_prefix("nn.Module: ")
+    module = (mod_names.gather(pl.Series(np.maximum(owner_mod, 0))) if nh
+              else pl.Series([None] * len(owner_mod), dtype=pl.String))
+    module = pl.select(pl.when(pl.Series(owner_mod >= 0)).then(module)).to_series().alias("module")
     # synchronous memcpy / memset calls wait on their own copy
     mem = ok & np.isin(dev["kind"].to_numpy(), ["memcpy", "memset"]) & ~dev["launch_name"].fill_null("").str.contains(
         "Launch").to_numpy()
@@ -388,7 +399,7 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     return Graph(rank=rank, step=step, start_ns=w0, end_ns=w1, t=t, head=head, w=w, base=base, w_owner=w_owner,
                  w_kind=w_kind, w_bound=w_bound, src=src, dst=dst, cw=cw, c_owner=c_owner, c_kind=c_kind,
                  c_bound=c_bound, sink_pref=sink_pref,
-                 events=events.with_columns(module=pl.lit(None, pl.String)), parent_row=parent_row, stats=stats)
+                 events=events.with_columns(module), parent_row=parent_row, stats=stats)
 
 
 def sync_frame(events: pl.DataFrame) -> pl.DataFrame:

@@ -26,6 +26,7 @@ Step = int | str | tuple[int, int] | None
 
 SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(), "step": pl.Int64(), "seq": pl.Int64(), "event_id": pl.Int64(), "name": pl.String(),
+    "module": pl.String(),
     "kind": pl.Enum(KINDS), "bound_by": pl.Enum(BOUND_BY), "via": pl.String(), "start_ns": pl.Int64(),
     "end_ns": pl.Int64(), "duration_ns": pl.Int64(),
 }
@@ -177,30 +178,32 @@ def path_frame(g: Graph, scale: Mapping[str, float] | None = None, *, merge: boo
     df = pl.DataFrame({
         "owner": owner, "event_id": ev["event_id"].gather(o) if ev.height else pl.Series([0] * len(o)),
         "name": ev["name"].gather(o) if ev.height else pl.Series([""] * len(o), dtype=pl.String),
+        "module": ev["module"].gather(o) if ev.height else pl.Series([None] * len(o), dtype=pl.String),
         "kind": pl.Series(KINDS, dtype=pl.Enum(KINDS)).gather(kind.astype(np.int64)),
         "bound_by": pl.Series(BOUND_BY, dtype=pl.Enum(BOUND_BY)).gather(bound.astype(np.int64)),
         "via": pl.Series(_VIA, dtype=pl.String).gather(via), "start_ns": start + g.start_ns,
         "end_ns": end + g.start_ns,
-    }).with_columns(name=pl.when(has).then(pl.col("name")))
+    }).with_columns(name=pl.when(has).then(pl.col("name")), module=pl.when(has).then(pl.col("module")))
     df = df.with_columns(event_id=pl.when(pl.col("owner") >= 0).then(pl.col("event_id")))
     if merge and df.height:
         key = pl.struct("owner", "kind", "via")
         df = (df.with_columns(_run=key.rle_id() + (pl.col("via") == "dependency").cum_sum())
               .group_by("_run", maintain_order=True)
-              .agg(pl.col("event_id", "name", "kind", "bound_by", "via").first(), pl.col("start_ns").first(),
+              .agg(pl.col("event_id", "name", "module", "kind", "bound_by", "via").first(), pl.col("start_ns").first(),
                    pl.col("end_ns").last()))
     return df.select(
         pl.lit(g.rank, pl.Int32).alias("rank"), pl.lit(g.step, pl.Int64).alias("step"),
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"), "event_id", "name", "kind", "bound_by", "via",
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"), "event_id", "name", "module", "kind", "bound_by", "via",
         "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
 
 
 def summary_frame(paths: pl.DataFrame, by: str = "bound_by", limit: int | None = None) -> pl.DataFrame:
-    """Time on the path per `by` (``bound_by``, ``name``, ``kind`` or ``step``) over `paths`.
+    """Time on the path per `by` (``bound_by``, ``name``, ``kind``, ``module`` or ``step``) over `paths`.
 
     ``bound_by`` / ``kind``: ``ns``, ``share`` of the total path length, and the spread over steps
     (``min_ns``, ``median_ns``, ``max_ns`` per step, 0 where absent). ``name``: ``ns``, ``share``,
-    ``segments`` per (name, kind), largest first. ``step``: one row per (rank, step) with the path
+    ``segments`` per (name, kind), largest first; ``module``: the same per innermost ``nn.Module``
+    (null: none known; kernels count for their launching op's module). ``step``: one row per (rank, step) with the path
     length and the ns of every ``bound_by``.
     """
     total = int(paths["duration_ns"].sum()) if paths.height else 0
@@ -213,13 +216,17 @@ def summary_frame(paths: pl.DataFrame, by: str = "bound_by", limit: int | None =
             out = out.join(wide.filter(pl.col("bound_by") == b).select("rank", "step", pl.col("duration_ns").alias(b)),
                            on=["rank", "step"], how="left", nulls_equal=True)
         return out.with_columns(pl.col(list(BOUND_BY)).fill_null(0)).sort("rank", "step")
+    if by == "module":
+        out = (paths.group_by("module").agg(pl.col("duration_ns").sum().alias("ns"), pl.len().alias("segments"))
+               .with_columns(share=share).sort("ns", "module", descending=[True, False], nulls_last=True))
+        return out.head(limit) if limit else out
     if by == "name":
         out = (paths.group_by("name", "kind").agg(pl.col("duration_ns").sum().alias("ns"),
                                                   pl.len().alias("segments"))
                .with_columns(share=share).sort("ns", "name", descending=[True, False], nulls_last=True))
         return out.head(limit) if limit else out
     if by not in ("bound_by", "kind"):
-        msg = f"summary by must be 'bound_by', 'kind', 'name' or 'step', not {by!r}"
+        msg = f"summary by must be 'bound_by', 'kind', 'name', 'module' or 'step', not {by!r}"
         raise ProftabError(msg)
     values = BOUND_BY if by == "bound_by" else KINDS
     steps = paths.select("rank", "step").unique()
