@@ -161,7 +161,7 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     if tail:  # the work the window launched, wherever it ends (and unlaunched work inside the window)
         launched = pl.col("launch_start_ns").is_between(w0, w1) & (pl.col("start_ns") >= w0) & (pl.col("rank") == rank)
         inside = launched | (inside & pl.col("launch_start_ns").is_null())
-    # when each activity's stream became free of earlier work (Σ of the earlier activities' ends)
+    # when each activity's stream became free of earlier work (the latest end of the activities before it)
     free = (activities.filter((pl.col("rank") == rank) & work_kind).sort("device", "stream", "start_ns", "end_ns")
             .select("event_id", pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("free_ns")))
     dev = (activities.filter(inside & work_kind).join(free, on="event_id", how="left")
@@ -208,8 +208,7 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     # the innermost open op after each point: the op itself after its start, its parent after its end
     after = np.where(p_end, parent_row[p_row], p_row)
     h_owner = np.where(h_head, -1, np.roll(after, 1))
-    h_kind_ev = host["kind"].to_numpy()
-    host_kind = np.array([_K[k] for k in h_kind_ev], np.int8) if nh else np.zeros(0, np.int8)
+    host_kind = host["kind"].replace_strict(_K, return_dtype=pl.Int8).to_numpy()
     host_bound = host["bound"].to_numpy().astype(np.int8)
     h_wk = np.where(h_owner >= 0, host_kind[np.maximum(h_owner, 0)] if nh else 0, _K["idle"])
     h_wb = np.where(h_owner >= 0, host_bound[np.maximum(h_owner, 0)] if nh else 0, _B["cpu_bound"])
@@ -229,7 +228,7 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     d_head = chain_heads(d_tr)
     d_w = np.where(d_head, 0, d_t - np.roll(d_t, 1))
     d_owner = np.repeat(np.arange(nd) + nh, 2)
-    dev_kind = np.array([_K[k] for k in dev["kind"].to_list()], np.int8) if nd else np.zeros(0, np.int8)
+    dev_kind = dev["kind"].replace_strict(_K, return_dtype=pl.Int8).to_numpy()
     dev_bound = dev["bound"].to_numpy().astype(np.int8)
     d_wk = np.empty(2 * nd, np.int8)
     d_wk[1::2] = dev_kind
