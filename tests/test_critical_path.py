@@ -286,3 +286,20 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def tr_len(trace: str) -> int:
     w = pt.load(trace).critical_path.windows(6)
     return int(w["end_ns"][0] - w["start_ns"][0])
+
+
+def test_overlay_two_ranks(tmp_path: Path) -> None:
+    paths = []
+    for r in (0, 1):
+        p = tmp_path / f"rank{r}.pt.trace.json.gz"
+        ev = [_x("ProfilerStep#1", 0, 100 + 10 * r, cat="user_annotation"), _launch(10, 5, 1), _kernel(20, 30, 1)]
+        with gzip.open(p, "wt") as fh:
+            json.dump({"schemaVersion": 1, "distributedInfo": {"rank": r, "world_size": 2}, "traceEvents": ev}, fh)
+        paths.append(p)
+    tr = pt.load(paths)
+    assert tr.critical_path.summary(by="step")["length_ns"].to_list() == [100 * US, 110 * US]
+    out = tmp_path / "o.json"
+    tr.critical_path.overlay(out)
+    ev = json.loads(out.read_text())["traceEvents"]
+    pids = {e["pid"] for e in ev if e["ph"] == "X" and e["pid"] != -7}
+    assert pids == {1, 0, 10**9 + 1, 10**9}  # host pid 1 and device 0 of each rank, kept apart

@@ -5,7 +5,8 @@ the events on the path get ``"critical_path": true`` and the time they contribut
 (``cp_ns``, ``cp_bound_by``) in their args and the category ``critical_path`` prefixed to theirs;
 a process "critical path" holds one slice per segment, coloured by what bounds it; flow arrows
 (``ph`` s/f, ``cat`` ``critical_path``) join consecutive segments on different tracks. Times are
-written as exact decimal µs (``ts`` / ``dur`` with three decimals = the ns).
+written as exact decimal µs (``ts`` / ``dur`` with three decimals = the ns). When the path spans
+several ranks, each rank's pids are moved to ``rank * 10**9 + pid`` so that they do not collide.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["overlay_document", "write_overlay"]
 
 _PATH_PID = -7  # the critical-path process (negative: no clash with real pids)
+_RANK_PID_STRIDE = 10**9
 _COLOUR = {"cpu_bound": "thread_state_running", "gpu_compute_bound": "good", "gpu_communication_bound": "yellow",
            "gpu_memcpy_bound": "olive", "launch_overhead": "terrible", "sync": "bad"}
 
@@ -60,8 +62,10 @@ def overlay_document(events: pl.DataFrame, threads: pl.DataFrame, path: pl.DataF
         Segments from `proftab.critical_path.path_frame` (several windows may be concatenated).
     """
     ranks = sorted(set(path["rank"].to_list()))
+    # several ranks: each rank's pids moved to a range of their own (rank * 10**9 + pid)
+    rank_pid = (pl.col("pid") + pl.col("rank").cast(pl.Int64) * _RANK_PID_STRIDE) if len(ranks) > 1 else pl.col("pid")
     ev = events.filter(pl.col("rank").is_in(ranks) & (pl.col("ph").cast(pl.String) == "X")
-                       & pl.col("pid").is_not_null() & pl.col("tid").is_not_null())
+                       & pl.col("pid").is_not_null() & pl.col("tid").is_not_null()).with_columns(rank_pid)
     on = (path.filter(pl.col("event_id").is_not_null())
           .group_by("rank", "event_id").agg(pl.col("duration_ns").sum().alias("cp_ns"),
                                             pl.col("bound_by").cast(pl.String).mode().first().alias("cp_bound_by")))
@@ -109,7 +113,7 @@ def overlay_document(events: pl.DataFrame, threads: pl.DataFrame, path: pl.DataF
               _encode(out_f, ["ph", "cat", "name", "id", "bp", "pid", "tid"], None)]
 
     # names of processes and threads, and of the path track
-    th = threads.filter(pl.col("rank").is_in(ranks) & pl.col("pid").is_not_null())
+    th = threads.filter(pl.col("rank").is_in(ranks) & pl.col("pid").is_not_null()).with_columns(rank_pid)
     meta = [json.dumps({"ph": "M", "name": "process_name", "pid": _PATH_PID, "args": {"name": "critical path"}}),
             json.dumps({"ph": "M", "name": "process_sort_index", "pid": _PATH_PID, "args": {"sort_index": -1}})]
     for r in ranks:
