@@ -102,8 +102,8 @@ def _device_bound(kind: pl.Expr, category: pl.Expr) -> pl.Expr:
 
 def _host_rows(nested: pl.DataFrame, rank: int, w0: int, w1: int) -> pl.DataFrame:
     end = pl.col("end_ns") - pl.col("overrun_ns").fill_null(0)
-    rt = pl.col("cat").cast(pl.String).is_in(["cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver",
-                                               "xpu_runtime", "xpu_driver", "privateuse1_runtime"])
+    cat = pl.col("cat").cast(pl.String).fill_null("")
+    rt = cat.str.ends_with("_runtime") | cat.str.ends_with("_driver")  # as `kinds.use_device` reads them
     sync = rt & pl.col("name").str.contains(f"^{SYNC_CALLS}$")
     return (
         nested.filter((pl.col("rank") == rank) & kinds.is_host_op() & (pl.col("ph").cast(pl.String) == "X")
