@@ -40,6 +40,7 @@ BUILTIN: dict[str, str] = {
     "export": "proftab.export",
     "plot": "proftab.plot",
     "anomalies": "proftab.anomalies",
+    "critical_path": "proftab.critical_path",
     "memory": "proftab.memory",
     "modules": "proftab.modules",
     "key_averages": "proftab.torch",

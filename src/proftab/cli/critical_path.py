@@ -1,0 +1,116 @@
+"""`proftab critical-path`: what bounds each step (the critical path), and what if ops were faster."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from proftab.cli import Command
+from proftab.cli._common import (
+    add_output_arguments,
+    add_trace_arguments,
+    guess_format,
+    load_trace,
+    write_frame,
+    write_text,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+    import polars as pl
+
+EXAMPLES = """\
+  proftab critical-path trace.json.gz
+      time on the critical path per bound_by (cpu, gpu compute, launch, sync...) over all steps
+  proftab critical-path trace.json.gz --step 6 --by name --limit 20
+      the ops with the most time on step 6's path
+  proftab critical-path trace.json.gz --by step          one row per step and rank
+  proftab critical-path trace.json.gz --by path -o path.csv      the path's segments
+  proftab critical-path trace.json.gz --what-if gemm=0.5 --what-if 'aten::copy_'=0
+      step time if GEMMs were 2x faster and copies free (the graph replayed)
+  proftab critical-path trace.json.gz --annotation forward   windows of a user annotation
+  proftab critical-path trace.json.gz --overlay cp.json.gz   the trace with the path marked (Perfetto UI)
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_trace_arguments(p)
+    w = p.add_mutually_exclusive_group()
+    w.add_argument("--step", type=int, default=None, metavar="N", help="only ProfilerStep#N (default: every step)")
+    w.add_argument("--annotation", default=None, metavar="NAME", help="windows of a host annotation instead of steps")
+    w.add_argument("--window", type=int, nargs=2, default=None, metavar=("START_NS", "END_NS"),
+                   help="an explicit window in trace ns")
+    p.add_argument("--rank", type=int, default=None, help="only this rank")
+    p.add_argument("--by", choices=["bound_by", "kind", "name", "module", "step", "path"], default="bound_by",
+                   help="what to show (default: time per bound_by)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="rows to show for --by name/path")
+    p.add_argument("--what-if", action="append", default=[], metavar="KEY=FACTOR",
+                   help="scale durations (a kind, bound_by, kernel category or name regex) and report the new "
+                        "step time; repeatable")
+    p.add_argument("--overlay", metavar="FILE", default=None,
+                   help="also write the trace as Chrome JSON with the path marked (.gz: compressed)")
+    add_output_arguments(p)
+
+
+def _scale(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for it in items:
+        key, sep, val = it.rpartition("=")
+        try:
+            f = float(val)
+        except ValueError:
+            f = -1.0
+        if not sep or not key or f < 0:
+            msg = f"--what-if needs KEY=FACTOR with a factor >= 0, not {it!r}"
+            raise ValueError(msg)
+        out[key] = f
+    return out
+
+
+def _text(df: pl.DataFrame, by: str) -> str:
+    from proftab.render.text import fmt_ns, fmt_share, plain_table
+
+    ns_cols = [c for c in df.columns if c.endswith("_ns") or c == "ns" or c in (
+        "cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_memcpy_bound", "launch_overhead", "sync")]
+    rows = []
+    for r in df.iter_rows(named=True):
+        rows.append([fmt_ns(v) if c in ns_cols and v is not None and c not in ("start_ns", "end_ns")
+                     else fmt_share(v) if c in ("share",) else "" if v is None else str(v) for c, v in r.items()])
+    return plain_table(df.columns, rows, "<" * (2 if by in ("name", "path") else 1) + ">" * (len(df.columns) - (
+        2 if by in ("name", "path") else 1)))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print or write the table; see the module docstring."""
+    scale = _scale(args.what_if)
+    fmt = guess_format(args)
+    tr = load_trace(args.trace, args)
+    step = args.step if args.step is not None else args.annotation if args.annotation else (
+        tuple(args.window) if args.window else None)
+    cp = tr.critical_path
+    if scale:
+        df = cp.what_if(step, scale=scale, rank=args.rank)
+        by = "what_if"
+    elif args.by == "path":
+        df = cp.path(step, rank=args.rank)
+        df = df.head(args.limit) if args.limit else df
+        by = "path"
+    else:
+        df = cp.summary(step, rank=args.rank, by=args.by, limit=args.limit)
+        by = args.by
+    if args.overlay:
+        cp.overlay(args.overlay, step, rank=args.rank)
+    if fmt != "text":
+        write_frame(df, fmt, args.output)
+        return 0
+    write_text(_text(df, by), args.output)
+    return 0
+
+
+COMMAND = Command(
+    name="critical-path",
+    help="critical path of each step: what bounds it (CPU, GPU, launches, syncs), and what-if",
+    examples=EXAMPLES,
+    add_arguments=_add_arguments,
+    run=run,
+)

@@ -1,0 +1,252 @@
+"""Windows, the longest path of a graph as segments, the summary and the what-if replay."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import polars as pl
+
+from proftab import kinds
+from proftab.critical_path._graph import BOUND_BY, KINDS, Graph
+from proftab.exceptions import ProftabError
+from proftab.intervals.dag import Preds, argmax_pred, earliest, walk_back
+from proftab.intervals.tree import depth_levels, tree_depth
+from proftab.steps import step_windows
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+__all__ = ["SEGMENT_SCHEMA", "Solution", "Step", "path_frame", "scaled_weights", "solve", "summary_frame",
+           "what_if_frame", "windows"]
+
+#: a step: ProfilerStep number, an annotation name, an explicit (start_ns, end_ns) window, or None (all steps)
+Step = int | str | tuple[int, int] | None
+
+SEGMENT_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(), "step": pl.Int64(), "seq": pl.Int64(), "event_id": pl.Int64(), "name": pl.String(),
+    "module": pl.String(),
+    "kind": pl.Enum(KINDS), "bound_by": pl.Enum(BOUND_BY), "via": pl.String(), "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(), "duration_ns": pl.Int64(),
+}
+_VIA = ["source", "order", "dependency"]
+_OWN_TIME = np.isin(np.array(KINDS), ["cpu_op", "runtime", "sync_wait", "kernel", "memcpy", "memset"])
+
+
+def windows(events: pl.DataFrame, step: Step = None, rank: int | None = None) -> pl.DataFrame:
+    """The windows `step` names, per rank: ``rank``, ``step``, ``start_ns``, ``end_ns``, ``event_id``.
+
+    `step` is a ``ProfilerStep#N`` number, a host annotation name (each occurrence is a window,
+    ``step`` = its index), an explicit ``(start_ns, end_ns)``, or None: every ProfilerStep (the
+    whole trace per rank when there is none: first event start to last event end, profiler spans
+    left out).
+    """
+    ev = events if rank is None else events.filter(pl.col("rank") == rank)
+    cols = ["rank", "step", "start_ns", "end_ns", "event_id"]
+    if isinstance(step, tuple):
+        ranks = ev.select(pl.col("rank").unique().sort())
+        return ranks.with_columns(step=pl.lit(None, pl.Int64), start_ns=pl.lit(int(step[0]), pl.Int64),
+                                  end_ns=pl.lit(int(step[1]), pl.Int64), event_id=pl.lit(None, pl.Int64))
+    if isinstance(step, str):
+        w = (ev.filter((pl.col("name") == step) & kinds.is_host_op()).sort("rank", "start_ns")
+             .with_columns(step=pl.int_range(pl.len()).over("rank").cast(pl.Int64)))
+        if w.is_empty():
+            msg = f"no host annotation named {step!r}"
+            raise ProftabError(msg)
+        return w.select(cols)
+    sw = step_windows(ev)
+    if step is not None:
+        sw = sw.filter(pl.col("step") == int(step))
+        if sw.is_empty():
+            msg = f"no ProfilerStep#{step} in the trace (steps: {sorted(set(step_windows(ev)['step'].to_list()))!r})"
+            raise ProftabError(msg)
+    if sw.is_empty():
+        return (ev.filter(~kinds.is_profiler_span()).group_by("rank")
+                .agg(pl.col("start_ns").min(), pl.col("end_ns").max()).sort("rank")
+                .with_columns(step=pl.lit(None, pl.Int64), event_id=pl.lit(None, pl.Int64)).select(cols))
+    return sw.select(cols)
+
+
+def scaled_weights(g: Graph, scale: Mapping[str, float] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The chain, source and cross weights of `g` with `scale` applied.
+
+    Keys: ``"*"`` (every weight), a segment kind (``kernel``, ``launch_delay``, ``idle``...), a
+    ``bound_by`` value, a device kernel category (``gemm``, ``communication``...), or a regular
+    expression searched in event names. A name or category key scales the matching events' own time
+    and, for host ops, the time of everything they contain. Factors of several keys multiply.
+    """
+    if not scale:
+        return g.w, g.base, g.cw
+    fw = np.ones(len(g.w))
+    fb = np.ones(len(g.base))
+    fc = np.ones(len(g.cw))
+    names = g.events["name"].fill_null("")
+    cats = g.events["category"].fill_null("")
+    depth = None
+    for key, f in scale.items():
+        if key == "*":
+            fw, fb, fc = fw * f, fb * f, fc * f
+            continue
+        if key in KINDS:
+            k = KINDS.index(key)
+            fw *= np.where(g.w_kind == k, f, 1.0)
+            fb *= np.where(g.w_kind == k, f, 1.0) if key == "idle" else 1.0
+            fc *= np.where(g.c_kind == k, f, 1.0)
+            continue
+        if key in BOUND_BY:
+            b = BOUND_BY.index(key)
+            fw *= np.where(g.w_bound == b, f, 1.0)
+            fc *= np.where(g.c_bound == b, f, 1.0)
+            continue
+        try:
+            re.compile(key)
+        except re.error as exc:
+            msg = f"scale key {key!r} is not a kind, bound_by, category or valid regular expression: {exc}"
+            raise ProftabError(msg) from None
+        hit = ((cats == key) | names.str.contains(key)).to_numpy().copy()
+        if depth is None:
+            depth = tree_depth(g.parent_row)
+        for level in depth_levels(depth)[1:]:  # an op's match covers its subtree: per depth level
+            hit[level] |= hit[g.parent_row[level]]
+        own = _OWN_TIME[g.w_kind] & (g.w_owner >= 0)
+        fw *= np.where(own & hit[np.maximum(g.w_owner, 0)], f, 1.0)
+    return (np.rint(g.w * fw).astype(np.int64), np.where(g.base > -(2**61), np.rint(g.base * fb), g.base)
+            .astype(np.int64), np.rint(g.cw * fc).astype(np.int64))
+
+
+class Solution(NamedTuple):
+    """A graph's longest path: node values, the incoming edge of each, the path's nodes (root to
+    end), its length (ns) and the rounds the solver took.
+    """
+
+    x: np.ndarray
+    preds: Preds
+    nodes: np.ndarray
+    length: int
+    rounds: int
+
+
+def solve(g: Graph, scale: Mapping[str, float] | None = None) -> Solution:
+    """The longest path of `g` with `scale` applied (`scaled_weights`); its end is the latest node
+    (the window event's end on a tie).
+    """
+    w, base, cw = scaled_weights(g, scale)
+    if g.n_nodes == 0:
+        z = np.zeros(0, np.int64)
+        return Solution(z, Preds(z, z.astype(np.int8), z), z, 0, 0)
+    x, rounds = earliest(w, g.head, base, g.src, g.dst, cw, start=g.t)  # the observed times: a close guess
+    mx = int(x.max())
+    sink = g.sink_pref if g.sink_pref >= 0 and x[g.sink_pref] == mx else int(np.argmax(x))
+    preds = argmax_pred(x, w, g.head, base, g.src, g.dst, cw)
+    return Solution(x, preds, walk_back(preds.node, sink), mx, rounds)
+
+
+def path_frame(g: Graph, scale: Mapping[str, float] | None = None, *, merge: bool = True) -> pl.DataFrame:
+    """The longest path of `g` as ordered segments (`SEGMENT_SCHEMA`); Σ duration_ns = path length.
+
+    Consecutive segments of one op on one chain are merged when `merge`; chain segments of zero
+    duration are left out, dependency edges are kept even at zero.
+    """
+    if g.n_nodes == 0:
+        return pl.DataFrame(schema=SEGMENT_SCHEMA)
+    x, preds, nodes, _, _ = solve(g, scale)
+    v = nodes[1:]
+    u = nodes[:-1]
+    via = preds.via[v].astype(np.int64)
+    e = np.maximum(preds.edge[v], 0)
+    def cross(a: np.ndarray) -> np.ndarray:
+        return a[e] if len(a) else np.zeros(len(e), a.dtype)
+
+    owner = np.where(via == 2, cross(g.c_owner), g.w_owner[v])
+    kind = np.where(via == 2, cross(g.c_kind), g.w_kind[v])
+    bound = np.where(via == 2, cross(g.c_bound), g.w_bound[v])
+    start, end = x[u], x[v]
+    first = nodes[0]
+    if x[first] != 0:  # time before the path's first node: from the window start
+        owner = np.concatenate([[-1], owner])
+        kind = np.concatenate([[KINDS.index("idle")], kind])
+        bound = np.concatenate([[g.w_bound[first]], bound])
+        via = np.concatenate([[0], via])
+        start = np.concatenate([[0], start])
+        end = np.concatenate([[x[first]], end])
+    keep = (via == 2) | (end != start)
+    owner, kind, bound, via, start, end = owner[keep], kind[keep], bound[keep], via[keep], start[keep], end[keep]
+    ev = g.events
+    o = pl.Series(np.maximum(owner, 0), dtype=pl.Int64)
+    has = pl.col("owner") >= 0
+    df = pl.DataFrame({
+        "owner": owner, "event_id": ev["event_id"].gather(o) if ev.height else pl.Series([0] * len(o)),
+        "name": ev["name"].gather(o) if ev.height else pl.Series([""] * len(o), dtype=pl.String),
+        "module": ev["module"].gather(o) if ev.height else pl.Series([None] * len(o), dtype=pl.String),
+        "kind": pl.Series(KINDS, dtype=pl.Enum(KINDS)).gather(kind.astype(np.int64)),
+        "bound_by": pl.Series(BOUND_BY, dtype=pl.Enum(BOUND_BY)).gather(bound.astype(np.int64)),
+        "via": pl.Series(_VIA, dtype=pl.String).gather(via), "start_ns": start + g.start_ns,
+        "end_ns": end + g.start_ns,
+    }).with_columns(name=pl.when(has).then(pl.col("name")), module=pl.when(has).then(pl.col("module")))
+    df = df.with_columns(event_id=pl.when(pl.col("owner") >= 0).then(pl.col("event_id")))
+    if merge and df.height:
+        key = pl.struct("owner", "kind", "via")
+        df = (df.with_columns(_run=key.rle_id() + (pl.col("via") == "dependency").cum_sum())
+              .group_by("_run", maintain_order=True)
+              .agg(pl.col("event_id", "name", "module", "kind", "bound_by", "via").first(), pl.col("start_ns").first(),
+                   pl.col("end_ns").last()))
+    return df.select(
+        pl.lit(g.rank, pl.Int32).alias("rank"), pl.lit(g.step, pl.Int64).alias("step"),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"), "event_id", "name", "module", "kind", "bound_by", "via",
+        "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
+
+
+def summary_frame(paths: pl.DataFrame, by: str = "bound_by", limit: int | None = None) -> pl.DataFrame:
+    """Time on the path per `by` (``bound_by``, ``name``, ``kind``, ``module`` or ``step``) over `paths`.
+
+    ``bound_by`` / ``kind``: ``ns``, ``share`` of the total path length, and the spread over steps
+    (``min_ns``, ``median_ns``, ``max_ns`` per step, 0 where absent). ``name``: ``ns``, ``share``,
+    ``segments`` per (name, kind), largest first; ``module``: the same per innermost ``nn.Module``
+    (null: none known; kernels count for their launching op's module). ``step``: one row per (rank, step) with the path
+    length and the ns of every ``bound_by``.
+    """
+    total = int(paths["duration_ns"].sum()) if paths.height else 0
+    share = (pl.col("ns") / total) if total else pl.lit(None, pl.Float64)
+    if by == "step":
+        wide = paths.group_by("rank", "step", "bound_by").agg(pl.col("duration_ns").sum()).with_columns(
+            pl.col("bound_by").cast(pl.String))
+        out = paths.group_by("rank", "step").agg(pl.col("duration_ns").sum().alias("length_ns"))
+        for b in BOUND_BY:
+            out = out.join(wide.filter(pl.col("bound_by") == b).select("rank", "step", pl.col("duration_ns").alias(b)),
+                           on=["rank", "step"], how="left", nulls_equal=True)
+        return out.with_columns(pl.col(list(BOUND_BY)).fill_null(0)).sort("rank", "step")
+    if by == "module":
+        out = (paths.group_by("module").agg(pl.col("duration_ns").sum().alias("ns"), pl.len().alias("segments"))
+               .with_columns(share=share).sort("ns", "module", descending=[True, False], nulls_last=True))
+        return out.head(limit) if limit else out
+    if by == "name":
+        out = (paths.group_by("name", "kind").agg(pl.col("duration_ns").sum().alias("ns"),
+                                                  pl.len().alias("segments"))
+               .with_columns(share=share).sort("ns", "name", descending=[True, False], nulls_last=True))
+        return out.head(limit) if limit else out
+    if by not in ("bound_by", "kind"):
+        msg = f"summary by must be 'bound_by', 'kind', 'name', 'module' or 'step', not {by!r}"
+        raise ProftabError(msg)
+    values = BOUND_BY if by == "bound_by" else KINDS
+    steps = paths.select("rank", "step").unique()
+    grid = steps.join(pl.DataFrame({by: pl.Series(values, dtype=pl.Enum(values))}), how="cross")
+    per = grid.join(paths.group_by("rank", "step", by).agg(pl.col("duration_ns").sum().alias("ns")),
+                    on=["rank", "step", by], how="left", nulls_equal=True).with_columns(pl.col("ns").fill_null(0))
+    return (per.group_by(by).agg(pl.col("ns").sum(), pl.col("ns").min().alias("min_ns"),
+                                 pl.col("ns").median().cast(pl.Int64).alias("median_ns"),
+                                 pl.col("ns").max().alias("max_ns"), pl.len().alias("steps"))
+            .with_columns(share=share).sort(by).select(by, "ns", "share", "min_ns", "median_ns", "max_ns", "steps"))
+
+
+def what_if_frame(graphs: Sequence[Graph], scale: Mapping[str, float]) -> pl.DataFrame:
+    """Path length before and after `scale` per graph: ``rank``, ``step``, ``length_ns``,
+    ``what_if_ns``, ``delta_ns``, ``speedup``.
+    """
+    rows = []
+    for g in graphs:  # one replay per window
+        rows.append((g.rank, g.step, solve(g).length, solve(g, scale).length))
+    df = pl.DataFrame(rows, schema={"rank": pl.Int32, "step": pl.Int64, "length_ns": pl.Int64,
+                                    "what_if_ns": pl.Int64}, orient="row")
+    return df.with_columns(delta_ns=pl.col("what_if_ns") - pl.col("length_ns"),
+                           speedup=pl.col("length_ns") / pl.col("what_if_ns"))

@@ -1,0 +1,161 @@
+"""Longest paths over a DAG made of chains plus cross edges, vectorized (numpy); no torch knowledge.
+
+The graph is given as *chains*: nodes are numbered so that each chain's nodes are contiguous and
+in chain order (node ``i`` follows node ``i - 1`` unless ``head[i]``), the chain edge into node
+``i`` weighing ``w[i]``; *cross edges* ``src -> dst`` with weights ``cw`` join chains; ``base[i]``
+is the weight of an edge from a common source (time 0), or `UNREACHED` for none.
+
+`earliest` is the longest-path value of every node, ``x[i] = max(x[i-1] + w[i], base[i],
+max(x[src] + cw))``: per chain it is a closed form (``x = W + cummax(e - W)``, ``W`` the chain's
+cumulative weight, ``e`` the best incoming cross/source value), so one *round* is a handful of
+O(n) numpy passes, and rounds repeat until nothing changes (as many rounds as cross edges
+alternate along the longest path, plus one; a pure chain graph takes one). `argmax_pred` then
+names the incoming edge that gives each node its value, and `walk_back` follows those edges from a
+node to the source by pointer doubling (O(n log length), no per-node Python loop).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["UNREACHED", "Preds", "argmax_pred", "chain_heads", "earliest", "walk_back"]
+
+#: value of a node that no edge reaches (and of `base` where a node has no source edge)
+UNREACHED = np.int64(-(2**62))
+_REACHABLE = -(2**61)
+
+
+class Preds(NamedTuple):
+    """The edge that gives each node its longest-path value.
+
+    Attributes
+    ----------
+    node
+        Predecessor node, -1 where the value comes from the source (or nothing reaches the node).
+    via
+        0 source edge, 1 chain edge, 2 cross edge, -1 unreached.
+    edge
+        Index of the cross edge where ``via == 2``, else -1.
+    """
+
+    node: np.ndarray
+    via: np.ndarray
+    edge: np.ndarray
+
+
+def chain_heads(chain: np.ndarray) -> np.ndarray:
+    """``head`` mask for nodes sorted by chain id: True where a new chain starts."""
+    head = np.ones(len(chain), bool)
+    if len(chain) > 1:
+        head[1:] = chain[1:] != chain[:-1]
+    return head
+
+
+def _segmented_cummax(y: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """Running maximum of `y` restarting at every head (values in the ±2**61 range)."""
+    if len(y) == 0:
+        return y
+    seg = np.cumsum(head) - 1
+    lo, hi = int(y.min()), int(y.max())
+    span = hi - lo + 1
+    if span * (int(seg[-1]) + 1) < 2**62:  # offset each chain above the previous: one global cummax
+        off = seg.astype(np.int64) * span - lo
+        return np.maximum.accumulate(y + off) - off
+    starts = np.flatnonzero(head)
+    out = np.empty_like(y)
+    for a, b in zip(starts, [*starts[1:], len(y)], strict=True):  # per chain, not per node
+        out[a:b] = np.maximum.accumulate(y[a:b])
+    return out
+
+
+class _Chains:
+    """The parts of the chain closed form that depend only on the chain weights (computed once)."""
+
+    def __init__(self, w: np.ndarray, head: np.ndarray) -> None:
+        c = np.cumsum(np.where(head, 0, w))
+        first = np.maximum.accumulate(np.where(head, np.arange(len(c)), 0)) if len(c) else c
+        self.big_w = c - c[first]
+        self.head = head
+
+    def solve(self, e: np.ndarray) -> np.ndarray:
+        """``x[i] = max(x[i-1] + w[i], e[i])`` along each chain (``x[head] = e[head]``)."""
+        y = np.where(e > _REACHABLE, e - self.big_w, UNREACHED)
+        m = _segmented_cummax(y, self.head)
+        return np.where(m > _REACHABLE, self.big_w + m, UNREACHED)
+
+
+def earliest(w: np.ndarray, head: np.ndarray, base: np.ndarray, src: np.ndarray, dst: np.ndarray,
+             cw: np.ndarray, max_rounds: int | None = None, start: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Longest-path value of every node (int64), and the number of rounds it took.
+
+    Parameters
+    ----------
+    w, head
+        Chain edge weight into each node and the chain-start mask (see the module docstring).
+    base
+        Source edge weight per node, `UNREACHED` for none.
+    src, dst, cw
+        Cross edges and their weights.
+    max_rounds
+        Stop after this many rounds (default: number of cross edges + 2, always enough for a DAG).
+    start
+        First guess of the values (default: unreached). A DAG has one fixed point, reached from any
+        guess; a guess that is already the answer (the observed times, for the observed weights)
+        takes one round.
+    """
+    n = len(w)
+    limit = len(src) + 2 if max_rounds is None else max_rounds
+    x = np.full(n, UNREACHED, np.int64) if start is None else start.astype(np.int64)
+    chains = _Chains(w, head)
+    rounds = 0
+    while rounds < limit:
+        rounds += 1
+        e = base.astype(np.int64, copy=True)
+        ok = x[src] > _REACHABLE
+        np.maximum.at(e, dst[ok], x[src[ok]] + cw[ok])
+        new = chains.solve(e)
+        if np.array_equal(new, x):
+            break
+        x = new
+    return x, rounds
+
+
+def argmax_pred(x: np.ndarray, w: np.ndarray, head: np.ndarray, base: np.ndarray, src: np.ndarray,
+                dst: np.ndarray, cw: np.ndarray) -> Preds:
+    """The incoming edge that achieves each node's value `x` (ties: cross, then chain, then source)."""
+    n = len(x)
+    node = np.full(n, -1, np.int64)
+    via = np.full(n, -1, np.int8)
+    edge = np.full(n, -1, np.int64)
+    reach = x > _REACHABLE
+    via[reach & (base == x)] = 0
+    idx = np.arange(n)
+    chain_ok = reach & ~head
+    prev_val = np.where(chain_ok, x[np.maximum(idx - 1, 0)] + w, UNREACHED)
+    by_chain = chain_ok & (x[np.maximum(idx - 1, 0)] > _REACHABLE) & (prev_val == x)
+    via[by_chain] = 1
+    node[by_chain] = idx[by_chain] - 1
+    if len(src):
+        val = np.where(x[src] > _REACHABLE, x[src] + cw, UNREACHED)
+        hit = np.flatnonzero((val == x[dst]) & (val > _REACHABLE))
+        if len(hit):
+            d, first = np.unique(dst[hit], return_index=True)
+            via[d] = 2
+            node[d] = src[hit[first]]
+            edge[d] = hit[first]
+    return Preds(node, via, edge)
+
+
+def walk_back(pred: np.ndarray, sink: int) -> np.ndarray:
+    """Nodes from the root to `sink` following `pred` (-1 = root), by pointer doubling."""
+    n = len(pred)
+    jump = np.where(pred >= 0, pred, np.arange(n))
+    seq = np.array([sink], np.int64)
+    while jump[seq[-1]] != seq[-1]:
+        seq = np.concatenate([seq, jump[seq]])
+        jump = jump[jump]
+    is_root = jump[seq] == seq
+    stop = int(np.argmax(is_root & (pred[seq] < 0)))
+    return seq[: stop + 1][::-1]

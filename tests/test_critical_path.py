@@ -1,0 +1,305 @@
+"""Critical path: synthetic traces with a known answer, and invariants on real traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import proftab as pt
+from proftab.critical_path import solve
+from proftab.intervals.dag import argmax_pred, chain_heads, earliest, walk_back
+from tests.conftest import BUNDLED, shared_public_traces
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+US = 1000  # the synthetic traces are written in µs
+
+
+def _x(name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int = 1, tid: int = 1,
+       **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args}
+
+
+def _launch(ts: float, dur: float, corr: int, name: str = "cudaLaunchKernel") -> dict[str, Any]:
+    return _x(name, ts, dur, cat="cuda_runtime", correlation=corr)
+
+
+def _kernel(ts: float, dur: float, corr: int, stream: int = 7, name: str = "void gemm_kernel()") -> dict[str, Any]:
+    return _x(name, ts, dur, cat="kernel", pid=0, tid=stream, correlation=corr, stream=stream, device=0)
+
+
+def _load(tmp_path: Path, events: list[dict[str, Any]]) -> pt.Trace:
+    p = tmp_path / "t.pt.trace.json.gz"
+    with gzip.open(p, "wt") as fh:
+        json.dump({"schemaVersion": 1, "traceEvents": events}, fh)
+    return pt.load(p)
+
+
+def _bound(tr: pt.Trace) -> dict[str, int]:
+    s = tr.critical_path.summary()
+    return {b: int(ns) // US for b, ns in s.select(pl.col("bound_by").cast(pl.String), "ns").iter_rows() if ns}
+
+
+def _check_chain(p: pl.DataFrame) -> None:
+    assert (p["start_ns"].to_numpy()[1:] == p["end_ns"].to_numpy()[:-1]).all()
+    assert (p["duration_ns"] == p["end_ns"] - p["start_ns"]).all()
+
+
+def test_gpu_bound(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("ProfilerStep#1", 0, 840, cat="user_annotation"),
+        _x("aten::mm", 10, 20), _launch(15, 5, 1), _kernel(25, 400, 1),
+        _x("aten::mm", 30, 20), _launch(35, 5, 2), _kernel(425, 400, 2),
+        _x("cudaDeviceSynchronize", 60, 770, cat="cuda_runtime", correlation=3),
+    ])
+    assert _bound(tr) == {"cpu_bound": 25, "gpu_compute_bound": 800, "launch_overhead": 10, "sync": 5}
+    p = tr.critical_path.path(step=1)
+    _check_chain(p)
+    assert p["kind"].cast(pl.String).to_list() == ["cpu_op", "cpu_op", "launch_delay", "kernel", "kernel", "sync_wait",
+                                                   "cpu_op"]
+    assert int(p["duration_ns"].sum()) == 840 * US
+    # twice-faster GEMMs: the sync waits 400 µs less
+    wi = tr.critical_path.what_if(step=1, scale={"gemm": 0.5})
+    assert wi["what_if_ns"].to_list() == [440 * US]
+    assert tr.critical_path.what_if(scale={"kernel": 0.5})["what_if_ns"].to_list() == [440 * US]
+
+
+def test_cpu_bound(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("ProfilerStep#3", 0, 1000, cat="user_annotation"),
+        _x("aten::add", 10, 890), _launch(20, 5, 1), _kernel(30, 10, 1),
+    ])
+    assert _bound(tr) == {"cpu_bound": 995, "launch_overhead": 5}
+    top = tr.critical_path.summary(by="name", limit=1)
+    assert top["name"].to_list() == ["aten::add"] and top["ns"].to_list() == [885 * US]
+    # the kernel is not on the path: making it slower changes nothing, a faster add does
+    assert tr.critical_path.what_if(scale={"kernel": 10})["delta_ns"].to_list() == [0]
+    assert tr.critical_path.what_if(scale={"aten::add": 0.5})["what_if_ns"].to_list() == [1000 * US - 445 * US]
+
+
+def test_launch_bound(tmp_path: Path) -> None:
+    ev = [_x("ProfilerStep#0", 0, 215, cat="user_annotation")]
+    for i in range(10):
+        ev += [_launch(10 + 20 * i, 18, i + 1), _kernel(15 + 20 * i, 2, i + 1)]
+    tr = _load(tmp_path, ev)
+    assert _bound(tr) == {"cpu_bound": 35, "launch_overhead": 180}
+    # faster launches shorten the step by the launch time saved
+    assert tr.critical_path.what_if(scale={"cudaLaunchKernel": 0.5})["what_if_ns"].to_list() == [125 * US]
+
+
+def test_sync_bound(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _launch(-5, 2, 1), _kernel(-2, 482, 1),  # launched before the step: its wait is sync time
+        _x("ProfilerStep#2", 0, 500, cat="user_annotation"),
+        _x("aten::item", 5, 490),
+        _x("cudaStreamSynchronize", 10, 480, cat="cuda_runtime", correlation=2),
+    ])
+    assert _bound(tr) == {"cpu_bound": 20, "sync": 480}
+
+
+def test_overlapping_streams_context_sync_row(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("ProfilerStep#1", 0, 630, cat="user_annotation"),
+        _launch(10, 5, 1), _kernel(20, 600, 1, stream=7, name="long_kernel"),
+        _launch(20, 5, 2), _kernel(30, 300, 2, stream=8, name="short_kernel"),
+        _x("cudaDeviceSynchronize", 30, 595, cat="cuda_runtime", correlation=3),
+        _x("Context Sync", 30, 595, cat="cuda_sync", pid=0, tid=-1, correlation=3, stream=-1, device=0,
+           cuda_sync_kind="Context Sync"),
+    ])
+    p = tr.critical_path.path()
+    _check_chain(p)
+    names = set(p.filter(pl.col("kind") == "kernel")["name"].to_list())
+    assert names == {"long_kernel"}
+    assert _bound(tr) == {"cpu_bound": 15, "launch_overhead": 10, "gpu_compute_bound": 600, "sync": 5}
+    # the short stream becomes critical once the long kernel is 4x faster
+    wi = tr.critical_path.path(scale={"long_kernel": 0.25})
+    assert "short_kernel" in wi["name"].to_list()
+    assert int(wi["duration_ns"].sum()) == tr.critical_path.what_if(scale={"long_kernel": 0.25})["what_if_ns"][0]
+
+
+def test_stream_wait_event(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("ProfilerStep#1", 0, 430, cat="user_annotation"),
+        _launch(10, 5, 1), _kernel(20, 300, 1, stream=7, name="producer"),
+        _x("cudaEventRecord", 16, 1, cat="cuda_runtime", correlation=10),
+        _x("cudaStreamWaitEvent", 18, 1, cat="cuda_runtime", correlation=11),
+        _x("Stream Wait Event", 18, 1, cat="cuda_sync", pid=0, tid=8, correlation=11, stream=8, device=0,
+           wait_on_stream=7, wait_on_cuda_event_record_corr_id=10, cuda_sync_kind="Stream Wait Event"),
+        _launch(20, 5, 2), _kernel(322, 100, 2, stream=8, name="consumer"),
+        _x("cudaDeviceSynchronize", 30, 395, cat="cuda_runtime", correlation=3),
+    ])
+    p = tr.critical_path.path()
+    _check_chain(p)
+    assert p.filter(pl.col("kind") == "kernel")["name"].to_list() == ["producer", "consumer"]
+    assert _bound(tr) == {"cpu_bound": 15, "launch_overhead": 10, "gpu_compute_bound": 400, "sync": 5}
+
+
+def test_full_launch_queue(tmp_path: Path) -> None:
+    ev = [_x("ProfilerStep#1", 0, 300, cat="user_annotation")]
+    for i in range(10):  # fast launches of 25 µs kernels, back to back on the stream
+        ev += [_launch(10 + 6 * i, 5, i + 1), _kernel(20 + 25 * i, 25, i + 1)]
+    ev += [_launch(70, 195, 11), _kernel(270, 10, 11)]  # blocked until a queue slot frees (k8 ends at 245)
+    tr = _load(tmp_path, ev)
+    assert _bound(tr) == {"cpu_bound": 45, "launch_overhead": 10, "gpu_compute_bound": 225, "sync": 20}
+    assert tr.critical_path.what_if(scale={"kernel": 0.6})["what_if_ns"].to_list() == [210 * US]
+
+
+def test_dag_longest_path_matches_a_loop() -> None:
+    rng = np.random.default_rng(7)
+    chain = np.sort(rng.integers(0, 6, 60))
+    head = chain_heads(chain)
+    w = rng.integers(0, 50, 60)
+    base = np.where(head, rng.integers(0, 20, 60), -(2**62))
+    src = rng.integers(0, 59, 40)
+    dst = np.minimum(src + rng.integers(1, 20, 40), 59)  # forward edges: node order is topological
+    cw = rng.integers(0, 30, 40)
+    x, _ = earliest(w, head, base, src, dst, cw)
+    ref = np.full(60, -(2**62))
+    for i in range(60):  # the reference: a plain loop in node order
+        c = [base[i]] + ([ref[i - 1] + w[i]] if not head[i] else []) + [ref[s] + c_ for s, d, c_ in
+                                                                       zip(src, dst, cw, strict=True) if d == i]
+        ref[i] = max(c)
+    assert (x == ref).all()
+    # a DAG has one fixed point: any first guess reaches it
+    x2, _ = earliest(w, head, base, src, dst, cw, start=rng.integers(-1000, 5000, 60))
+    assert (x2 == ref).all()
+    pr = argmax_pred(x, w, head, base, src, dst, cw)
+    nodes = walk_back(pr.node, int(np.argmax(x)))
+    assert pr.node[nodes[0]] == -1 and (pr.node[nodes[1:]] == nodes[:-1]).all()
+
+
+def _invariants(tr: pt.Trace) -> None:
+    cp = tr.critical_path
+    for g in cp.graphs():
+        sol = solve(g)
+        p = pt.critical_path.path_frame(g)
+        _check_chain(p)
+        length = int(p["duration_ns"].sum())
+        assert length == sol.length <= g.end_ns - g.start_ns
+        if p.height:
+            assert p["start_ns"][0] == g.start_ns
+        assert solve(g, {"*": 3}).length == 3 * length
+        p3 = pt.critical_path.path_frame(g, {"*": 3})
+        _check_chain(p3)
+        assert int(p3["duration_ns"].sum()) == 3 * length
+
+
+@pytest.mark.parametrize("name", ["h100_bert_small.pt.trace.json.gz", "mi300_bert_small.pt.trace.json.gz"])
+def test_invariants_bundled(name: str) -> None:
+    _invariants(pt.load(BUNDLED / name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", shared_public_traces(), ids=lambda p: p.name[:40])
+def test_invariants_public(path: Path) -> None:
+    tr = pt.load(path)
+    if not tr.device.activities().height:
+        pytest.skip("no device activity")
+    _invariants(tr)
+
+
+def test_windows_annotation_and_explicit(tmp_path: Path) -> None:
+    tr = _load(tmp_path, [
+        _x("forward", 0, 100, cat="user_annotation"), _x("aten::mm", 10, 50),
+        _x("forward", 200, 100, cat="user_annotation"), _x("aten::mm", 220, 30),
+    ])
+    w = tr.critical_path.windows("forward")
+    assert w["step"].to_list() == [0, 1] and w["start_ns"].to_list() == [0, 200 * US]
+    p = tr.critical_path.path("forward")
+    assert p.group_by("step").agg(pl.col("duration_ns").sum()).sort("step")["duration_ns"].to_list() == [100 * US] * 2
+    # an explicit window keeps the events wholly inside it; the path ends with the last of them
+    p = tr.critical_path.path((200 * US, 400 * US))
+    assert int(p["duration_ns"].sum()) == 100 * US and p["start_ns"][0] == 200 * US
+    with pytest.raises(pt.ProftabError, match="no host annotation"):
+        tr.critical_path.windows("backward")
+    with pytest.raises(pt.ProftabError, match="not a kind"):
+        tr.critical_path.what_if(scale={"(": 2})
+
+
+def test_overlay_marks_the_path_and_keeps_ns(tmp_path: Path) -> None:
+    tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    out = tmp_path / "cp.json.gz"
+    tr.critical_path.overlay(out)
+    doc = json.loads(gzip.open(out, "rt").read())
+    ev = doc["traceEvents"]
+    path = tr.critical_path.path()
+    marked = {e["name"] for e in ev if e.get("args", {}).get("critical_path") and e["pid"] != -7}
+    assert marked == set(path.filter(pl.col("event_id").is_not_null())["name"].to_list())
+    lane = [e for e in ev if e["ph"] == "X" and e["pid"] == -7]
+    assert len(lane) == path.height
+    # exact ns survive: the µs text has three decimals
+    assert round(sum(e["dur"] for e in lane) * 1000) == int(path["duration_ns"].sum())
+    flows = [e for e in ev if e["ph"] in ("s", "f")]
+    assert flows and len(flows) % 2 == 0
+    # re-loading the overlay with proftab gives back the same events and times (the profiler's own
+    # span has no pid: left out)
+    again = pt.load(out).events.filter(pl.col("pid") != -7)
+    orig = tr.events.filter((pl.col("ph") == "X") & pl.col("pid").is_not_null())
+    key = ["pid", "tid", "name", "start_ns", "dur_ns"]
+    assert again.select(key).sort(key).equals(orig.select(key).sort(key))
+
+
+def test_summary_by_module_and_step() -> None:
+    tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    cp = tr.critical_path
+    length = int(cp.path()["duration_ns"].sum())
+    by_mod = cp.summary(by="module")
+    assert int(by_mod["ns"].sum()) == length
+    modules = set(tr.events.filter(pl.col("name").str.starts_with("nn.Module: "))["name"].str.slice(11).to_list())
+    assert set(by_mod["module"].drop_nulls().to_list()) <= modules and by_mod["module"].null_count() == 1
+    st = cp.summary(by="step")
+    assert int(st["length_ns"].sum()) == length == int(st.select(pt.critical_path.BOUND_BY).sum_horizontal().sum())
+
+
+def test_chart(tmp_path: Path) -> None:
+    pytest.importorskip("altair")
+    tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    spec = tr.critical_path.chart().to_dict()
+    assert len(spec["layer"]) == 2
+
+
+def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from proftab.cli import main
+
+    trace = str(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    assert main(["critical-path", trace, "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu_bound" in out and "launch_overhead" in out
+    csv = tmp_path / "p.csv"
+    assert main(["critical-path", trace, "-q", "--step", "6", "--by", "path", "-o", str(csv),
+                 "--overlay", str(tmp_path / "o.json")]) == 0
+    p = pl.read_csv(csv)
+    assert int(p["duration_ns"].sum()) == int(tr_len(trace)) and (tmp_path / "o.json").exists()
+    assert main(["critical-path", trace, "-q", "--what-if", "*=2", "--format", "csv"]) == 0
+    wi = capsys.readouterr().out
+    assert str(2 * tr_len(trace)) in wi
+    assert main(["critical-path", trace, "-q", "--what-if", "gemm"]) == 2
+    assert main(["critical-path", trace, "-q", "--step", "99"]) == 2
+
+
+def tr_len(trace: str) -> int:
+    w = pt.load(trace).critical_path.windows(6)
+    return int(w["end_ns"][0] - w["start_ns"][0])
+
+
+def test_overlay_two_ranks(tmp_path: Path) -> None:
+    paths = []
+    for r in (0, 1):
+        p = tmp_path / f"rank{r}.pt.trace.json.gz"
+        ev = [_x("ProfilerStep#1", 0, 100 + 10 * r, cat="user_annotation"), _launch(10, 5, 1), _kernel(20, 30, 1)]
+        with gzip.open(p, "wt") as fh:
+            json.dump({"schemaVersion": 1, "distributedInfo": {"rank": r, "world_size": 2}, "traceEvents": ev}, fh)
+        paths.append(p)
+    tr = pt.load(paths)
+    assert tr.critical_path.summary(by="step")["length_ns"].to_list() == [100 * US, 110 * US]
+    out = tmp_path / "o.json"
+    tr.critical_path.overlay(out)
+    ev = json.loads(out.read_text())["traceEvents"]
+    pids = {e["pid"] for e in ev if e["ph"] == "X" and e["pid"] != -7}
+    assert pids == {1, 0, 10**9 + 1, 10**9}  # host pid 1 and device 0 of each rank, kept apart
