@@ -13,6 +13,7 @@ from proftab.cli._common import (
     write_frame,
     write_text,
 )
+from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
     import argparse
@@ -62,7 +63,7 @@ def _scale(items: list[str]) -> dict[str, float]:
             f = -1.0
         if not sep or not key or f < 0:
             msg = f"--what-if needs KEY=FACTOR with a factor >= 0, not {it!r}"
-            raise ValueError(msg)
+            raise UsageError(msg)
         out[key] = f
     return out
 

@@ -116,12 +116,13 @@ class CriticalPathNamespace:
     def chart(self, step: Step = None, *, rank: int | None = None, scale: Mapping[str, float] | None = None,
               max_depth: int = 2, tail: bool = False) -> Any:
         """Timeline of the first selected window with its path highlighted (`path_chart`)."""
-        from proftab.display import track_labels
+        from proftab.tracks import track_labels
 
         tr = self._trace
         g = self.graphs(step, rank=rank, tail=tail)[0]
         nested = tr.collect("nested", columns=["rank", "pid", "pid_text", "tid", "tid_text", "event_id", "name",
                                                "cat", "depth", "start_ns", "end_ns", "dur_ns"])
         label = f"step {g.step}" if g.step is not None else "window"
-        return path_chart(g, path_frame(g, scale), nested, track_labels(tr), max_depth=max_depth,
+        labels = track_labels(tr.collect("events"), tr.collect("threads"))
+        return path_chart(g, path_frame(g, scale), nested, labels, max_depth=max_depth,
                           title=f"critical path · {label} · rank {g.rank}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from proftab.exceptions import UsageError
 from proftab.memory._core import DEVICE_KEYS
 
 __all__ = ["GROUPINGS", "growth", "peak", "peak_summary"]
@@ -83,11 +84,11 @@ def _text_key(col: str, allocs: pl.DataFrame) -> pl.Expr:
 def _key(by: str, allocs: pl.DataFrame) -> str | None:
     if by not in GROUPINGS:
         msg = f"unknown grouping {by!r}; valid: {sorted(GROUPINGS)}"
-        raise ValueError(msg)
+        raise UsageError(msg)
     col = GROUPINGS[by]
     if col is not None and col not in allocs.columns:
         msg = f"grouping by {by!r} needs the {col!r} column of allocations()"
-        raise ValueError(msg)
+        raise UsageError(msg)
     return col
 
 
@@ -161,7 +162,7 @@ def growth(allocs: pl.DataFrame, windows: pl.DataFrame, by: str | None = None) -
     """
     if "step" not in allocs.columns:
         msg = "growth needs allocations() with steps (pass the step windows)"
-        raise ValueError(msg)
+        raise UsageError(msg)
     w = windows.select("rank", "step", pl.col("start_ns").alias("step_start_ns"),
                        pl.col("end_ns").alias("step_end_ns"))
     stepped = allocs.filter(pl.col("step").is_not_null()).join(w, on=["rank", "step"], maintain_order="left")
@@ -171,7 +172,7 @@ def growth(allocs: pl.DataFrame, windows: pl.DataFrame, by: str | None = None) -
         col = _key(by, allocs)
         if col is None or col == "step":
             msg = f"growth groups by 'op', 'top_op', 'module' or 'stack', not {by!r}"
-            raise ValueError(msg)
+            raise UsageError(msg)
         kept = stepped.filter(retained)
         out = kept.group_by([*_DEVICE, "step", "step_start_ns", "step_end_ns", col]).agg(
             pl.col("bytes").sum().alias("retained_bytes"), pl.len().cast(pl.Int64).alias("retained_blocks"),

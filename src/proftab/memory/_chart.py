@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from proftab.exceptions import UsageError
 from proftab.memory._core import DEVICE_KEYS
 
 __all__ = ["memory_chart"]
@@ -52,7 +53,7 @@ def memory_chart(tl: pl.DataFrame, summary: pl.DataFrame, windows: pl.DataFrame,
         summary = summary.filter(pl.col("device_name") == device)
     if tl.is_empty():
         msg = "no [memory] events to chart" + ("" if device is None else f" on device {device!r}")
-        raise ValueError(msg)
+        raise UsageError(msg)
     mib = float(2**20)
     pts = _downsample(tl, max_points).join(t0, on="rank", how="left").select(
         "rank", "device_name", ((pl.col("ts_ns") - pl.col("t0")) / 1e6).alias("ms"),
