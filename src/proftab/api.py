@@ -39,6 +39,7 @@ BUILTIN: dict[str, str] = {
     "export": "proftab.export",
     "plot": "proftab.plot",
     "anomalies": "proftab.anomalies",
+    "perf": "proftab.perf",
     "key_averages": "proftab.torch",
     "table": "proftab.torch",
     "to_parquet": "proftab.io.parquet",
