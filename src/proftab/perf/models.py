@@ -380,10 +380,9 @@ def _elementwise(df: pl.DataFrame) -> pl.DataFrame:
     if not bi.is_empty():
         # the output has the broadcast shape and the first tensor's dtype (in place: the first input)
         bi = _broadcast_numel(bi, 0, 1)
-        inplace = pl.col("name").str.ends_with("_")
+        # in place (`add_`) too: both inputs are read and the result written back
         out_b = pl.col("_out_numel") * pl.coalesce(_bpe(0), _bpe(1))
-        nbytes = _tensor_bytes(0) + _tensor_bytes(1) + pl.when(inplace).then(0).otherwise(out_b) + pl.when(
-            inplace).then(out_b - _tensor_bytes(0)).otherwise(0).clip(lower_bound=0)
+        nbytes = _tensor_bytes(0) + _tensor_bytes(1) + out_b
         out.append(bi.with_columns(numel=pl.col("_out_numel"), dtype_a=pl.coalesce(_dtype(0), _dtype(1))).with_columns(
             flops=pl.when(_is_tensor(0) | _is_tensor(1)).then(pl.col("numel")),
             bytes=pl.when(_is_tensor(0) | _is_tensor(1)).then(nbytes)).drop("_out_numel"))
@@ -487,7 +486,7 @@ def model_ops(ops: pl.DataFrame) -> pl.DataFrame:
     drop = [c for c in modelled.columns if c.startswith("_") and c != "_rowid"]
     modelled = modelled.drop(drop)
     extra = [c for c in modelled.columns if c not in df.columns or c in ("flops", "bytes")]
-    out = df.drop([c for c in df.columns if c.startswith("_") and c != "_rowid"]).join(
+    out = df.drop([c for c in df.columns if (c.startswith("_") and c != "_rowid") or c in ("flops", "bytes")]).join(
         modelled.select("_rowid", *[c for c in extra if c != "_rowid"]), on="_rowid", how="left")
     for c in ("flops", "bytes"):
         if c not in out.columns:
