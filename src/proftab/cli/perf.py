@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 from proftab.cli import Command
-from proftab.cli._common import (add_output_arguments, add_trace_arguments, guess_format, load_trace,
-                                 rich_console, write_frame, write_text)
+from proftab.cli._common import (
+    add_output_arguments,
+    add_trace_arguments,
+    guess_format,
+    load_trace,
+    rich_console,
+    write_frame,
+    write_text,
+)
 
 if TYPE_CHECKING:
+    import argparse
+
     import polars as pl
 
 EXAMPLES = """\
