@@ -462,8 +462,7 @@ def model_ops(ops: pl.DataFrame) -> pl.DataFrame:
     """
     df = ops.with_row_index("_rowid")
     for c in ("input_dims", "input_type", "input_strides", "concrete_inputs"):
-        if c not in df.columns:
-            df = df.with_columns(pl.lit(None, pl.String).alias(c))
+        df = df.with_columns((pl.col(c) if c in df.columns else pl.lit(None)).cast(pl.String).alias(c))
     name = pl.col("name").cast(pl.String)
     df = df.with_columns(name=name, family=name.replace_strict(OP_FAMILY, default=None, return_dtype=pl.String))
     df = df.with_columns(family=pl.when(pl.col("family").is_null() & name.str.contains(_COLLECTIVE_RE)).then(
