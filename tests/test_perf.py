@@ -323,3 +323,18 @@ def test_equal_to_tracelens_run_now(trace: Path) -> None:
     j = join_proftab(trace, run_tracelens(trace, cli))
     assert j.height >= 5
     check_against_tracelens(j)
+
+
+def test_roofline_chart(h100: pt.Trace) -> None:
+    pytest.importorskip("altair")
+    spec = h100.plot.roofline().to_dict()
+    layers = spec["layer"]
+    assert len(layers) == 2  # points + the device's roofs
+    def values(layer: dict) -> list[dict]:
+        data = layer["data"]
+        return data["values"] if "values" in data else spec["datasets"][data["name"]]
+    pts = values(layers[0])
+    assert len(pts) == h100.perf.ops().filter((pl.col("flops") > 0) & (pl.col("bytes") > 0)).height
+    assert layers[0]["encoding"]["x"]["scale"]["type"] == "log"
+    roofs = {r["roof"] for r in values(layers[1])}
+    assert roofs == {"H100-SXM bf16", "H100-SXM fp32"}

@@ -487,7 +487,7 @@ def model_ops(ops: pl.DataFrame) -> pl.DataFrame:
     extra = [c for c in modelled.columns if c not in df.columns or c in ("flops", "bytes")]
     out = df.drop([c for c in df.columns if (c.startswith("_") and c != "_rowid") or c in ("flops", "bytes")]).join(
         modelled.select("_rowid", *[c for c in extra if c != "_rowid"]), on="_rowid", how="left")
-    for c in ("flops", "bytes"):
+    for c, dt in (("flops", pl.Int64), ("bytes", pl.Int64), ("peak_dtype", pl.String)):
         if c not in out.columns:
-            out = out.with_columns(pl.lit(None, pl.Int64).alias(c))
+            out = out.with_columns(pl.lit(None, dt).alias(c))
     return out.sort("_rowid").drop("_rowid").with_columns(pl.col("flops", "bytes").cast(pl.Int64))
