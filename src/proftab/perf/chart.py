@@ -37,8 +37,8 @@ def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, 
                  *(["roofline_pct:Q", "bound:N"] if "bound" in pts.columns else [])])
     layers = [points]
     if peaks and peaks.get("hbm_tb_s") and not pts.is_empty():
-        lo = float(pts["flops_per_byte"].min()) / 4
-        hi = float(pts["flops_per_byte"].max()) * 4
+        intensity = pts["flops_per_byte"].to_numpy()
+        lo, hi = float(intensity.min()) / 4, float(intensity.max()) * 4
         xs = np.logspace(np.log10(lo), np.log10(hi), 64)
         roofs = []
         for key in dict.fromkeys([dtype, "fp32"]):
