@@ -338,3 +338,63 @@ def test_roofline_chart(h100: pt.Trace) -> None:
     assert layers[0]["encoding"]["x"]["scale"]["type"] == "log"
     roofs = {r["roof"] for r in values(layers[1])}
     assert roofs == {"H100-SXM bf16", "H100-SXM fp32"}
+
+
+def test_conv_and_gemm_models_equal_torchs_flop_counter(tmp_path: Path) -> None:
+    """Without bias terms, the conv (strided, dilated, grouped, transposed, 1d/3d, and backward)
+    and GEMM FLOPs equal `torch.utils.flop_counter.FlopCounterMode` on the same calls, SDPA its
+    `sdpa_flop_count`.
+
+    Grouped convolutions run forward only: torch's counter takes the weight gradient of a
+    grouped conv as an ungrouped one (`groups` × too many; "details involving groups" are
+    skipped in `conv_backward_flop`), while proftab counts the forward's MACs.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
+    grouped = torch.nn.Conv2d(8, 8, (3, 5), dilation=(2, 1), groups=4, bias=False)
+    grouped_t = torch.nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2, bias=False)
+    conv_t = torch.nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, output_padding=1, bias=False)
+    conv1d = torch.nn.Conv1d(4, 6, 5, padding=2, bias=False)
+    conv3d = torch.nn.Conv3d(2, 3, 3, stride=(1, 2, 2), dilation=(1, 2, 1), bias=False)
+    x2, x1, x3 = (torch.randn(2, 3, 17, 15, requires_grad=True), torch.randn(3, 4, 20, requires_grad=True),
+                  torch.randn(1, 2, 6, 11, 9, requires_grad=True))
+    a, b = torch.randn(16, 64), torch.randn(64, 24)
+    ba, bb, bias = torch.randn(4, 16, 8), torch.randn(4, 8, 12), torch.randn(4, 16, 12)
+    q, k, v = (torch.randn(2, 4, 12, 8) for _ in range(3))
+
+    def work() -> None:
+        y = conv(x2)
+        with torch.no_grad():
+            grouped_t(grouped(y))
+        (y.sum() + conv_t(x2).sum() + conv1d(x1).sum() + conv3d(x3).sum()).backward()
+        torch.mm(a, b)
+        torch.bmm(ba, bb)
+        torch.baddbmm(bias, ba, bb)
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+    with FlopCounterMode(display=False) as counter:
+        work()
+    want = {str(op).split(".")[1]: n for op, n in counter.get_flop_counts()["Global"].items()}
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        work()
+    ev = pt.from_profiler(prof, json_path=tmp_path / "t.json").events.filter(pl.col("cat") == "cpu_op")
+    got = model_ops(ev.filter(pl.col("name").is_in(
+        ["aten::convolution", "aten::convolution_backward", "aten::mm", "aten::bmm", "aten::baddbmm",
+         "aten::_scaled_dot_product_flash_attention_for_cpu"])))
+    assert got.filter(pl.col("name") == "aten::convolution").height == 6
+    # baddbmm's bias add (M·N·batch) is ours, not FlopCounterMode's
+    got = got.with_columns(pl.when(pl.col("has_bias").fill_null(False) & (pl.col("family") == "gemm")).then(
+        pl.col("flops") - pl.col("m") * pl.col("n") * pl.col("batch")).otherwise(pl.col("flops")).alias("flops"))
+    sums = dict(got.group_by("name").agg(pl.col("flops").sum()).iter_rows())
+    assert sums["aten::convolution"] == want["convolution"]
+    assert sums["aten::convolution_backward"] == want["convolution_backward"]
+    assert sums["aten::mm"] == want["mm"] and sums["aten::bmm"] == want["bmm"]
+    assert sums["aten::baddbmm"] == want["baddbmm"]
+    # the counter does not register the CPU SDPA kernel: its formula, on the same shapes
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    assert sums["aten::_scaled_dot_product_flash_attention_for_cpu"] == sdpa_flop_count(q.shape, k.shape, v.shape)
