@@ -398,3 +398,36 @@ def test_conv_and_gemm_models_equal_torchs_flop_counter(tmp_path: Path) -> None:
     from torch.utils.flop_counter import sdpa_flop_count
 
     assert sums["aten::_scaled_dot_product_flash_attention_for_cpu"] == sdpa_flop_count(q.shape, k.shape, v.shape)
+
+
+def test_more_model_formulas_on_hand_rows() -> None:
+    bf, f8, f, i64 = "c10::BFloat16", "c10::Float8_e4m3fn", "float", "long int"
+    rows = pl.DataFrame([
+        # MoE: tokens [T=10, K=16] routed to G=4 experts [4, 16, 32] by offsets
+        _row("aten::_grouped_mm", [[10, 16], [4, 16, 32], [4], [], []], [bf, bf, "int", "", ""]),
+        _row("aten::_grouped_mm", [[4, 5, 16], [4, 16, 32], [], [], []], [bf, bf, "", "", ""]),
+        _row("aten::_scaled_mm", [[8, 16], [16, 32], [], [], [], [], [], []],
+             [f8, f8, f, f, "", "", "Int", "Scalar"], ["", "", "", "", "", "", "15", "False"]),
+        _row("aten::linear", [[2, 3, 16], [32, 16], [32]], [f, f, f]),
+        _row("aten::matmul", [[5, 1, 4, 16], [3, 16, 8]], [f, f]),
+        _row("aten::native_layer_norm", [[4, 32], [], [32], [32], []], [bf, "ScalarList", bf, bf, "Scalar"]),
+        _row("aten::_softmax", [[4, 32], [], []], [f, "Scalar", "Scalar"]),
+        _row("aten::embedding", [[100, 8], [2, 5], [], [], []], [f, i64, "Scalar", "Scalar", "Scalar"]),
+        _row("aten::copy_", [[4, 8], [4, 8], []], [bf, f, "Scalar"]),
+        _row("aten::sum", [[4, 8], [], [], []], [f, "ScalarList", "Scalar", ""]),
+    ])
+    got = model_ops(rows)
+    fl, by = got["flops"].to_list(), got["bytes"].to_list()
+    assert got["family"].to_list() == ["gemm"] * 5 + ["normalization", "softmax", "embedding", "copy", "reduction"]
+    # offsets and scales are not counted (a few bytes)
+    assert fl[0] == 2 * 10 * 16 * 32 and by[0] == 2 * (10 * 16 + 4 * 16 * 32 + 10 * 32)
+    assert fl[1] == 2 * 4 * 5 * 16 * 32 and by[1] == 2 * (4 * 5 * 16 + 4 * 16 * 32 + 4 * 5 * 32)
+    assert fl[2] == 2 * 8 * 16 * 32 and by[2] == 8 * 16 + 16 * 32 + 2 * 8 * 32  # out_dtype 15 = bf16
+    assert got["peak_dtype"][2] == "fp8"
+    assert fl[3] == 2 * 6 * 32 * 16 + 6 * 32 and by[3] == 4 * (6 * 16 + 32 * 16 + 6 * 32 + 32)
+    assert fl[4] == 2 * 15 * 4 * 8 * 16  # batch dims broadcast to 5 x 3
+    assert fl[5] == 5 * 128 and by[5] == 2 * (2 * 128) + 2 * 2 * 32
+    assert fl[6] == 5 * 128 and by[6] == 2 * 4 * 128
+    assert fl[7] == 0 and by[7] == 2 * 10 * 8 * 4 + 10 * 8
+    assert fl[8] == 0 and by[8] == 32 * (2 + 4)
+    assert fl[9] == 32 and by[9] == 4 * 32

@@ -210,9 +210,9 @@ def _gemm(df: pl.DataFrame) -> pl.DataFrame:
             m = pl.when(na >= 2).then(_dim(a, -2)).otherwise(1)
             k = _dim(a, -1)
             n = pl.when(nb >= 2).then(_dim(b, -1)).otherwise(1)
-            ba = _prod_list(_d(a).list.head(pl.max_horizontal(na - 2, 0)))
-            bb = _prod_list(_d(b).list.head(pl.max_horizontal(nb - 2, 0)))
-            batch = pl.max_horizontal(ba, bb)
+            sub = _broadcast_numel(sub, _d(a).list.head(pl.max_horizontal(na - 2, 0)),
+                                   _d(b).list.head(pl.max_horizontal(nb - 2, 0)), out="_batch")
+            batch = pl.col("_batch")
             ok = (na >= 1) & (nb >= 1)
             out_elems = batch * m * n
         else:  # grouped: 2d x 3d (offsets over M), 3d x 3d (batched), 2d x 2d (offsets over K)
@@ -356,17 +356,16 @@ def _conv(df: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(out, how="diagonal_relaxed") if out else df.clear()
 
 
-def _broadcast_numel(df: pl.DataFrame, a: int, b: int) -> pl.DataFrame:
-    """`_out_numel`: the element count of the broadcast of tensor inputs `a` and `b`."""
-    def axes(i: int, tag: str) -> pl.DataFrame:
-        e = df.select("_rowid", pl.when(_is_tensor(i)).then(_d(i)).otherwise(pl.lit([], pl.List(pl.Int64)))
-                      .list.reverse().alias("_v")).with_columns(
+def _broadcast_numel(df: pl.DataFrame, a: pl.Expr, b: pl.Expr, out: str = "_out_numel") -> pl.DataFrame:
+    """Column `out`: the element count of the broadcast of the shapes (int lists) `a` and `b`."""
+    def axes(shape: pl.Expr, tag: str) -> pl.DataFrame:
+        e = df.select("_rowid", shape.fill_null(pl.lit([], pl.List(pl.Int64))).list.reverse().alias("_v")).with_columns(
             _ax=pl.int_ranges(pl.col("_v").list.len())).explode(["_v", "_ax"]).drop_nulls("_ax")
         return e.rename({"_v": tag})
     both = axes(a, "_a").join(axes(b, "_b"), on=["_rowid", "_ax"], how="full", coalesce=True)
     per_row = both.group_by("_rowid").agg(
-        _out_numel=pl.max_horizontal(pl.col("_a").fill_null(1), pl.col("_b").fill_null(1)).product())
-    return df.join(per_row, on="_rowid", how="left").with_columns(pl.col("_out_numel").fill_null(1))
+        pl.max_horizontal(pl.col("_a").fill_null(1), pl.col("_b").fill_null(1)).product().alias(out))
+    return df.join(per_row, on="_rowid", how="left").with_columns(pl.col(out).fill_null(1))
 
 
 def _elementwise(df: pl.DataFrame) -> pl.DataFrame:
@@ -379,7 +378,9 @@ def _elementwise(df: pl.DataFrame) -> pl.DataFrame:
             bytes=pl.when(_is_tensor(0)).then(2 * _tensor_bytes(0))))
     if not bi.is_empty():
         # the output has the broadcast shape and the first tensor's dtype (in place: the first input)
-        bi = _broadcast_numel(bi, 0, 1)
+        def shape(i: int) -> pl.Expr:
+            return pl.when(_is_tensor(i)).then(_d(i)).otherwise(pl.lit([], pl.List(pl.Int64)))
+        bi = _broadcast_numel(bi, shape(0), shape(1))
         # in place (`add_`) too: both inputs are read and the result written back
         out_b = pl.col("_out_numel") * pl.coalesce(_bpe(0), _bpe(1))
         nbytes = _tensor_bytes(0) + _tensor_bytes(1) + out_b
