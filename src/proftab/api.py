@@ -43,6 +43,7 @@ BUILTIN: dict[str, str] = {
     "critical_path": "proftab.critical_path",
     "memory": "proftab.memory",
     "modules": "proftab.modules",
+    "perf": "proftab.perf",
     "key_averages": "proftab.torch",
     "table": "proftab.torch",
     "to_parquet": "proftab.io.parquet",

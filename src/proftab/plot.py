@@ -342,6 +342,10 @@ class PlotNamespace:
         """The call tree as an icicle chart (`icicle`)."""
         return icicle(self._trace, max_depth=max_depth, min_share=min_share, device=device)
 
+    def roofline(self, **kw: Any) -> Any:
+        """Roofline of the ops' perf models (`tr.perf.roofline`, `proftab.perf.chart`)."""
+        return self._trace.perf.roofline(**kw)
+
     def steps(self, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
         """Per-step time split by top op (`steps`)."""
         return steps(self._trace, n, metric=metric)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from proftab import kinds, schema
 from proftab.api import register_trace_method
-from proftab.torch.aggregate import KEY_AVERAGES_COLUMNS, NESTED_COLUMNS
+from proftab.torch.aggregate import FLOPS_COLUMNS, KEY_AVERAGES_COLUMNS, NESTED_COLUMNS
 from proftab.torch.aggregate import key_averages as key_averages_frame
 from proftab.torch.text_table import render_table
 
@@ -26,25 +26,29 @@ __all__ = ["KEY_AVERAGES_COLUMNS", "key_averages", "key_averages_frame", "render
 @register_trace_method("key_averages")
 def key_averages(trace: Trace, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                  group_by_overload_name: bool = False, *, include_python_functions: bool = True,
-                 top_level_only: bool = False, by_step: bool = False) -> pl.DataFrame:
+                 top_level_only: bool = False, by_step: bool = False,
+                 with_flops: bool | None = None) -> pl.DataFrame:
     """torch's `key_averages()` as a DataFrame, never with negative self time.
 
-    See `proftab.torch.aggregate.key_averages` for the columns and rules. A scanned
-    dataset's stored copy is used for the default options (it is only kept when it was
-    written by this very code).
+    See `proftab.torch.aggregate.key_averages` for the columns and rules. `flops` is torch's
+    estimate (`proftab.torch.flops`) when the profile says `with_flops` (or `with_flops=True`),
+    else 0, as in torch. A scanned dataset's stored copy is used for the default options (it
+    is only kept when it was written by this very code).
     """
+    flops = bool(trace.meta.get("with_flops")) if with_flops is None else with_flops
     default = not (group_by_input_shape or group_by_stack_n or group_by_overload_name or top_level_only
-                   or by_step) and include_python_functions
+                   or by_step or with_flops is not None) and include_python_functions
     if default and schema.STORED_KEY_AVERAGES in trace.tables:
         return trace.collect(schema.STORED_KEY_AVERAGES)
     cats = trace.categories
     device_self = trace.device.self_time() if kinds.has_device_rows(cats) else None
+    columns = list(dict.fromkeys([*NESTED_COLUMNS, *(FLOPS_COLUMNS if flops else ())]))
     return key_averages_frame(
-        trace.collect("nested", NESTED_COLUMNS), trace.collect("instants"), device_self=device_self,
+        trace.collect("nested", columns), trace.collect("instants"), device_self=device_self,
         device_type=kinds.device_type(cats),
         group_by_input_shape=group_by_input_shape, group_by_stack_n=group_by_stack_n,
         group_by_overload_name=group_by_overload_name, include_python_functions=include_python_functions,
-        top_level_only=top_level_only, by_step=by_step,
+        top_level_only=top_level_only, by_step=by_step, with_flops=flops,
     )
 
 

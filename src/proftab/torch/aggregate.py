@@ -29,11 +29,12 @@ import polars as pl
 from proftab import kinds, schema
 from proftab.intervals.tree import containing_ancestor, depth_levels, row_positions, subtree_sum, tree_depth
 from proftab.steps import assign_steps, step_windows
+from proftab.torch.flops import torch_flops
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["KEY_AVERAGES_COLUMNS", "NESTED_COLUMNS", "host_tree", "input_shapes_expr", "key_averages"]
+__all__ = ["FLOPS_COLUMNS", "KEY_AVERAGES_COLUMNS", "NESTED_COLUMNS", "host_tree", "input_shapes_expr", "key_averages"]
 
 KEY_AVERAGES_COLUMNS = [
     "name", "device_type", "is_user_annotation", "overload_name", "input_shapes", "stack", "calls",
@@ -64,6 +65,8 @@ def torch_name_expr() -> pl.Expr:
 _TREE_COLUMNS = ("rank", "event_id", "pid", "cat", "name", "start_ns", "end_ns", "dur_ns", "parent_id", "self_ns")
 #: the columns of `Trace.nested` that `key_averages` reads (a Parquet scan reads only these)
 NESTED_COLUMNS = (*_TREE_COLUMNS, "depth", "input_dims", "call_stack")
+#: the further columns read for torch's FLOPs (`with_flops=True`)
+FLOPS_COLUMNS = ("input_dims", "input_type", "concrete_inputs")
 
 
 def _name_codes(names: pl.Series) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
@@ -218,6 +221,7 @@ def key_averages(
     top_level_only: bool = False,
     by_step: bool = False,
     wall_ns: int | None = None,
+    with_flops: bool = False,
 ) -> pl.DataFrame:
     """torch's `key_averages()` as a DataFrame (see the module docstring for the rules).
 
@@ -245,8 +249,14 @@ def key_averages(
         event's start; null outside any step.
     wall_ns
         Denominator of `wall_share` (defaults to the span of all events).
+    with_flops
+        Fill `flops` with torch's profiler estimate (`proftab.torch.flops`; `nested` then
+        needs `FLOPS_COLUMNS`), as torch does for a profile taken `with_flops=True`;
+        otherwise `flops` is 0.
     """
     extra = [c for c, want in (("input_dims", group_by_input_shape), ("call_stack", group_by_stack_n > 0)) if want]
+    if with_flops:
+        extra += [c for c in FLOPS_COLUMNS if c not in extra]
     tree, code_names = host_tree(nested, include_python_functions=include_python_functions, extra_columns=extra)
     n = len(tree)
     kp = tree["kept_parent"].to_numpy()
@@ -310,6 +320,8 @@ def key_averages(
         "self_device_mem_bytes": take(fold(dev_mem - child_dev_mem)),
         "top_level": take(top),
         "_call_ns": take(dur),
+        # a folded duplicate's FLOPs are dropped with it (torch deletes the event)
+        "flops": take(torch_flops(tree).to_numpy()) if with_flops else np.zeros(len(take(dur)), np.int64),
     }
     host_rows = pl.DataFrame(host_cols)
     host_keys = ["_code", "is_user_annotation"]
@@ -349,6 +361,7 @@ def key_averages(
                                                    "self_device_mem_bytes")),
         pl.lit(True).alias("top_level"),
         pl.col("dur_ns").alias("_call_ns"),
+        pl.lit(0, pl.Int64).alias("flops"),
     )
     dev_keys = ["name", "is_user_annotation"]
     if group_by_input_shape:
@@ -386,7 +399,7 @@ def key_averages(
             pl.len().cast(pl.Int64).alias("calls"),
             *(pl.col(c).sum() for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
                                         "cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes",
-                                        "self_device_mem_bytes")),
+                                        "self_device_mem_bytes", "flops")),
             pl.col("top_level").get(first),
             pl.col("_call_ns").min().alias("min_ns"),
             pl.col("_call_ns").max().alias("max_ns"),
@@ -416,7 +429,6 @@ def key_averages(
     out = out.with_columns(
         cpu_avg_ns=pl.col("cpu_total_ns") / pl.col("calls"),
         device_avg_ns=pl.col("device_total_ns") / pl.col("calls"),
-        flops=pl.lit(0, pl.Int64),
         is_async=pl.lit(False),
         self_cpu_share=pl.col("self_cpu_ns") / total_self if total_self else pl.lit(None, pl.Float64),
         wall_share=(pl.col("self_cpu_ns") + pl.col("self_device_ns")) / wall_ns if wall_ns else pl.lit(

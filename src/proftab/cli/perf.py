@@ -1,0 +1,121 @@
+"""`proftab perf`: per-op perf models, achieved vs peak, and the time lost to the roofline."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from proftab.cli import Command
+from proftab.cli._common import (
+    add_output_arguments,
+    add_trace_arguments,
+    guess_format,
+    load_trace,
+    rich_console,
+    write_frame,
+    write_text,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+    import polars as pl
+
+EXAMPLES = """\
+  proftab perf trace.pt.trace.json.gz
+      per op family: time share, achieved TFLOP/s and TB/s vs the device's peaks, time lost
+  proftab perf trace.json.gz --by name --limit 20     the same per op name
+  proftab perf trace.json.gz --lost 30                the op instances that lose the most time
+  proftab perf trace.json.gz --ops -o ops.csv         every op instance (also .json, .md, .parquet)
+  proftab perf trace.json.gz --peaks H100-SXM         peaks of another device (proftab.perf.peaks.PEAKS)
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_trace_arguments(p)
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--by", choices=["family", "name"], default="family", help="summary rows (default: family)")
+    what.add_argument("--lost", type=int, default=None, metavar="N",
+                      help="the N op instances with the most time lost to the roofline")
+    what.add_argument("--ops", action="store_true", help="every op instance with its model")
+    p.add_argument("--peaks", default=None, metavar="DEVICE",
+                   help="use this device's peaks (a key of proftab.perf.peaks.PEAKS) instead of the trace's")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="rows to show, -1 for all (default: 50 for text, all for files)")
+    add_output_arguments(p)
+
+
+def _cells(df: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Human text per cell: times as torch does, shares as %, rates with 3 digits."""
+    from proftab.render.text import fmt_ns, fmt_share
+
+    def cell(col: str, v: Any) -> str:
+        if v is None:
+            return ""
+        if col.endswith("_ns"):
+            return fmt_ns(v)
+        if col in ("share", "roofline_pct"):
+            return fmt_share(v)
+        if isinstance(v, float):
+            return f"{v:.3f}"
+        if isinstance(v, int) and col in ("flops", "bytes"):
+            return f"{v:.3e}" if v >= 10**6 else str(v)
+        return str(v)
+    headers = list(df.columns)
+    return headers, [[cell(c, v) for c, v in zip(headers, row, strict=True)] for row in df.iter_rows()]
+
+
+def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
+    tr = load_trace(args.trace, args)
+    peaks = tr.perf.peaks(args.peaks)
+    device = peaks["device"] if peaks else "unknown device (no roofline; pass --peaks)"
+    cov = tr.perf.coverage()
+    share = "" if cov["coverage"] is None else f"{cov['coverage'] * 100:.1f}%"
+    note = (f"peaks: {device}; modelled: {share} of device time, {cov['unknown_ops']} op(s) without a model")
+    if args.ops:
+        return tr.perf.ops(args.peaks), note
+    if args.lost is not None:
+        return tr.perf.lost(args.lost, args.peaks), note
+    return tr.perf.summary(args.by, args.peaks), note
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print or write the perf table; see the module docstring."""
+    from proftab.render.text import plain_table
+
+    fmt = guess_format(args)
+    df, note = _frame(args)
+    if fmt != "text":
+        write_frame(df if args.limit is None or args.limit < 0 else df.head(args.limit), fmt, args.output)
+        return 0
+    limit = 50 if args.limit is None else args.limit
+    shown = df if limit < 0 else df.head(limit)
+    if args.ops:  # the parameter columns are for files; the text shows the model's outcome
+        keep = ["event_id", "name", "family", "device_ns", "flops", "bytes", "tflops_per_s", "tb_per_s", "bound",
+                "roofline_pct", "lost_ns"]
+        shown = shown.select([c for c in keep if c in shown.columns])
+    headers, rows = _cells(shown)
+    console = rich_console(args)
+    if console is not None:
+        from rich.table import Table
+
+        table = Table(title=f"proftab perf: {', '.join(args.trace)}", title_justify="left", caption=note,
+                      caption_justify="left")
+        numeric = [t.is_numeric() for t in shown.dtypes]
+        for h, num in zip(headers, numeric, strict=True):
+            table.add_column(h, justify="right" if num else "left", overflow="fold")
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)  # type: ignore[attr-defined]
+        return 0
+    aligns = "".join(">" if t.is_numeric() else "<" for t in shown.dtypes)
+    write_text(plain_table(headers, rows, aligns) + note + "\n", args.output)
+    return 0
+
+
+COMMAND = Command(
+    name="perf",
+    help="perf models per op: FLOPs, bytes, achieved TFLOP/s and TB/s, roofline",
+    examples=EXAMPLES,
+    add_arguments=_add_arguments,
+    run=run,
+)

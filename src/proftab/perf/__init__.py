@@ -1,0 +1,234 @@
+"""Perf models per op: FLOPs, bytes, achieved TFLOP/s and TB/s, and the roofline (`tr.perf`).
+
+Free functions over frames:
+
+* `ops(nested, activities, peaks=None)`: one row per host op that owns device time. Every
+  device activity (kernel, memcpy, memset) belongs to the *innermost* op around its launch
+  that has a perf model (`perf.models.OP_FAMILY`: `aten::linear -> aten::addmm` gives the
+  row to `aten::addmm`), or to its launching op when no enclosing op has one; so each
+  activity counts once and the rows' `device_ns` add up to the attributed device time.
+  Columns: `rank`, `event_id`, `name`, `family`, the parsed parameters, `flops`, `bytes`,
+  `device_ns` (Σ durations of the op's activities), `kernels`, `tflops_per_s`, `tb_per_s`,
+  `flops_per_byte`, `peak_dtype`, `peak_tflops`, `peak_tb_s`, `bound` (compute | memory),
+  `roofline_pct` (the roofline time `max(flops / peak, bytes / bandwidth)` over `device_ns`:
+  1.0 is on the roofline) and `lost_ns` = `device_ns · (1 - min(roofline_pct, 1))`.
+* `summary(ops, by="family")`: per family (or `"name"`): time share, FLOPs, bytes,
+  achieved and peak rates, time-weighted `roofline_pct`, `lost_ns`.
+* `lost(ops, n)`: the ops with the most time lost to the roofline.
+* `coverage(ops)`: share of device time in ops with a model.
+
+`tr.perf.ops()`, `tr.perf.summary()`, `tr.perf.lost()`, `tr.perf.coverage()`,
+`tr.perf.roofline()` (chart) wrap them; peaks come from the trace's `deviceProperties`
+(`perf.peaks`), or `peaks=` (a `PEAKS` key such as `"H100-SXM"`, or a dict of rates).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from proftab import kinds
+from proftab.api import register_trace_namespace
+from proftab.exceptions import ProftabError
+from proftab.intervals.tree import nearest_ancestor, row_positions
+from proftab.perf.models import _COLLECTIVE_RE, FAMILIES, OP_FAMILY, model_ops
+from proftab.perf.peaks import PEAKS, match_peaks
+
+if TYPE_CHECKING:
+    from proftab.trace import Trace
+
+__all__ = ["FAMILIES", "HOST_COLUMNS", "PerfNamespace", "coverage", "lost", "ops", "resolve_peaks", "summary"]
+
+#: the nested columns `ops` reads
+HOST_COLUMNS = ("rank", "event_id", "cat", "name", "parent_id", "start_ns", "input_dims", "input_type",
+                "input_strides", "concrete_inputs", "in_msg_nelems", "dtype")
+_ACT_COLUMNS = ("rank", "kind", "dur_ns", "op_id")
+_RATE_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "hbm_tb_s")
+
+
+def resolve_peaks(peaks: str | dict[str, Any] | None, device_properties: list[dict[str, Any]] | None
+                  ) -> dict[str, Any] | None:
+    """The peak rates to use: `peaks` (a `PEAKS` key or a dict of rates), else the trace's device."""
+    if isinstance(peaks, str):
+        if peaks not in PEAKS:
+            msg = f"unknown device {peaks!r}; known: {sorted(PEAKS)}"
+            raise ProftabError(msg)
+        return {"device": peaks, **PEAKS[peaks]}
+    if isinstance(peaks, dict):
+        bad = sorted(set(peaks) - {*_RATE_KEYS, "device", "source"})
+        if bad:
+            msg = f"unknown peak keys {bad!r}; valid: {list(_RATE_KEYS)}"
+            raise ProftabError(msg)
+        return {"device": "custom", **peaks}
+    return match_peaks(device_properties)
+
+
+def _owners(host: pl.DataFrame, act: pl.DataFrame) -> pl.DataFrame:
+    """Per activity the host row that owns it: innermost modelled op around its launch."""
+    rank = host["rank"].to_numpy()
+    parent = row_positions(rank, host["event_id"].to_numpy(), rank, host["parent_id"].fill_null(-1).to_numpy())
+    name = host["name"].cast(pl.String)
+    modelled = (name.is_in(list(OP_FAMILY)) | name.str.contains(_COLLECTIVE_RE)).fill_null(False).to_numpy()
+    modelled &= (host["cat"].cast(pl.String) == "cpu_op").fill_null(False).to_numpy()
+    pos = row_positions(rank, host["event_id"].to_numpy(), act["rank"].to_numpy(), act["op_id"].to_numpy())
+    act = act.with_columns(pl.Series("_pos", pos)).filter(pl.col("_pos") >= 0)
+    start = act["_pos"].to_numpy()
+    up = nearest_ancestor(parent, start, modelled)
+    owner = np.where(modelled[start], start, np.where(up >= 0, up, start))
+    return act.with_columns(pl.Series("_owner", owner))
+
+
+def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | None = None) -> pl.DataFrame:
+    """One row per host op that owns device time, with its perf model (module docstring).
+
+    Parameters
+    ----------
+    nested
+        `Trace.nested` (at least `HOST_COLUMNS`; missing optional ones count as null).
+    activities
+        `Trace.device.activities()` (`rank`, `kind`, `dur_ns`, `op_id`).
+    peaks
+        Peak rates (`resolve_peaks`): TFLOP/s per `fp64`/`fp32`/`tf32`/`bf16`/`fp16`/`fp8`
+        and `hbm_tb_s`; None leaves the roofline columns null.
+    """
+    cols = [c for c in HOST_COLUMNS if c in nested.columns]
+    host = nested.select(cols).filter(kinds.is_host())
+    act = activities.select(_ACT_COLUMNS).filter(pl.col("op_id").is_not_null() & pl.col("kind").cast(pl.String).is_in(
+        ["kernel", "memcpy", "memset"]))
+    owned = _owners(host, act) if not act.is_empty() and not host.is_empty() else act.with_columns(
+        _owner=pl.lit(0, pl.Int64)).clear()
+    per = owned.group_by("_owner").agg(device_ns=pl.col("dur_ns").sum(), kernels=pl.len().cast(pl.Int64))
+    rows = host.with_row_index("_owner").with_columns(pl.col("_owner").cast(pl.Int64)).join(
+        per.with_columns(pl.col("_owner").cast(pl.Int64)), on="_owner", how="inner").sort("_owner")
+    out = model_ops(rows.drop("_owner", "parent_id", "cat", "start_ns"))
+    return _rates(out, peaks).drop("input_dims", "input_type", "input_strides", "concrete_inputs", "in_msg_nelems",
+                                   "dtype", strict=False)
+
+
+def _rates(df: pl.DataFrame, peaks: dict[str, Any] | None) -> pl.DataFrame:
+    ns = pl.col("device_ns").cast(pl.Float64)
+    df = df.with_columns(
+        tflops_per_s=pl.when(ns > 0).then(pl.col("flops") / ns / 1e3),
+        tb_per_s=pl.when(ns > 0).then(pl.col("bytes") / ns / 1e3),
+        flops_per_byte=pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes")),
+    )
+    if peaks is None:
+        return df.with_columns(peak_tflops=pl.lit(None, pl.Float64), peak_tb_s=pl.lit(None, pl.Float64),
+                               bound=pl.lit(None, pl.String), roofline_pct=pl.lit(None, pl.Float64),
+                               lost_ns=pl.lit(None, pl.Int64))
+    rates = {k: float(v) for k, v in peaks.items() if k in _RATE_KEYS[:-1] and v is not None}
+    bw = peaks.get("hbm_tb_s")
+    peak = pl.col("peak_dtype").replace_strict(rates, default=None, return_dtype=pl.Float64)
+    # a matrix dtype the device lacks (e.g. tf32 on a V100) falls back to its fp32 rate
+    peak = peak.fill_null(pl.when(pl.col("peak_dtype").is_not_null()).then(pl.lit(rates.get("fp32"))))
+    df = df.with_columns(peak_tflops=peak, peak_tb_s=pl.lit(None if bw is None else float(bw), pl.Float64))
+    t_c = pl.when(pl.col("peak_tflops") > 0).then(pl.col("flops") / pl.col("peak_tflops") / 1e3)  # ns
+    t_m = pl.when(pl.col("peak_tb_s") > 0).then(pl.col("bytes") / pl.col("peak_tb_s") / 1e3)
+    t_roof = pl.max_horizontal(t_c.fill_null(0), t_m.fill_null(0))
+    known = pl.col("flops").is_not_null() & pl.col("bytes").is_not_null() & (pl.col("family") != "collective")
+    pct = pl.when(known & (ns > 0) & (t_c.is_not_null() | t_m.is_not_null())).then(t_roof / ns)
+    bound = pl.when(known & (t_c.is_not_null() | t_m.is_not_null())).then(
+        pl.when(t_c.fill_null(0) >= t_m.fill_null(0)).then(pl.lit("compute")).otherwise(pl.lit("memory")))
+    df = df.with_columns(bound=bound, roofline_pct=pct)
+    return df.with_columns(lost_ns=pl.when(pl.col("roofline_pct").is_not_null()).then(
+        (ns * (1 - pl.col("roofline_pct").clip(upper_bound=1.0))).round().cast(pl.Int64)))
+
+
+def summary(perf_ops: pl.DataFrame, by: str = "family") -> pl.DataFrame:
+    """Per `by` (`family` or `name`): ops, device time and share, FLOPs, bytes, achieved and peak
+    rates, the time-weighted roofline fraction and the time lost to it, most time first.
+    """
+    if by not in ("family", "name"):
+        msg = f"by must be 'family' or 'name', not {by!r}"
+        raise ProftabError(msg)
+    total = int(perf_ops["device_ns"].sum() or 0)
+    ns = pl.col("device_ns")
+    modelled = pl.col("flops").is_not_null()
+    roof_ns = pl.col("roofline_pct") * ns
+    keys = ["family"] if by == "family" else ["name", "family"]
+    out = perf_ops.group_by(keys).agg(
+        ops=pl.len().cast(pl.Int64),
+        device_ns=ns.sum(),
+        modelled_ns=ns.filter(modelled).sum(),
+        flops=pl.when(modelled.any()).then(pl.col("flops").sum()),
+        bytes=pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()),
+        _mod_ns=ns.filter(modelled).sum().cast(pl.Float64),
+        _roof_ns=roof_ns.sum(),
+        _roof_den=ns.filter(pl.col("roofline_pct").is_not_null()).sum().cast(pl.Float64),
+        peak_tflops=pl.col("peak_tflops").drop_nulls().first(),
+        lost_ns=pl.when(pl.col("lost_ns").is_not_null().any()).then(pl.col("lost_ns").sum()),
+        compute_bound=(pl.col("bound") == "compute").sum().cast(pl.Int64),
+    ).with_columns(
+        share=ns / total if total else pl.lit(None, pl.Float64),
+        tflops_per_s=pl.when(pl.col("_mod_ns") > 0).then(pl.col("flops") / pl.col("_mod_ns") / 1e3),
+        tb_per_s=pl.when(pl.col("_mod_ns") > 0).then(pl.col("bytes") / pl.col("_mod_ns") / 1e3),
+        roofline_pct=pl.when(pl.col("_roof_den") > 0).then(pl.col("_roof_ns") / pl.col("_roof_den")),
+    )
+    cols = [*keys, "ops", "device_ns", "share", "modelled_ns", "flops", "bytes", "tflops_per_s", "tb_per_s",
+            "peak_tflops", "roofline_pct", "compute_bound", "lost_ns"]
+    return out.select(cols).sort(["device_ns", *keys], descending=[True, *([False] * len(keys))])
+
+
+def lost(perf_ops: pl.DataFrame, n: int = 20) -> pl.DataFrame:
+    """The `n` op instances with the most device time lost to the roofline (`lost_ns`)."""
+    cols = [c for c in ("rank", "event_id", "name", "family", "device_ns", "flops", "bytes", "tflops_per_s",
+                        "tb_per_s", "bound", "roofline_pct", "lost_ns") if c in perf_ops.columns]
+    return perf_ops.filter(pl.col("lost_ns").is_not_null()).sort(
+        ["lost_ns", "event_id"], descending=[True, False]).head(n).select(cols)
+
+
+def coverage(perf_ops: pl.DataFrame) -> dict[str, Any]:
+    """Device time in ops with a model (non-null `flops`, collectives excluded from both)."""
+    work = perf_ops.filter(pl.col("family") != "collective")
+    total = int(work["device_ns"].sum() or 0)
+    mod = int(work.filter(pl.col("flops").is_not_null())["device_ns"].sum() or 0)
+    return {"device_ns": total, "modelled_ns": mod, "coverage": mod / total if total else None,
+            "ops": work.height, "modelled_ops": int(work["flops"].is_not_null().sum()),
+            "unknown_ops": int(work["flops"].is_null().sum())}
+
+
+@register_trace_namespace("perf")
+class PerfNamespace:
+    """`tr.perf`: perf models and the roofline (see `proftab.perf`)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+
+    def peaks(self, peaks: str | dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The peak rates used: `peaks` when given, else from the trace's `deviceProperties`."""
+        return resolve_peaks(peaks, self._trace.meta.get("deviceProperties"))
+
+    def ops(self, peaks: str | dict[str, Any] | None = None) -> pl.DataFrame:
+        """One row per host op with device time and its perf model (`proftab.perf.ops`)."""
+        resolved = self.peaks(peaks)
+        key = f"perf:ops:{sorted(resolved.items()) if resolved else None}"
+
+        def compute() -> pl.DataFrame:
+            nested = self._trace.collect("nested", columns=[c for c in HOST_COLUMNS if c in self._columns()])
+            return ops(nested, self._trace.device.activities(), resolved)
+        out: pl.DataFrame = self._trace.cached(key, compute)
+        return out
+
+    def _columns(self) -> list[str]:
+        frame = self._trace.nested
+        return list(frame.collect_schema().names()) if isinstance(frame, pl.LazyFrame) else frame.columns
+
+    def summary(self, by: str = "family", peaks: str | dict[str, Any] | None = None) -> pl.DataFrame:
+        """Per family (or `by="name"`): time share, achieved vs peak, time lost (`proftab.perf.summary`)."""
+        return summary(self.ops(peaks), by)
+
+    def lost(self, n: int = 20, peaks: str | dict[str, Any] | None = None) -> pl.DataFrame:
+        """The op instances with the most time lost to the roofline."""
+        return lost(self.ops(peaks), n)
+
+    def coverage(self) -> dict[str, Any]:
+        """Share of device time in ops with a model."""
+        return coverage(self.ops())
+
+    def roofline(self, peaks: str | dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Log-log roofline chart of the ops (altair; `proftab.perf.chart.roofline_chart`)."""
+        from proftab.perf.chart import roofline_chart
+
+        return roofline_chart(self.ops(peaks), self.peaks(peaks), **kwargs)

@@ -1,0 +1,53 @@
+"""The roofline chart: ops as points (log-log: FLOPs per byte vs achieved TFLOP/s), sized by time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+__all__ = ["roofline_chart"]
+
+
+def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, *, dtype: str = "bf16",
+                   min_share: float = 0.0, title: str | None = None) -> Any:
+    """Log-log roofline of `tr.perf.ops()`: one point per op instance with FLOPs and bytes.
+
+    x = `flops_per_byte`, y = achieved `tflops_per_s`, size = `device_ns`, colour = family.
+    With `peaks`, the device's roof for `dtype` (`min(peak, bandwidth · intensity)`) and
+    the fp32 vector roof are drawn as lines. `min_share` drops points below that share of
+    the modelled device time.
+    """
+    from proftab.plot import _alt, _data
+
+    alt = _alt()
+    pts = perf_ops.filter((pl.col("flops") > 0) & (pl.col("bytes") > 0) & (pl.col("device_ns") > 0))
+    total = int(pts["device_ns"].sum() or 0)
+    if total and min_share > 0:
+        pts = pts.filter(pl.col("device_ns") >= min_share * total)
+    extra = [c for c in ("roofline_pct", "bound") if c in pts.columns]
+    pts = pts.select("event_id", "name", "family", "device_ns", "flops", "bytes", "flops_per_byte",
+                     "tflops_per_s", "tb_per_s", *extra).with_columns(time_us=pl.col("device_ns") / 1000)
+    x = alt.X("flops_per_byte:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)")
+    y = alt.Y("tflops_per_s:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s")
+    points = alt.Chart(_data(pts)).mark_circle(opacity=0.6).encode(
+        x=x, y=y, size=alt.Size("time_us:Q", title="device time (µs)"), color=alt.Color("family:N"),
+        tooltip=["name:N", "event_id:Q", "family:N", "time_us:Q", "tflops_per_s:Q", "tb_per_s:Q",
+                 *(["roofline_pct:Q", "bound:N"] if "bound" in pts.columns else [])])
+    layers = [points]
+    if peaks and peaks.get("hbm_tb_s") and not pts.is_empty():
+        intensity = pts["flops_per_byte"].to_numpy()
+        lo, hi = float(intensity.min()) / 4, float(intensity.max()) * 4
+        xs = np.logspace(np.log10(lo), np.log10(hi), 64)
+        roofs = []
+        for key in dict.fromkeys([dtype, "fp32"]):
+            peak = peaks.get(key)
+            if peak:
+                roofs.append(pl.DataFrame({"flops_per_byte": xs, "tflops_per_s": np.minimum(
+                    float(peak), float(peaks["hbm_tb_s"]) * xs), "roof": f"{peaks.get('device', '')} {key}"}))
+        if roofs:
+            layers.append(alt.Chart(_data(pl.concat(roofs))).mark_line(strokeDash=[4, 2]).encode(
+                x=x, y=y, detail="roof:N", tooltip=["roof:N"]))
+    name = title or f"roofline · {peaks['device'] if peaks else 'no device peaks'}"
+    return alt.layer(*layers).properties(title=name, width=520, height=360).interactive()
