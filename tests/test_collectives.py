@@ -22,9 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 GLOO4 = sorted((ROOT / "tests" / "data" / "gloo4").glob("rank-*.json.gz"))
 SHARED_B200 = ROOT.parent / "shared" / "traces" / "public" / "tracelens" / "b200__eager_trace.json.gz"
 #: the collectives one step of generate.py runs in the default group, in order: gloo runs
-#: reduce_scatter_tensor as an all_reduce of the flat buffer (its trace says gloo:all_reduce)
+#: reduce_scatter_tensor as an all_reduce of the flat buffer (its trace says gloo:all_reduce); an
+#: all_gather moves group_size times its input (nccl-tests' size)
 STEP = ["allgather", "allreduce", "allreduce", "allreduce", "allreduce", "allreduce", "broadcast"]
-STEP_BYTES = [4, 128 * 64 * 4, 128 * 4, 16 * 128 * 4, 16 * 4, 1024 * 4, 128 * 4]
+STEP_BYTES = [4 * 4, 128 * 64 * 4, 128 * 4, 16 * 128 * 4, 16 * 4, 1024 * 4, 128 * 4]
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,9 @@ from proftab.ranks.collectives import (
     COLLECTIVE_PATTERN,
     collective_instances,
     collective_ranks,
+    match_calls,
+    rank_calls,
+    rank_comm,
     rank_step_comm,
 )
 from proftab.steps import assign_steps, step_windows
@@ -37,7 +40,8 @@ if TYPE_CHECKING:
     from proftab.trace import Trace
 
 __all__ = ["COLLECTIVE_PATTERN", "RanksNamespace", "collective_instances", "collective_ranks", "collective_skew",
-           "collective_times", "rank_step_comm", "slowest_ranks", "step_times"]
+           "collective_times", "match_calls", "rank_calls", "rank_comm", "rank_step_comm", "slowest_ranks",
+           "step_times"]
 
 _KERNEL_CATS = ["kernel", "Kernel"]
 
@@ -201,26 +205,33 @@ class RanksNamespace:
         """Start/end skew between ranks of each collective kernel (`collective_skew`)."""
         return collective_skew(self._events(), self._trace.files, offsets_ns=offsets_ns, pattern=pattern)
 
+    def _calls(self, pattern: str, threads_per_group: int) -> pl.DataFrame:
+        """Every rank's `rank_calls`: the dataset's stored summary when it has one (default options)."""
+        if pattern == COLLECTIVE_PATTERN and threads_per_group == 2 and "summary_calls" in self._trace.tables:
+            return self._trace.collect("summary_calls")
+        return rank_calls(self._trace.collect("events", _COMM_COLUMNS), pattern=pattern,
+                          threads_per_group=threads_per_group)
+
     def collective_ranks(self, *, offsets_ns: Mapping[int, int] | None = None, pattern: str = COLLECTIVE_PATTERN,
                          threads_per_group: int = 2) -> pl.DataFrame:
         """One row per (collective instance, rank), matched by group and sequence (`collective_ranks`)."""
-        return collective_ranks(self._trace.collect("events", _COMM_COLUMNS), self._trace.files,
-                                offsets_ns=offsets_ns, pattern=pattern, threads_per_group=threads_per_group)
+        return match_calls(self._calls(pattern, threads_per_group), self._trace.files, offsets_ns=offsets_ns)
 
     def collective_instances(self, *, offsets_ns: Mapping[int, int] | None = None,
                              pattern: str = COLLECTIVE_PATTERN, threads_per_group: int = 2) -> pl.DataFrame:
         """One row per collective instance: skew, transfer/wait, algbw/busbw, cause (`collective_instances`)."""
-        ev = self._trace.collect("events", _COMM_COLUMNS)
-        return collective_instances(collective_ranks(ev, self._trace.files, offsets_ns=offsets_ns, pattern=pattern,
-                                                     threads_per_group=threads_per_group), ev)
+        return collective_instances(self.collective_ranks(offsets_ns=offsets_ns, pattern=pattern,
+                                                          threads_per_group=threads_per_group))
 
     def rank_step_comm(self, *, offsets_ns: Mapping[int, int] | None = None, pattern: str = COLLECTIVE_PATTERN,
                        threads_per_group: int = 2) -> pl.DataFrame:
         """Per rank and step: communication, exposed, waiting, straggler and cause (`rank_step_comm`)."""
-        ev = self._trace.collect("events", _COMM_COLUMNS)
-        cr = collective_ranks(ev, self._trace.files, offsets_ns=offsets_ns, pattern=pattern,
-                              threads_per_group=threads_per_group)
-        return rank_step_comm(cr, collective_instances(cr, ev), ev)
+        cr = self.collective_ranks(offsets_ns=offsets_ns, pattern=pattern, threads_per_group=threads_per_group)
+        if pattern == COLLECTIVE_PATTERN and threads_per_group == 2 and "summary_comm" in self._trace.tables:
+            comm = self._trace.collect("summary_comm")
+        else:
+            comm = rank_comm(self._calls(pattern, threads_per_group), self._trace.collect("events", _COMM_COLUMNS))
+        return rank_step_comm(cr, collective_instances(cr), comm)
 
 
 #: the event columns the cross-rank tables read (a scanned dataset reads only these)

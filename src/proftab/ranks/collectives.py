@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = ["COLLECTIVE_PATTERN", "DATA_PATTERN", "DTYPE_BYTES", "collective_instances", "collective_ranks",
-           "rank_step_comm"]
+           "match_calls", "rank_calls", "rank_comm", "rank_step_comm"]
 
 #: regex (case-insensitive) of collective kernel names
 COLLECTIVE_PATTERN = r"(?i)nccl|rccl"
@@ -136,7 +136,7 @@ def _gloo_rows(events: pl.DataFrame, threads_per_group: int) -> pl.DataFrame:
     cat = pl.col("cat").cast(pl.String)
     g = events.filter(pl.col("name").str.starts_with(_GLOO_PREFIX) & (cat == "user_annotation"))
     if g.height == 0:
-        return pl.DataFrame(schema=_empty_long_schema())
+        return pl.DataFrame(schema=_calls_schema(False))
     dims = g["input_dims"].to_list() if "input_dims" in g.columns else [None] * g.height
     types = g["input_type"].to_list() if "input_type" in g.columns else [None] * g.height
     nelems, dtypes = _first_input(dims, types)
@@ -147,40 +147,31 @@ def _gloo_rows(events: pl.DataFrame, threads_per_group: int) -> pl.DataFrame:
     g = g.with_columns(pl.Series("in_nelems", nelems, pl.Int64), pl.Series("dtype", dtypes, pl.String),
                        collective=_kind_expr(pl.col("name").str.strip_prefix(_GLOO_PREFIX)))
     g = g.join(threads, on=["rank", "tid"], how="left")
-    members = (threads.group_by("group").agg(pl.col("rank").unique().sort())
-               .with_columns(group_ranks=pl.col("rank").cast(pl.List(pl.String)).list.join(", ")
-                             .map_elements(lambda s: f"[{s}]", return_dtype=pl.String),
-                             group_size=pl.col("rank").list.len().cast(pl.Int64)).drop("rank"))
-    g = g.join(members, on="group", how="left")
-    out_n = (pl.when(pl.col("collective") == "allgather").then(pl.col("in_nelems") * pl.col("group_size"))
-             .when(pl.col("collective") == "reducescatter").then(pl.col("in_nelems") // pl.col("group_size"))
-             .otherwise(pl.col("in_nelems")))
-    return g.select("rank", "group", "group_ranks", pl.lit(None, pl.Int64).alias("seq"), "collective", "name",
-                    pl.lit("host").alias("source"), "dtype", "in_nelems", out_n.alias("out_nelems"), "group_size",
+    return g.select("rank", "group", pl.lit(None, pl.String).alias("group_ranks"), pl.lit(None, pl.Int64).alias("seq"),
+                    "collective", "name", pl.lit("host").alias("source"), "dtype", "in_nelems",
+                    pl.lit(None, pl.Int64).alias("out_nelems"), pl.lit(None, pl.Int64).alias("group_size"),
                     "tid", "start_ns", "end_ns", "dur_ns")
 
 
-def _empty_long_schema() -> pl.Schema:
+def _calls_schema(full: bool = True) -> pl.Schema:
     s: dict[str, pl.DataType] = {c: pl.String() for c in _LONG_COLUMNS}
     for c in ("seq", "in_nelems", "out_nelems", "group_size", "tid", "start_ns", "end_ns", "dur_ns"):
         s[c] = pl.Int64()
     s["rank"] = pl.Int32()
+    if full:
+        s |= {"step": pl.Int64(), "pre_ns": pl.Int64(), "data_ns": pl.Int64()}
     return pl.Schema(s)
 
 
-def collective_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None,
-                     pattern: str = COLLECTIVE_PATTERN, threads_per_group: int = 2) -> pl.DataFrame:
-    """One row per (collective instance, rank): the rank's call, matched by group and sequence.
+def rank_calls(events: pl.DataFrame, *, pattern: str = COLLECTIVE_PATTERN, threads_per_group: int = 2
+               ) -> pl.DataFrame:
+    """Each rank's collective calls, from that rank's events alone (a mergeable per-rank summary).
 
     Parameters
     ----------
     events
         Events with ``rank``, ``cat``, ``name``, ``tid``, ``start_ns``, ``end_ns``, ``dur_ns`` and
         the typed collective args (``collective_name``, ``process_group_name``, ...) when present.
-    files
-        The `files` table (each rank's time base).
-    offsets_ns
-        Per-rank clock offsets added to absolute times.
     pattern
         Regex of collective kernel names.
     threads_per_group
@@ -189,26 +180,104 @@ def collective_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: M
     Returns
     -------
     polars.DataFrame
-        ``group``, ``seq``, ``rank``, ``collective`` (allreduce, allgather, reducescatter,
-        alltoall, broadcast, reduce, sendrecv, ...), ``name``, ``source`` (kernel / host),
-        ``dtype``, ``in_nelems``, ``out_nelems``, ``group_size``, ``group_ranks``, ``tid``,
-        ``start_ns``, ``end_ns``, ``dur_ns``, ``abs_start_ns``, ``abs_end_ns``, ``step``;
-        sorted by group, seq, rank.
+        ``rank``, ``group`` (``"?"`` when unknown), ``group_ranks``, ``seq`` (the ``Seq`` arg, else
+        the call's position in its group on this rank), ``collective``, ``name``, ``source``
+        (kernel / host), ``dtype``, ``in_nelems``, ``out_nelems``, ``group_size``, ``tid``,
+        ``start_ns``, ``end_ns``, ``dur_ns`` (the rank's clock), ``step``, ``pre_ns`` (time
+        from the end of the rank's previous collective, or from its step's start, to this
+        call), ``data_ns`` (the part of that window in data-loading ranges, `DATA_PATTERN`).
     """
     kern = _kernel_rows(events, pattern)
     have_kernels = kern["rank"].unique()
     host = _gloo_rows(events.filter(~pl.col("rank").is_in(have_kernels.implode())), threads_per_group)
-    rows = pl.concat([kern.cast(_empty_long_schema()), host.cast(_empty_long_schema())], how="vertical")
+    base = _calls_schema(False)
+    rows = pl.concat([kern.cast(base), host.cast(base)], how="vertical")
     rows = rows.with_columns(pl.col("group").fill_null("?"))
     order = pl.int_range(pl.len()).over(["rank", "group"], order_by=["start_ns", "end_ns"]).cast(pl.Int64)
     rows = rows.with_columns(seq=pl.coalesce("seq", order))
-    rows = assign_steps(rows, step_windows(events))
-    rows = with_utc_frame(rows, files, offsets_ns=offsets_ns).with_columns(
-        abs_start_ns=pl.col("start_utc").cast(pl.Int64), abs_end_ns=pl.col("end_utc").cast(pl.Int64)
-    ).drop("start_utc", "end_utc")
-    return rows.select("group", "seq", "rank", "collective", "name", "source", "dtype", "in_nelems", "out_nelems",
-                       "group_size", "group_ranks", "tid", "start_ns", "end_ns", "dur_ns", "abs_start_ns",
-                       "abs_end_ns", "step").sort("group", "seq", "rank")
+    windows = step_windows(events)
+    rows = assign_steps(rows, windows)
+    rows = _pre_windows(rows, windows, events)
+    full = _calls_schema()
+    return rows.select(list(full)).cast(full).sort("rank", "start_ns")
+
+
+def _pre_windows(r: pl.DataFrame, windows: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """`pre_ns` / `data_ns` of each call (see `rank_calls`)."""
+    r = r.with_row_index("_pos").sort("rank", "start_ns").with_columns(
+        prev_end=pl.col("end_ns").cum_max().shift(1).over("rank"))
+    steps = windows.select("rank", pl.col("start_ns").alias("_s0"))
+    r = r.join_asof(steps.sort("rank", "_s0"), left_on="start_ns", right_on="_s0", by="rank", strategy="backward",
+                    check_sortedness=False)
+    first_of_step = pl.col("_s0").is_not_null() & (pl.col("prev_end").is_null() | (pl.col("prev_end") < pl.col("_s0")))
+    r = r.with_columns(win0=pl.when(first_of_step).then(pl.col("_s0")).otherwise(pl.col("prev_end")))
+    r = r.with_columns(pre_ns=(pl.col("start_ns") - pl.col("win0")).clip(lower_bound=0))
+    data = events.filter(pl.col("name").str.contains(DATA_PATTERN)).select(
+        "rank", pl.col("start_ns").alias("_d0"), pl.col("end_ns").alias("_d1"))
+    win = r.select("rank", "_pos", "win0", "start_ns").filter(pl.col("win0").is_not_null())
+    pairs = win.join(data, on="rank").filter((pl.col("_d1") > pl.col("win0")) & (pl.col("_d0") < pl.col("start_ns")))
+    dsum = pairs.group_by("_pos").agg(
+        (pl.min_horizontal("_d1", "start_ns") - pl.max_horizontal("_d0", "win0")).sum().alias("data_ns"))
+    r = r.join(dsum, on="_pos", how="left").with_columns(
+        pl.when(pl.col("pre_ns").is_not_null()).then(pl.col("data_ns").fill_null(0)).alias("data_ns"))
+    return r.sort("_pos").drop("_pos", "prev_end", "_s0", "win0")
+
+
+def match_calls(calls: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None
+                ) -> pl.DataFrame:
+    """`rank_calls` of several ranks matched by ``(group, seq)``, with absolute times.
+
+    A gloo group's members are the ranks that have it; its ``group_size`` is their number and
+    an all-gather's output (reduce-scatter's) is ``group_size`` times (1/``group_size`` of) its input.
+
+    Returns
+    -------
+    polars.DataFrame
+        `collective_ranks`' table.
+    """
+    gloo = pl.col("group").str.starts_with("gloo#")
+    members = (calls.filter(gloo).group_by("group").agg(pl.col("rank").unique().sort())
+               .with_columns(_granks=pl.lit("[") + pl.col("rank").cast(pl.List(pl.String)).list.join(", ")
+                             + pl.lit("]"), _gsize=pl.col("rank").list.len().cast(pl.Int64)).drop("rank"))
+    c = calls.join(members, on="group", how="left").with_columns(
+        group_ranks=pl.coalesce("group_ranks", "_granks"), group_size=pl.coalesce("group_size", "_gsize"))
+    out_n = (pl.when(pl.col("collective") == "allgather").then(pl.col("in_nelems") * pl.col("group_size"))
+             .when(pl.col("collective") == "reducescatter").then(pl.col("in_nelems") // pl.col("group_size"))
+             .otherwise(pl.col("in_nelems")))
+    c = c.with_columns(out_nelems=pl.when(gloo).then(out_n).otherwise(pl.col("out_nelems")))
+    c = with_utc_frame(c, files, offsets_ns=offsets_ns).with_columns(
+        abs_start_ns=pl.col("start_utc").cast(pl.Int64), abs_end_ns=pl.col("end_utc").cast(pl.Int64))
+    return c.select("group", "seq", "rank", "collective", "name", "source", "dtype", "in_nelems", "out_nelems",
+                    "group_size", "group_ranks", "tid", "start_ns", "end_ns", "dur_ns", "abs_start_ns",
+                    "abs_end_ns", "step", "pre_ns", "data_ns").sort("group", "seq", "rank")
+
+
+def collective_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None,
+                     pattern: str = COLLECTIVE_PATTERN, threads_per_group: int = 2) -> pl.DataFrame:
+    """One row per (collective instance, rank): the rank's call, matched by group and sequence.
+
+    ``match_calls(rank_calls(events), files)``.
+
+    Parameters
+    ----------
+    events, pattern, threads_per_group
+        As for `rank_calls`.
+    files
+        The `files` table (each rank's time base).
+    offsets_ns
+        Per-rank clock offsets added to absolute times.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``group``, ``seq``, ``rank``, ``collective`` (allreduce, allgather, reducescatter,
+        alltoall, broadcast, reduce, sendrecv, ...), ``name``, ``source`` (kernel / host),
+        ``dtype``, ``in_nelems``, ``out_nelems``, ``group_size``, ``group_ranks``, ``tid``,
+        ``start_ns``, ``end_ns``, ``dur_ns``, ``abs_start_ns``, ``abs_end_ns``, ``step``,
+        ``pre_ns``, ``data_ns``; sorted by group, seq, rank.
+    """
+    calls = rank_calls(events, pattern=pattern, threads_per_group=threads_per_group)
+    return match_calls(calls, files, offsets_ns=offsets_ns)
 
 
 def _bus_factor(kind: pl.Expr, n: pl.Expr) -> pl.Expr:
@@ -219,16 +288,8 @@ def _bus_factor(kind: pl.Expr, n: pl.Expr) -> pl.Expr:
             .otherwise(None))
 
 
-def collective_instances(ranks: pl.DataFrame, events: pl.DataFrame | None = None) -> pl.DataFrame:
+def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
     """One row per collective instance, from `collective_ranks`' table.
-
-    Parameters
-    ----------
-    ranks
-        `collective_ranks`' output.
-    events
-        The events (``rank``, ``name``, ``start_ns``, ``end_ns``, ``dur_ns``): when given, the
-        ``cause`` of the last arrival is looked for (see Returns).
 
     Returns
     -------
@@ -239,14 +300,15 @@ def collective_instances(ranks: pl.DataFrame, events: pl.DataFrame | None = None
         ``last_start_ns`` (absolute epoch ns), ``arrival_skew_ns``, ``end_skew_ns``,
         ``first_rank``, ``last_rank`` (the straggler of this instance), ``transfer_ns``,
         ``max_dur_ns``, ``wait_ns`` (sum over ranks), ``algbw_gbps``, ``busbw_gbps``,
-        ``pre_excess_ns`` (how much longer the last rank's time since its previous collective
-        was than the other ranks' median), ``data_excess_ns`` (the same for its data-loading
-        ranges, `DATA_PATTERN`), ``cause`` (``"data loading"``, ``"compute before the
-        collective"`` or null); sorted by first start.
+        ``pre_excess_ns`` (how much longer the last rank's ``pre_ns`` was than the other
+        ranks' median), ``data_excess_ns`` (the same for ``data_ns``), ``cause`` (``"data
+        loading"`` when ``data_excess_ns`` is at least half the arrival skew, else ``"compute
+        before the collective"`` when ``pre_excess_ns`` is, else null); sorted by first start.
     """
     keys = ["group", "seq"]
     elem = pl.col("dtype").str.to_lowercase().replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
-    r = ranks.with_columns(_bytes=pl.max_horizontal("in_nelems", "out_nelems") * elem)
+    last = pl.col("rank").sort_by("abs_start_ns", "rank", descending=[True, False]).first().over(keys)
+    r = ranks.with_columns(_bytes=pl.max_horizontal("in_nelems", "out_nelems") * elem, _last=pl.col("rank") == last)
     inst = (
         r.sort([*keys, "rank"]).group_by(keys, maintain_order=True).agg(
             pl.col("collective").first(),
@@ -258,9 +320,13 @@ def collective_instances(ranks: pl.DataFrame, events: pl.DataFrame | None = None
             pl.col("abs_start_ns").min().alias("first_start_ns"), pl.col("abs_start_ns").max().alias("last_start_ns"),
             (pl.col("abs_end_ns").max() - pl.col("abs_end_ns").min()).alias("end_skew_ns"),
             pl.col("rank").sort_by("abs_start_ns", "rank").first().alias("first_rank"),
-            pl.col("rank").sort_by("abs_start_ns", "rank", descending=[True, False]).first().alias("last_rank"),
+            pl.col("rank").filter(pl.col("_last")).first().alias("last_rank"),
             pl.col("dur_ns").min().alias("transfer_ns"), pl.col("dur_ns").max().alias("max_dur_ns"),
             (pl.col("dur_ns") - pl.col("dur_ns").min()).sum().alias("wait_ns"),
+            (pl.col("pre_ns").filter(pl.col("_last")).first()
+             - pl.col("pre_ns").filter(~pl.col("_last")).median()).cast(pl.Int64).alias("pre_excess_ns"),
+            (pl.col("data_ns").filter(pl.col("_last")).first()
+             - pl.col("data_ns").filter(~pl.col("_last")).median()).cast(pl.Int64).alias("data_excess_ns"),
         )
         .with_columns(arrival_skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns"),
                       group_size=pl.col("group_size").fill_null(pl.col("n_ranks")))
@@ -268,7 +334,12 @@ def collective_instances(ranks: pl.DataFrame, events: pl.DataFrame | None = None
     algbw = pl.when(pl.col("transfer_ns") > 0).then(pl.col("bytes") / pl.col("transfer_ns"))
     inst = inst.with_columns(algbw_gbps=algbw).with_columns(
         busbw_gbps=pl.col("algbw_gbps") * _bus_factor(pl.col("collective"), pl.col("group_size")))
-    inst = inst.join(_causes(ranks, events), on=keys, how="left")
+    skew = pl.col("arrival_skew_ns")
+    cause = (pl.when((pl.col("data_excess_ns") > 0) & (2 * pl.col("data_excess_ns") >= skew))
+             .then(pl.lit("data loading"))
+             .when((pl.col("pre_excess_ns") > 0) & (2 * pl.col("pre_excess_ns") >= skew))
+             .then(pl.lit("compute before the collective")).otherwise(None))
+    inst = inst.with_columns(cause=pl.when(pl.col("n_ranks") > 1).then(cause))
     return inst.select(
         "group", "seq", "collective", "consistent", "n_ranks", "group_size", "dtype", "in_nelems", "out_nelems",
         "bytes", "step", "first_start_ns", "last_start_ns", "arrival_skew_ns", "end_skew_ns", "first_rank",
@@ -276,77 +347,24 @@ def collective_instances(ranks: pl.DataFrame, events: pl.DataFrame | None = None
         "data_excess_ns", "cause").sort("first_start_ns", "group", "seq")
 
 
-def _causes(ranks: pl.DataFrame, events: pl.DataFrame | None) -> pl.DataFrame:
-    """Per instance: the last rank's excess time since its previous collective, and in data loading."""
-    keys = ["group", "seq"]
-    schema = pl.Schema({"group": pl.String(), "seq": pl.Int64(), "pre_excess_ns": pl.Int64(),
-                        "data_excess_ns": pl.Int64(), "cause": pl.String()})
-    if events is None or ranks.height == 0:
-        return pl.DataFrame(schema=schema)
-    # the window before each call: from the end of the rank's previous collective (any group;
-    # the rank's step start for its first one) to the call's start, on the rank's own clock
-    r = ranks.sort("rank", "start_ns").with_columns(
-        prev_end=pl.col("end_ns").cum_max().shift(1).over("rank"))
-    steps = step_windows(events).select("rank", pl.col("start_ns").alias("_s0"), pl.col("end_ns").alias("_s1"))
-    r = r.join_asof(steps.sort("rank", "_s0"), left_on="start_ns", right_on="_s0", by="rank", strategy="backward",
-                    check_sortedness=False)
-    first_of_step = pl.col("_s0").is_not_null() & (pl.col("prev_end").is_null() | (pl.col("prev_end") < pl.col("_s0")))
-    r = r.with_columns(win0=pl.when(first_of_step).then(pl.col("_s0")).otherwise(pl.col("prev_end")))
-    r = r.with_columns(pre_ns=(pl.col("start_ns") - pl.col("win0")).clip(lower_bound=0))
-    data = events.filter(pl.col("name").str.contains(DATA_PATTERN)).select(
-        "rank", pl.col("start_ns").alias("_d0"), pl.col("end_ns").alias("_d1"))
-    win = r.select("rank", *keys, "win0", "start_ns").filter(pl.col("win0").is_not_null())
-    if data.height:
-        pairs = win.join(data, on="rank").filter((pl.col("_d1") > pl.col("win0"))
-                                                 & (pl.col("_d0") < pl.col("start_ns")))
-        dsum = pairs.group_by("rank", *keys).agg(
-            (pl.min_horizontal("_d1", "start_ns") - pl.max_horizontal("_d0", "win0")).sum().alias("data_ns"))
-        r = r.join(dsum, on=["rank", *keys], how="left")
-    else:
-        r = r.with_columns(data_ns=pl.lit(None, pl.Int64))
-    r = r.with_columns(pl.col("data_ns").fill_null(0))
-    last = r.with_columns(
-        is_last=pl.col("rank") == pl.col("rank").sort_by("abs_start_ns", "rank", descending=[True, False])
-        .first().over(keys))
-    out = last.group_by(keys).agg(
-        (pl.col("pre_ns").filter(pl.col("is_last")).first()
-         - pl.col("pre_ns").filter(~pl.col("is_last")).median()).cast(pl.Int64).alias("pre_excess_ns"),
-        (pl.col("data_ns").filter(pl.col("is_last")).first()
-         - pl.col("data_ns").filter(~pl.col("is_last")).median()).cast(pl.Int64).alias("data_excess_ns"),
-        (pl.col("abs_start_ns").max() - pl.col("abs_start_ns").min()).alias("_skew"),
-    )
-    cause = (pl.when((pl.col("data_excess_ns") > 0) & (2 * pl.col("data_excess_ns") >= pl.col("_skew")))
-             .then(pl.lit("data loading"))
-             .when((pl.col("pre_excess_ns") > 0) & (2 * pl.col("pre_excess_ns") >= pl.col("_skew")))
-             .then(pl.lit("compute before the collective")).otherwise(None))
-    return out.with_columns(cause=cause).select(list(schema)).cast(schema)
-
-
-def rank_step_comm(ranks: pl.DataFrame, instances: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
-    """Per rank and step: communication time, exposed part, waiting, straggler and cause.
+def rank_comm(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Per rank and step: communication time and its part not hidden by compute (per-rank summary).
 
     Parameters
     ----------
-    ranks
-        `collective_ranks`' output.
-    instances
-        `collective_instances(ranks, events)`.
+    calls
+        `rank_calls` of these events.
     events
         The events (``rank``, ``cat``, ``name``, ``tid``, ``start_ns``, ``end_ns``): the
         compute that can hide communication is device work (kernel/memcpy/memset) that is not
         a collective on GPU ranks, and on host-only ranks the host ops (``cpu_op``) of the
-        threads that run no collective.
+        threads that run no collective (``c10d::*`` and waits excluded).
 
     Returns
     -------
     polars.DataFrame
         ``rank``, ``step``, ``collectives``, ``comm_ns`` (sum of call durations),
-        ``comm_union_ns``, ``exposed_ns`` (communication time with no compute running),
-        ``wait_ns`` (sum of this rank's waits: duration minus the instance's transfer time),
-        ``last_arrivals`` (instances this rank reached last, of those with 2+ ranks),
-        ``delay_ns`` (sum of their arrival skews: how long the first rank waited for this one),
-        ``straggler`` (this rank arrived last most often in the step; the lowest such rank),
-        ``cause`` (the most frequent visible cause of its last arrivals, null when none);
+        ``comm_union_ns``, ``exposed_ns`` (communication time with no compute running);
         sorted by rank, step.
     """
     from proftab import kinds
@@ -354,27 +372,17 @@ def rank_step_comm(ranks: pl.DataFrame, instances: pl.DataFrame, events: pl.Data
     from proftab.joins import overlaps
 
     keys = ["rank", "step"]
-    inst = instances.select("group", "seq", "transfer_ns", "last_rank", "n_ranks", "cause",
-                            pl.col("arrival_skew_ns").alias("skew"))
-    r = ranks.join(inst, on=["group", "seq"], how="left").with_columns(
-        wait=pl.col("dur_ns") - pl.col("transfer_ns"),
-        is_last=(pl.col("rank") == pl.col("last_rank")) & (pl.col("n_ranks") > 1))
-    base = r.group_by(keys).agg(
-        pl.len().cast(pl.Int64).alias("collectives"), pl.col("dur_ns").sum().alias("comm_ns"),
-        pl.col("wait").sum().alias("wait_ns"), pl.col("is_last").sum().cast(pl.Int64).alias("last_arrivals"),
-        pl.col("skew").filter(pl.col("is_last")).sum().alias("delay_ns"),
-        pl.col("cause").filter(pl.col("is_last")).drop_nulls().mode().sort().first().alias("cause"))
-    # compute that can overlap: device work that is not a collective kernel; host ops of non-comm threads
-    kern_ranks = ranks.filter(pl.col("source") == "kernel")["rank"].unique().implode()
-    comm_tids = ranks.filter(pl.col("source") == "host").select("rank", "tid").unique()
+    base = calls.group_by(keys).agg(pl.len().cast(pl.Int64).alias("collectives"),
+                                    pl.col("dur_ns").sum().alias("comm_ns"))
+    kern_ranks = calls.filter(pl.col("source") == "kernel")["rank"].unique().implode()
+    comm_tids = calls.filter(pl.col("source") == "host").select("rank", "tid").unique()
     dev = events.filter(kinds.is_device_work() & pl.col("rank").is_in(kern_ranks)
                         & ~pl.col("name").str.contains(COLLECTIVE_PATTERN))
-    cat = pl.col("cat").cast(pl.String)
-    host = events.filter((cat == "cpu_op") & ~pl.col("rank").is_in(kern_ranks)).join(
+    host = events.filter((pl.col("cat").cast(pl.String) == "cpu_op") & ~pl.col("rank").is_in(kern_ranks)).join(
         comm_tids, on=["rank", "tid"], how="anti").filter(~pl.col("name").str.contains(r"^c10d::|^gloo:|wait"))
     comp = pl.concat([dev.select("rank", "start_ns", "end_ns"), host.select("rank", "start_ns", "end_ns")])
     comp = assign_steps(comp, step_windows(events))
-    uc = merge_intervals(r.select("rank", "step", "start_ns", "end_ns"), by=keys)
+    uc = merge_intervals(calls.select("rank", "step", "start_ns", "end_ns"), by=keys)
     uk = merge_intervals(comp, by=keys)
     union = uc.group_by(keys).agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("comm_union_ns"))
     both = overlaps(uc, uk, by="rank")
@@ -384,6 +392,43 @@ def rank_step_comm(ranks: pl.DataFrame, instances: pl.DataFrame, events: pl.Data
     out = (base.join(union, on=keys, how="left", nulls_equal=True)
            .join(over, on=keys, how="left", nulls_equal=True)
            .with_columns(exposed_ns=pl.col("comm_union_ns") - pl.col("_over").fill_null(0)))
+    return out.select("rank", "step", "collectives", "comm_ns", "comm_union_ns", "exposed_ns").sort(
+        keys, nulls_last=True)
+
+
+def rank_step_comm(ranks: pl.DataFrame, instances: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
+    """Per rank and step: communication, exposed part, waiting for the slowest rank, straggler, cause.
+
+    Parameters
+    ----------
+    ranks
+        `collective_ranks`' table.
+    instances
+        `collective_instances(ranks)`.
+    comm
+        `rank_comm` of the same ranks.
+
+    Returns
+    -------
+    polars.DataFrame
+        `rank_comm`'s columns plus ``wait_ns`` (sum of this rank's waits: duration minus the
+        instance's transfer time), ``last_arrivals`` (instances this rank reached last, of
+        those with 2+ ranks), ``delay_ns`` (sum of their arrival skews: how long the first
+        rank waited for this one), ``straggler`` (this rank arrived last most often in the
+        step; the lowest such rank), ``cause`` (the most frequent visible cause of its last
+        arrivals, null when none); sorted by rank, step.
+    """
+    keys = ["rank", "step"]
+    inst = instances.select("group", "seq", "transfer_ns", "last_rank", "n_ranks", "cause",
+                            pl.col("arrival_skew_ns").alias("skew"))
+    r = ranks.join(inst, on=["group", "seq"], how="left").with_columns(
+        wait=pl.col("dur_ns") - pl.col("transfer_ns"),
+        is_last=(pl.col("rank") == pl.col("last_rank")) & (pl.col("n_ranks") > 1))
+    agg = r.group_by(keys).agg(
+        pl.col("wait").sum().alias("wait_ns"), pl.col("is_last").sum().cast(pl.Int64).alias("last_arrivals"),
+        pl.col("skew").filter(pl.col("is_last")).sum().alias("delay_ns"),
+        pl.col("cause").filter(pl.col("is_last")).drop_nulls().mode().sort().first().alias("cause"))
+    out = comm.join(agg, on=keys, how="left", nulls_equal=True)
     most = pl.col("last_arrivals").max().over("step")
     out = out.with_columns(straggler=(pl.col("last_arrivals") == most) & (most > 0)
                            & (pl.col("rank") == pl.col("rank").filter(pl.col("last_arrivals") == most).min()
