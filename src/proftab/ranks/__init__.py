@@ -53,9 +53,12 @@ def _absolute(df: pl.DataFrame, files: pl.DataFrame, offsets_ns: Mapping[int, in
                             abs_end_ns=pl.col("end_utc").cast(pl.Int64))
 
 
-def step_times(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None
-               ) -> pl.DataFrame:
+def step_times(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None,
+               windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per-rank step windows: one row per (rank, ``ProfilerStep#N``) on the host.
+
+    `windows` (`proftab.steps.step_windows` of `events`, e.g. a dataset's stored summary) is
+    used instead of `events` when given.
 
     Returns
     -------
@@ -63,13 +66,14 @@ def step_times(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping
         ``rank``, ``step`` (N), ``start_ns``, ``end_ns``, ``dur_ns`` (the rank's own time
         axis), ``start_utc``, ``end_utc`` (absolute, offsets applied); sorted by step, rank.
     """
-    ev = step_windows(events).select("rank", "step", "start_ns", "end_ns", "dur_ns")
+    ev = (step_windows(events) if windows is None else windows).select("rank", "step", "start_ns", "end_ns", "dur_ns")
     return with_utc_frame(ev, files, offsets_ns=offsets_ns).sort("step", "rank")
 
 
-def slowest_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None
-                  ) -> pl.DataFrame:
-    """Per step: the slowest and fastest rank, the spread and the skew between ranks.
+def slowest_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None,
+                  windows: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per step: the slowest and fastest rank, the spread and the skew between ranks (`windows`
+    as for `step_times`).
 
     Returns
     -------
@@ -79,7 +83,7 @@ def slowest_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapp
         ``slowest_excess_ns`` (max - median), ``start_skew_ns`` / ``end_skew_ns`` (latest
         minus earliest absolute start / end across ranks), ``last_to_start_rank``.
     """
-    st = step_times(events, files, offsets_ns=offsets_ns).with_columns(
+    st = step_times(events, files, offsets_ns=offsets_ns, windows=windows).with_columns(
         abs_start=pl.col("start_utc").cast(pl.Int64), abs_end=pl.col("end_utc").cast(pl.Int64))
     return (
         st.sort("step", "rank")
@@ -190,10 +194,16 @@ class RanksNamespace:
 
     def step_times(self, *, offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame:
         """Per-rank `ProfilerStep#N` windows (`step_times`)."""
+        if "summary_steps" in self._trace.tables:
+            return step_times(pl.DataFrame(), self._trace.files, offsets_ns=offsets_ns,
+                              windows=self._trace.collect("summary_steps"))
         return step_times(self._events(), self._trace.files, offsets_ns=offsets_ns)
 
     def slowest_ranks(self, *, offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame:
         """Per step: slowest/fastest rank, spread and skew (`slowest_ranks`)."""
+        if "summary_steps" in self._trace.tables:
+            return slowest_ranks(pl.DataFrame(), self._trace.files, offsets_ns=offsets_ns,
+                                 windows=self._trace.collect("summary_steps"))
         return slowest_ranks(self._events(), self._trace.files, offsets_ns=offsets_ns)
 
     def collective_times(self, *, by_step: bool = True, pattern: str = COLLECTIVE_PATTERN) -> pl.DataFrame:

@@ -1,0 +1,50 @@
+"""Small per-rank summaries written next to a rank's tables at convert time.
+
+Each is computed from one rank's trace alone and is *mergeable*: the dataset's table is the
+concatenation of the ranks' parts (every row has ``rank``), so cross-rank tables over 1,024
+ranks read kilobytes instead of every event (`tr.ranks` uses them when present):
+
+- ``summary_steps``: `proftab.steps.step_windows` (``ProfilerStep#N`` per rank);
+- ``summary_calls``: `proftab.ranks.collectives.rank_calls` (collective calls with group, seq,
+  sizes, step, the window before each call and its data loading);
+- ``summary_comm``: `proftab.ranks.collectives.rank_comm` (per step: communication, exposed);
+- ``summary_key_averages``: the rank's `key_averages()` (default options) plus ``rank``;
+  counts and totals add up across ranks, averages do not;
+- ``summary_device``: `tr.device.busy(by="device")` (busy / idle per device);
+- ``summary_anomalies``: anomaly counts per kind.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+if TYPE_CHECKING:
+    from proftab.trace import Trace
+
+__all__ = ["SUMMARIES", "rank_summaries"]
+
+SUMMARIES = ("summary_steps", "summary_calls", "summary_comm", "summary_key_averages", "summary_device",
+             "summary_anomalies")
+
+
+def rank_summaries(trace: Trace, rank: int) -> dict[str, pl.DataFrame]:
+    """The summaries of a one-rank `trace` (see the module docs), each with a ``rank`` column."""
+    from proftab.ranks import _COMM_COLUMNS as comm_columns
+    from proftab.ranks import rank_calls, rank_comm
+    from proftab.steps import step_windows
+
+    events = trace.collect("events", comm_columns)
+    calls = rank_calls(events)
+    ka = trace.key_averages()
+    anomalies = trace.anomalies
+    return {
+        "summary_steps": step_windows(events),
+        "summary_calls": calls,
+        "summary_comm": rank_comm(calls, events),
+        "summary_key_averages": ka.select(pl.lit(rank, pl.Int32).alias("rank"), pl.all()),
+        "summary_device": trace.device.busy(by="device"),
+        "summary_anomalies": anomalies.group_by("rank", "kind").agg(pl.len().cast(pl.Int64).alias("count"))
+        .sort("kind"),
+    }
