@@ -7,6 +7,10 @@ Not a timed test. Steps (each optional)::
         --out /tmp/scale/ds --json benchmarks/results/scale.json
     PYTHONPATH=src python benchmarks/scale.py tables --dataset /tmp/scale/ds-256-w2
     PYTHONPATH=src python benchmarks/scale.py scan --dataset /tmp/scale/ds-256-w2 --copies 8
+    PYTHONPATH=src python benchmarks/scale.py scan --dataset /tmp/scale/ds-256-w2 --copies 128 --modes streaming
+
+``scan --copies K`` lists every events part file K times (the same files: K x the rows, read K
+times; the page cache serves the repeats, so it measures memory, not disk throughput).
 
 The generator replicates tests/data/gloo4 (4 real gloo ranks): rank r is a copy of source rank
 r mod 4 with its own clock offset (uniform 0-200 us), a per-rank speed factor (1 + N(0, 0.02),
@@ -127,12 +131,12 @@ parts = sorted(glob.glob(os.path.join(sys.argv[1], "events", "rank=*", "part-0.p
 mode = sys.argv[3]
 t0 = time.monotonic()
 lf = pl.scan_parquet(parts).filter(pl.col("cat") == "cpu_op").group_by("name").agg(
-    pl.len(), pl.col("dur_ns").sum(), pl.col("dur_ns").max())
+    pl.len(), pl.col("dur_ns").sum(), pl.col("dur_ns").max().alias("max_ns"))
 if mode == "streaming":
     out = lf.collect(engine="streaming")
 else:
     out = pl.scan_parquet(parts).collect().lazy().filter(pl.col("cat") == "cpu_op").group_by("name").agg(
-        pl.len(), pl.col("dur_ns").sum(), pl.col("dur_ns").max()).collect()
+        pl.len(), pl.col("dur_ns").sum(), pl.col("dur_ns").max().alias("max_ns")).collect()
 dt = time.monotonic() - t0
 nbytes = sum(os.path.getsize(p) for p in parts)
 print(json.dumps({"mode": mode, "files": len(parts), "parquet_MB": round(nbytes / 1e6, 1),
@@ -166,6 +170,7 @@ def main() -> None:
     s = sub.add_parser("scan")
     s.add_argument("--dataset", required=True)
     s.add_argument("--copies", type=int, default=1)
+    s.add_argument("--modes", nargs="+", default=["streaming", "eager"])
     args = ap.parse_args()
     if args.cmd == "gen":
         gen(args.ranks, args.out)
@@ -178,7 +183,7 @@ def main() -> None:
         for mode in ("summaries", "events"):
             _sub(_TABLES, args.dataset, mode)
     else:
-        for mode in ("streaming", "eager"):
+        for mode in args.modes:
             _sub(_SCAN, args.dataset, str(args.copies), mode)
 
 
