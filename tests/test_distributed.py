@@ -106,6 +106,21 @@ def test_local_process_pool_status_and_skip(tmp_path: Path) -> None:
     assert st["status"].to_list() == ["failed", "ok"] and st["rank"].to_list() == [None, 1]
 
 
+def test_cli_scheduler_address_keep_going_resume(client, tmp_path: Path) -> None:
+    from proftab.__main__ import main
+
+    bad = tmp_path / "rank-7.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, {"ph": ')
+    out = tmp_path / "ds"
+    args = ["convert", str(GLOO4[0]), str(GLOO4[1]), str(bad), str(out), "--scheduler", client.scheduler.address,
+            "-q"]
+    assert main([*args, "--keep-going"]) == 0
+    st = pt.scan(out).collect("status")
+    assert st["status"].to_list() == ["ok", "ok", "failed"]
+    assert main([*args, "--keep-going", "--resume"]) == 0
+    assert pt.scan(out).collect("status")["status"].to_list() == ["resumed", "resumed", "failed"]
+
+
 def test_a_killed_worker_does_not_lose_files(client, tmp_path: Path) -> None:
     """Last in this module: the cluster's nanny restarts the killed worker."""
     n = 8
