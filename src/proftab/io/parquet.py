@@ -322,22 +322,24 @@ def _convert_one(path: str, position: int, rank: int | None, salvage: bool, stag
                            _files_row(files_frame({ft.rank: ft.meta}), ft.rank, sha, size))
         if key_averages:
             _write_key_averages(Path(staging), tr)
-        if summaries:
-            _write_summaries(Path(staging), tr, ft.rank)
-    return {"rank": ft.rank, "path": path, "rank_source": ft.meta["rank_source"], "rows": rows,
+        summary_errors = _write_summaries(Path(staging), tr, ft.rank) if summaries else {}
+    return {"rank": ft.rank, "summary_errors": summary_errors, "path": path, "rank_source": ft.meta["rank_source"], "rows": rows,
             "info": {"source_file": ft.meta.get("source_file"), "source_sha256": sha, "source_bytes": size},
             "warnings": [str(w.message) for w in caught if issubclass(w.category, ProftabWarning)],
             "other_warnings": [(str(w.message), w.category.__name__) for w in caught
                                if not issubclass(w.category, ProftabWarning)]}
 
 
-def _write_summaries(root: Path, trace: Trace, rank: int) -> None:
+def _write_summaries(root: Path, trace: Trace, rank: int) -> dict[str, str]:
+    """Write the rank's summaries; returns those that could not be computed, with their errors."""
     from proftab.io.summaries import rank_summaries
 
-    for name, df in rank_summaries(trace, rank).items():
+    tables, errors = rank_summaries(trace, rank)
+    for name, df in tables.items():
         d = root / name / f"rank={rank}"
         d.mkdir(parents=True, exist_ok=True)
         df.write_parquet(d / "part-0.parquet", compression="zstd")
+    return errors
 
 
 def _convert_task(path: str, position: int, rank: int | None, salvage: bool, staging: str, key_averages: bool,
@@ -575,6 +577,7 @@ def _finish(tmp: Path, paths: list[str], results: list[dict[str, Any]], staging:
     manifest = _manifest(infos, rows)
     manifest["summaries"] = sorted(d.name for d in tmp.iterdir() if d.is_dir() and d.name.startswith("summary_"))
     manifest["failed"] = [{"source_file": r["path"], "error": r["error"]} for r in results if r["status"] == "failed"]
+    manifest["summary_errors"] = {str(r["rank"]): r["summary_errors"] for r in ok if r.get("summary_errors")}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
 
 

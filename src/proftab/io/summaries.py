@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from proftab.trace import Trace
 
 __all__ = ["SUMMARIES", "rank_summaries"]
@@ -29,22 +31,38 @@ SUMMARIES = ("summary_steps", "summary_calls", "summary_comm", "summary_key_aver
              "summary_anomalies")
 
 
-def rank_summaries(trace: Trace, rank: int) -> dict[str, pl.DataFrame]:
-    """The summaries of a one-rank `trace` (see the module docs), each with a ``rank`` column."""
+def rank_summaries(trace: Trace, rank: int) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
+    """The summaries of a one-rank `trace` (see the module docs), each with a ``rank`` column.
+
+    Best effort: a summary whose computation fails is left out (the dataset then has no such
+    table and `tr.ranks` computes from the events); the second value maps it to its error.
+    """
     from proftab.ranks import _COMM_COLUMNS as comm_columns
     from proftab.ranks import rank_calls, rank_comm
     from proftab.steps import step_windows
 
     events = trace.collect("events", comm_columns)
-    calls = rank_calls(events)
-    ka = trace.key_averages()
-    anomalies = trace.anomalies
-    return {
-        "summary_steps": step_windows(events),
-        "summary_calls": calls,
-        "summary_comm": rank_comm(calls, events),
-        "summary_key_averages": ka.select(pl.lit(rank, pl.Int32).alias("rank"), pl.all()),
-        "summary_device": trace.device.busy(by="device"),
-        "summary_anomalies": anomalies.group_by("rank", "kind").agg(pl.len().cast(pl.Int64).alias("count"))
-        .sort("kind"),
+    calls: dict[str, pl.DataFrame] = {}
+
+    def _calls() -> pl.DataFrame:
+        if "c" not in calls:
+            calls["c"] = rank_calls(events)
+        return calls["c"]
+
+    makers: dict[str, Callable[[], pl.DataFrame]] = {
+        "summary_steps": lambda: step_windows(events),
+        "summary_calls": _calls,
+        "summary_comm": lambda: rank_comm(_calls(), events),
+        "summary_key_averages": lambda: trace.key_averages().select(pl.lit(rank, pl.Int32).alias("rank"), pl.all()),
+        "summary_device": lambda: trace.device.busy(by="device"),
+        "summary_anomalies": lambda: trace.anomalies.group_by("rank", "kind").agg(
+            pl.len().cast(pl.Int64).alias("count")).sort("kind"),
     }
+    out: dict[str, pl.DataFrame] = {}
+    errors: dict[str, str] = {}
+    for name, make in makers.items():
+        try:
+            out[name] = make()
+        except Exception as e:  # noqa: BLE001 - a summary is an optimization, never a reason to fail a file
+            errors[name] = f"{type(e).__name__}: {e}"
+    return out, errors
