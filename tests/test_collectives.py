@@ -131,3 +131,18 @@ def test_kernels_with_process_group_args() -> None:
     row = inst.filter(pl.col("collective") == "allgather").row(0, named=True)
     assert row["bytes"] == row["out_nelems"] * DTYPE_BYTES[row["dtype"].lower()]
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * (row["group_size"] - 1) / row["group_size"])
+
+
+SHARED_GLOO = (ROOT.parent / "shared" / "traces" / "public" / "hta"
+               / "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+
+
+@pytest.mark.skipif(not SHARED_GLOO.exists(), reason="../shared (the full trace corpus) is not present")
+def test_hta_gloo_rank_34_of_300() -> None:
+    """HTA's CPU-only gloo trace (rank 34 of a 300-rank job): its gloo ranges are its collectives."""
+    tr = pt.load(str(SHARED_GLOO))
+    cr = tr.ranks.collective_ranks()
+    raw = _raw_gloo(SHARED_GLOO)
+    assert cr.height == len(raw) == 10 and set(cr["rank"]) == {34}
+    assert set(cr["collective"]) == {"allreduce"} and cr["seq"].to_list() == list(range(10))
+    assert cr["in_nelems"].null_count() == 0 and cr["dtype"].null_count() == 0
