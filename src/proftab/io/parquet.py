@@ -323,7 +323,8 @@ def _convert_one(path: str, position: int, rank: int | None, salvage: bool, stag
         if key_averages:
             _write_key_averages(Path(staging), tr)
         summary_errors = _write_summaries(Path(staging), tr, ft.rank) if summaries else {}
-    return {"rank": ft.rank, "summary_errors": summary_errors, "path": path, "rank_source": ft.meta["rank_source"], "rows": rows,
+    return {"rank": ft.rank, "summary_errors": summary_errors, "path": path, "rank_source": ft.meta["rank_source"],
+            "rows": rows,
             "info": {"source_file": ft.meta.get("source_file"), "source_sha256": sha, "source_bytes": size},
             "warnings": [str(w.message) for w in caught if issubclass(w.category, ProftabWarning)],
             "other_warnings": [(str(w.message), w.category.__name__) for w in caught
