@@ -3,7 +3,7 @@
 Each repetition runs in a fresh child process and measures, after ``import proftab``:
 
 * ``load``: ``tr = pt.load(trace)``;
-* ``attribute``: ``proftab.device.activities(tr)`` + ``self_time(tr)`` (what
+* ``attribute``: ``tr.device.activities()`` + ``tr.device.self_time()`` (what
   ``key_averages`` needs: kernel -> launch -> op links and the per-op sums);
 * ``total``: the two together;
 * ``analyses`` (informative): ``summary``, ``busy``, ``idle_breakdown``, ``comm_overlap``,
@@ -33,16 +33,16 @@ DEFAULT = [ROOT.parent / "shared/traces/public/tracelens/inference__xdit_sd_3.5_
 CHILD = r"""
 import json, sys, time
 import proftab as pt
-from proftab import device
 src = sys.argv[1]
 t0 = time.perf_counter()
 tr = pt.load(src)
 t1 = time.perf_counter()
-acts = device.activities(tr)
-own = device.self_time(tr)
+dev = tr.device
+acts = dev.activities()
+own = dev.self_time()
 t2 = time.perf_counter()
-device.summary(tr); device.busy(tr); device.idle_breakdown(tr); device.comm_overlap(tr)
-device.kernel_categories(tr); device.launch_delay(tr)
+dev.summary(); dev.busy(); dev.idle_breakdown(); dev.comm_overlap()
+dev.kernel_categories(); dev.launch_delay()
 t3 = time.perf_counter()
 print(json.dumps({"load": t1 - t0, "attribute": t2 - t1, "total": t2 - t0, "analyses": t3 - t2,
                   "events": tr.events.height, "activities": acts.height,

@@ -31,11 +31,11 @@ START, END = "<!-- device-table:start -->", "<!-- device-table:end -->"
 
 def row(path: Path) -> dict | None:
     tr = pt.load(path)
-    acts = device.activities(tr)
+    acts = tr.device.activities()
     if acts.is_empty():
         return None
-    d = device.diagnostics(tr)
-    s = device.summary(tr)
+    d = tr.device.diagnostics()
+    s = tr.device.summary()
     raw = tr.events.filter(pl.col("cat").cast(pl.String).is_in(list(device.ACTIVITY_CATEGORIES))).group_by(
         "rank", pl.col("pid").alias("device")).agg(pl.col("dur_ns").clip(0).sum().alias("raw"))
     j = raw.join(s, on=["rank", "device"], how="full", coalesce=True)

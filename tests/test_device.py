@@ -16,9 +16,11 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 import proftab as pt
 from proftab import device, kinds, schema
+from proftab.exceptions import ProftabError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -91,7 +93,7 @@ def by_id(tr: pt.Trace, name: str) -> int:
 
 
 def links(tr: pt.Trace) -> dict[int, tuple[str, int | None]]:
-    a = device.activities(tr)
+    a = tr.device.activities()
     return {e: (str(lk), o) for e, lk, o in zip(a["event_id"], a["link"], a["op_id"], strict=True)}
 
 
@@ -111,10 +113,10 @@ def test_external_id_link_and_graph_launch(tmp_path: Path) -> None:
     mm, graph = by_id(tr, "aten::mm"), by_id(tr, "aten::graph")
     assert lk[by_id(tr, "gemm")] == ("external_id", mm)
     assert {lk[by_id(tr, f"g{i}")] for i in range(3)} == {("external_id", graph)}
-    sd = device.self_time(tr)
+    sd = tr.device.self_time()
     own = dict(zip(sd["event_id"], sd["self_device_ns"], strict=True))
     assert own[mm] == 3_000 and own[graph] == 4_500
-    act = device.activities(tr).filter(pl.col("name") == "g2")
+    act = tr.device.activities().filter(pl.col("name") == "g2")
     assert act["launch_delay_ns"][0] == 44_000 - 31_000
 
 
@@ -144,7 +146,7 @@ def test_bogus_external_ids_are_ignored_and_collisions_guarded(tmp_path: Path) -
     lk = links(tr)
     assert lk[by_id(tr, "k3")] == ("containment", conv)
     assert lk[by_id(tr, "k4")] == ("containment", conv)
-    assert device.diagnostics(tr)["external_id_mode"][0] == "correlation"
+    assert tr.device.diagnostics()["external_id_mode"][0] == "correlation"
 
 
 def test_guard_rejects_external_id_on_another_thread(tmp_path: Path) -> None:
@@ -159,7 +161,7 @@ def test_guard_rejects_external_id_on_another_thread(tmp_path: Path) -> None:
     a = by_id(tr, "aten::a")
     assert links(tr)[by_id(tr, "k0")] == ("external_id", a)
     assert links(tr)[by_id(tr, "k1")] == ("containment", a)
-    d = device.diagnostics(tr).row(0, named=True)
+    d = tr.device.diagnostics().row(0, named=True)
     assert (d["external_id_mode"], d["ext_rejected"], d["external_id"], d["containment"]) == ("op", 1, 1, 1)
 
 
@@ -179,9 +181,9 @@ def test_annotation_no_op_no_launch_and_device_external_id(tmp_path: Path) -> No
     assert lk[by_id(tr, "k_orphan")] == ("no_op", None)
     assert lk[by_id(tr, "k_nocorr")] == ("no_launch", None)
     assert lk[by_id(tr, "k_devext")] == ("device_external_id", by_id(tr, "aten::mm"))
-    s = device.summary(tr).row(0, named=True)
+    s = tr.device.summary().row(0, named=True)
     assert s["unattributed_ns"] == 2_000 and s["attributed_ns"] == 2_000 and s["device_ns"] == 4_000
-    assert sorted(device.unattributed(tr)["name"]) == ["k_nocorr", "k_orphan"]
+    assert sorted(tr.device.unattributed()["name"]) == ["k_nocorr", "k_orphan"]
 
 
 def test_shared_correlation_and_negative_duration(tmp_path: Path) -> None:
@@ -195,11 +197,11 @@ def test_shared_correlation_and_negative_duration(tmp_path: Path) -> None:
     ])
     a = by_id(tr, "aten::a")
     assert links(tr)[by_id(tr, "k")] == ("external_id", a)
-    d = device.diagnostics(tr).row(0, named=True)
+    d = tr.device.diagnostics().row(0, named=True)
     assert (d["shared_correlation"], d["clamped"], d["activities"]) == (1, 1, 2)
-    acts = device.activities(tr)
+    acts = tr.device.activities()
     assert acts.filter(pl.col("name") == "neg")["dur_ns"][0] == 0
-    assert device.self_time(tr).filter(pl.col("event_id") == a)["self_device_ns"][0] == 1_000
+    assert tr.device.self_time().filter(pl.col("event_id") == a)["self_device_ns"][0] == 1_000
 
 
 def test_old_categories_and_lowercase_external_id(tmp_path: Path) -> None:
@@ -219,9 +221,9 @@ def test_old_categories_and_lowercase_external_id(tmp_path: Path) -> None:
     tr = write(tmp_path, ev)
     add = by_id(tr, "aten::add")
     assert set(links(tr).values()) == {("external_id", add)}
-    c = device.copies(tr).row(0, named=True)
+    c = tr.device.copies().row(0, named=True)
     assert (c["direction"], c["bytes"], c["dur_ns"], c["bandwidth_gbs"]) == ("HtoD", 4000, 2000, 2.0)
-    b = device.busy(tr).row(0, named=True)  # the string tid "stream 7" is stream 7
+    b = tr.device.busy().row(0, named=True)  # the string tid "stream 7" is stream 7
     assert (b["device"], b["stream"], b["busy_ns"], b["window_ns"]) == (0, 7, 6000, 27000)
 
 
@@ -242,7 +244,7 @@ def test_device_totals_follow_torch_tree_across_a_crossing_event(tmp_path: Path)
     ka = tr.key_averages()
     step = ka.filter((pl.col("name") == "ProfilerStep*") & (pl.col("device_type") == "CPU")).row(0, named=True)
     assert (step["calls"], step["device_total_ns"]) == (2, 300)  # ... but no double count
-    ops = device.op_device_time(tr)
+    ops = tr.device.ops()
     total = dict(zip(ops["name"], ops["device_total_ns"], strict=True))
     assert (total["ProfilerStep#1"], total["ProfilerStep#2"], total.get("profiler.py(1): step", 0)) == (100, 200, 0)
 
@@ -264,9 +266,9 @@ def test_annotation_margin_is_read_from_the_data(tmp_path: Path, shift: int, add
             e["ts"], e["dur"] = int(round(e["ts"])), int(round(e["dur"]))
     tr = write(tmp_path, events)
     assert (tr.files["time_resolution_ns"][0] == 1000) == (res == 1000)
-    m = device.annotation_margins(tr).row(0, named=True)
+    m = tr.device.margins().row(0, named=True)
     assert (m["margin_start_ns"], m["margin_dur_ns"], m["margin_evidence"]) == (shift, add, 1)
-    a = device.annotations(tr).row(0, named=True)
+    a = tr.device.annotations().row(0, named=True)
     assert (a["start_ns"], a["dur_ns"]) == (k0, k1 + 20_000 - k0)
     assert (a["activities"], a["activity_ns"], a["busy_ns"]) == (2, 40_000, 40_000)
     assert a["host_id"] == by_id(tr, "ProfilerStep#3")
@@ -281,7 +283,7 @@ def test_annotation_without_evidence_uses_the_format_default(tmp_path: Path) -> 
     ann = {"ph": "X", "cat": "gpu_user_annotation", "name": "x", "pid": 0, "tid": 7, "ts": 1, "dur": 5}
     k = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 50, "dur": 1}  # integer µs
     tr = write(tmp_path, [ann, k])
-    m = device.annotation_margins(tr).row(0, named=True)
+    m = tr.device.margins().row(0, named=True)
     assert (m["margin_start_ns"], m["margin_dur_ns"], m["margin_evidence"]) == (1000, 1000, 0)
 
 
@@ -320,7 +322,7 @@ def test_property_attribution_against_reference(tmp_path: Path, case: tuple) -> 
     events, _, n_ops = case
     tr = write(tmp_path, events)
     ev = tr.events
-    acts = device.activities(tr)
+    acts = tr.device.activities()
     host = ev.filter(pl.col("cat").cast(pl.String) == "cpu_op").to_dicts()
     rt = {r["correlation"]: r for r in ev.filter(pl.col("cat").cast(pl.String) == "cuda_runtime").to_dicts()}
     for a in acts.to_dicts():
@@ -334,7 +336,7 @@ def test_property_attribution_against_reference(tmp_path: Path, case: tuple) -> 
         by_ext = [h for h in host if la["external_id"] is not None and h["external_id"] == la["external_id"]
                   and h["tid"] == la["tid"] and h["start_ns"] <= t <= h["end_ns"]]
         open_ = [h for h in host if h["tid"] == la["tid"] and h["start_ns"] <= t < h["end_ns"]]
-        if by_ext and device.diagnostics(tr)["external_id_mode"][0] == "op":
+        if by_ext and tr.device.diagnostics()["external_id_mode"][0] == "op":
             want = ("external_id", min(h["event_id"] for h in by_ext))
         elif open_:
             inner = max(open_, key=lambda h: (h["start_ns"], -h["end_ns"], h["event_id"]))
@@ -344,7 +346,7 @@ def test_property_attribution_against_reference(tmp_path: Path, case: tuple) -> 
         assert (str(a["link"]), a["op_id"]) == want
     # the identity: self device time of ops + unattributed == all device time
     raw = ev.filter(pl.col("cat").cast(pl.String) == "kernel")["dur_ns"].clip(0).sum()
-    sd = device.self_time(tr).join(
+    sd = tr.device.self_time().join(
         ev.filter(pl.col("cat").cast(pl.String) == "cpu_op").select("rank", "event_id"), on=["rank", "event_id"])
     un = acts.filter(pl.col("op_id").is_null())["dur_ns"].sum()
     assert sd["self_device_ns"].sum() + un == raw
@@ -379,14 +381,14 @@ def _cover(rows: list[tuple[int, int]], n: int = 200) -> np.ndarray:
 @given(events=device_timeline())
 def test_property_busy_idle_overlap_against_brute_force(tmp_path: Path, events: list[dict]) -> None:
     tr = write(tmp_path, events)
-    acts = device.activities(tr).with_columns(s=pl.col("start_ns") // 1000, e=pl.col("end_ns") // 1000)
+    acts = tr.device.activities().with_columns(s=pl.col("start_ns") // 1000, e=pl.col("end_ns") // 1000)
     work = acts.filter(pl.col("kind") != "sync")
     iv = list(zip(work["s"], work["e"], strict=True))
     cov = _cover(iv)
-    b = device.busy(tr, by="device").row(0, named=True)
+    b = tr.device.busy(by="device").row(0, named=True)
     assert b["busy_ns"] == cov.sum() * 1000
     assert b["sum_ns"] == work["dur_ns"].sum() and b["overlap_ns"] == b["sum_ns"] - b["busy_ns"]
-    for r in device.busy(tr, by="stream").to_dicts():
+    for r in tr.device.busy(by="stream").to_dicts():
         w = work.filter(pl.col("stream") == r["stream"])
         assert r["busy_ns"] == _cover(list(zip(w["s"], w["e"], strict=True))).sum() * 1000
     # idle gaps: exactly the uncovered runs between the first start and the last end
@@ -403,7 +405,7 @@ def test_property_busy_idle_overlap_against_brute_force(tmp_path: Path, events: 
             t = u
         else:
             t += 1
-    idle = device.idle(tr)
+    idle = tr.device.idle()
     assert list(zip((idle["start_ns"] // 1000).to_list(), (idle["end_ns"] // 1000).to_list(), strict=True)) == gaps
     assert (idle["host_ns"] + idle["sync_ns"] + idle["other_ns"] == idle["idle_ns"]).all()
     assert idle["idle_ns"].sum() == b["idle_ns"]
@@ -419,7 +421,7 @@ def test_property_busy_idle_overlap_against_brute_force(tmp_path: Path, events: 
     comm = work.filter(pl.col("name").str.starts_with("nccl"))
     comp = work.filter(~pl.col("name").str.starts_with("nccl"))
     cc, pc = (_cover(list(zip(f["s"], f["e"], strict=True))) for f in (comm, comp))
-    o = device.comm_overlap(tr).row(0, named=True)
+    o = tr.device.comm_overlap().row(0, named=True)
     assert (o["comm_ns"], o["compute_ns"], o["overlap_ns"]) == (cc.sum() * 1000, pc.sum() * 1000,
                                                                 (cc & pc).sum() * 1000)
 
@@ -436,13 +438,13 @@ def _raw_per_device(tr: pt.Trace) -> pl.DataFrame:
 def check_invariants(tr: pt.Trace) -> None:
     """The identities the issue asks for, on one trace."""
     raw = _raw_per_device(tr)
-    s = device.summary(tr)
+    s = tr.device.summary()
     j = raw.join(s, on=["rank", "device"], how="full", coalesce=True)
     assert (j["attributed_ns"] + j["unattributed_ns"] == j["raw_ns"]).all(), j
     # torch's self device time of host ops adds up to the attributed time
     cpu = ~pl.col("cat").cast(pl.String).is_in(list(schema.DEVICE_CATEGORIES))
     host_ids = tr.events.filter(cpu).select("rank", "event_id")
-    sd = device.self_time(tr)
+    sd = tr.device.self_time()
     assert sd.join(host_ids, on=["rank", "event_id"])["self_device_ns"].sum() == s["attributed_ns"].sum()
     # key_averages: CPU rows carry the attributed time, device rows (no annotations) all of it
     ka = tr.key_averages()
@@ -450,9 +452,9 @@ def check_invariants(tr: pt.Trace) -> None:
     dev_rows = ka.filter((pl.col("device_type") != "CPU") & ~pl.col("is_user_annotation"))
     assert dev_rows["self_device_ns"].sum() == raw["raw_ns"].sum()
     # no negative time anywhere
-    frames = [device.activities(tr), s, sd, device.busy(tr), device.idle(tr), device.idle_breakdown(tr),
-              device.comm_overlap(tr), device.copies(tr), device.kernel_categories(tr), device.launch_delay(tr),
-              device.annotations(tr), ka]
+    frames = [tr.device.activities(), s, sd, tr.device.busy(), tr.device.idle(), tr.device.idle_breakdown(),
+              tr.device.comm_overlap(), tr.device.copies(), tr.device.kernel_categories(), tr.device.launch_delay(),
+              tr.device.annotations(), ka]
     for f in frames:
         for c in f.columns:
             if c.endswith("_ns") and f[c].dtype.is_integer():
@@ -467,7 +469,7 @@ def check_region_invariant(tr: pt.Trace) -> int:
     key = pl.when(pl.col("name").str.starts_with("ProfilerStep#")).then(pl.lit("ProfilerStep*")).otherwise("name")
     regions = tr.events.filter(cat == "user_annotation").select(
         "rank", "pid", "tid", key.alias("key"), pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e"))
-    owners = device.activities(tr).filter(pl.col("op_id").is_not_null()).join(
+    owners = tr.device.activities().filter(pl.col("op_id").is_not_null()).join(
         tr.events.select("rank", pl.col("event_id").alias("op_id"), "pid", "tid", pl.col("start_ns").alias("_os")),
         on=["rank", "op_id"])
     # leave out names whose regions overlap each other (torch sums them twice), and regions with a
@@ -522,10 +524,10 @@ def test_h100_bert_table_shows_cuda_columns_and_total() -> None:
         assert col in header
     total_us = raw["dur_ns"].sum() / 1000
     assert f"Self CUDA time total: {total_us:.3f}us" in text
-    d = device.diagnostics(tr).row(0, named=True)
+    d = tr.device.diagnostics().row(0, named=True)
     assert d["external_id"] == d["activities"] and d["ac2g_agree"] == d["ac2g_checked"] == d["activities"]
     # the kernel of aten::mm-like ops hangs under the op that launched it, nowhere else
-    ops = device.op_device_time(tr)
+    ops = tr.device.ops()
     step = ops.filter(pl.col("name").str.starts_with("ProfilerStep#"))
     assert step["device_total_ns"][0] == raw["dur_ns"].sum()
     assert (ops["busy_total_ns"] <= ops["device_total_ns"]).all()
@@ -536,12 +538,12 @@ def test_rocm_trace_uses_torch_device_naming() -> None:
     tr = load(MI300)
     text = tr.table(row_limit=3)
     assert "Self CUDA" in text  # torch names ROCm device time CUDA too
-    assert device.diagnostics(tr)["unattributed_ns"][0] == 0
+    assert tr.device.diagnostics()["unattributed_ns"][0] == 0
 
 
 def test_alexnet_correlation_ids_that_collide_with_ops_are_not_used() -> None:
     tr = load(PUBLIC / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
-    d = device.diagnostics(tr).row(0, named=True)
+    d = tr.device.diagnostics().row(0, named=True)
     assert d["external_id_mode"] == "correlation" and d["external_id"] == 0
     ev = tr.events
     rt = ev.filter(pl.col("cat").cast(pl.String) == "cuda_runtime")
@@ -549,7 +551,7 @@ def test_alexnet_correlation_ids_that_collide_with_ops_are_not_used() -> None:
     # the bogus ids do name ops (that is the trap) ...
     assert rt.join(ops.select("external_id"), on="external_id").height > 0
     # ... but every attributed activity's op holds its launch, on the launch's thread
-    a = device.activities(tr).filter(pl.col("op_id").is_not_null())
+    a = tr.device.activities().filter(pl.col("op_id").is_not_null())
     j = a.join(ev.select(pl.col("event_id").alias("launch_id"), pl.col("tid").alias("lt")), on="launch_id").join(
         ev.select(pl.col("event_id").alias("op_id"), pl.col("tid").alias("ot"), pl.col("start_ns").alias("os"),
                   pl.col("end_ns").alias("oe")), on="op_id")
@@ -562,19 +564,19 @@ def test_alexnet_correlation_ids_that_collide_with_ops_are_not_used() -> None:
 def test_two_rank_files_keep_ranks_apart() -> None:
     paths = [PUBLIC / "trace_filter__sampled_rank-0.json.gz", PUBLIC / "trace_filter__sampled_rank-1.json.gz"]
     tr = load(paths)
-    s = device.summary(tr)
+    s = tr.device.summary()
     assert sorted(s["rank"].unique().to_list()) == [0, 1]
     one = load(paths[1])
     r1 = s.filter(pl.col("rank") == 1).drop("rank")
-    assert r1.equals(device.summary(one).drop("rank"))
+    assert r1.equals(one.device.summary().drop("rank"))
     check_invariants(tr)
 
 
 def test_int_us_annotation_margin_on_a_real_trace() -> None:
     tr = load(PUBLIC / "with_gpu_user_annotation__step_based_trace_2543932.json.gz")
-    m = device.annotation_margins(tr).row(0, named=True)
+    m = tr.device.margins().row(0, named=True)
     assert (m["margin_start_ns"], m["margin_dur_ns"], m["margin_evidence"]) == (1000, 1000, m["annotations"])
-    a = device.annotations(tr)
+    a = tr.device.annotations()
     assert (a["dur_ns"] == a["raw_dur_ns"] - 1000).all() and (a["start_ns"] == a["raw_start_ns"] + 1000).all()
     assert (a["activities"] > 0).all() and (a["busy_ns"] <= a["dur_ns"]).all()
 
@@ -609,32 +611,32 @@ def test_kernel_categories_on_real_names() -> None:
 
 def test_analyses_on_h100_bert_small() -> None:
     tr = load(H100)
-    b = device.busy(tr, by="device").row(0, named=True)
+    b = tr.device.busy(by="device").row(0, named=True)
     raw = tr.events.filter(pl.col("cat").cast(pl.String).is_in(["kernel", "gpu_memcpy", "gpu_memset"]))
     assert b["activities"] == raw.height and b["sum_ns"] == raw["dur_ns"].sum()
     assert b["busy_ns"] + b["idle_ns"] == b["window_ns"] == raw["end_ns"].max() - raw["start_ns"].min()
-    tw = device.busy(tr, by="device", window="trace").row(0, named=True)
+    tw = tr.device.busy(by="device", window="trace").row(0, named=True)
     assert tw["window_ns"] >= b["window_ns"] and tw["busy_ns"] == b["busy_ns"]
-    ib = device.idle_breakdown(tr).row(0, named=True)
+    ib = tr.device.idle_breakdown().row(0, named=True)
     assert ib["idle_ns"] == b["idle_ns"] and ib["host_ns"] + ib["sync_ns"] + ib["other_ns"] == ib["idle_ns"]
-    kc = device.kernel_categories(tr)
+    kc = tr.device.kernel_categories()
     assert kc["sum_ns"].sum() == b["sum_ns"] and abs(kc["sum_share"].sum() - 1) < 1e-12
-    ld = device.launch_delay(tr).row(0, named=True)
-    delays = device.activities(tr)["launch_delay_ns"]
+    ld = tr.device.launch_delay().row(0, named=True)
+    delays = tr.device.activities()["launch_delay_ns"]
     assert (ld["min_ns"], ld["max_ns"], ld["activities"]) == (delays.min(), delays.max(), delays.len())
     assert ld["min_ns"] <= ld["p50_ns"] <= ld["p90_ns"] <= ld["p99_ns"] <= ld["max_ns"]
-    cs = device.copy_summary(tr)
+    cs = tr.device.copy_summary()
     assert cs["bytes"].sum() == raw.filter(pl.col("cat").cast(pl.String) == "gpu_memcpy")["bytes"].sum()
     # the namespace on Trace is the same functions
-    assert tr.device.busy(by="device").equals(device.busy(tr, by="device"))
-    assert tr.device.activities() is device.activities(tr)
+    assert tr.device.busy(by="device").equals(device.busy(tr.device.activities(), by="device"))
+    assert tr.device.activities() is tr.device.activities()  # computed once per trace
 
 
 def test_parquet_dataset_gives_the_same_attribution(tmp_path: Path) -> None:
     pt.convert(H100, tmp_path / "h100.pq")
     scanned = pt.scan(tmp_path / "h100.pq")
-    cols = [c for c in device.activities(load(H100)).columns if c not in ("cat", "op_cat")]
-    assert device.activities(scanned).select(cols).equals(device.activities(load(H100)).select(cols))
+    cols = [c for c in load(H100).device.activities().columns if c not in ("cat", "op_cat")]
+    assert scanned.device.activities().select(cols).equals(load(H100).device.activities().select(cols))
     assert scanned.key_averages()["device_total_ns"].equals(load(H100).key_averages()["device_total_ns"])
 
 
@@ -646,7 +648,7 @@ def test_mtia_dma_requests_are_copies(tmp_path: Path) -> None:
     rt = {"ph": "X", "cat": "mtia_runtime", "name": "runFunction", "pid": 1, "tid": 1, "ts": 2.0, "dur": 0.1,
           "args": {"correlation": 5}}
     tr = write(tmp_path, [op("aten::fc", 1, 1_900, 500), rt, dma, fw])
-    c = device.copies(tr).row(0, named=True)
+    c = tr.device.copies().row(0, named=True)
     assert (c["kind"], c["direction"], c["bytes"], c["bandwidth_gbs"]) == ("memcpy", "HtoD", 1000, 2.0)
     lk = links(tr)
     assert lk[by_id(tr, "fc-dtype_Float")] == ("containment", by_id(tr, "aten::fc"))
@@ -657,16 +659,85 @@ def test_mtia_dma_requests_are_copies(tmp_path: Path) -> None:
 def test_bad_arguments_raise() -> None:
     tr = load(H100)
     with pytest.raises(ValueError, match="by must be"):
-        device.busy(tr, by="thread")  # type: ignore[arg-type]
+        tr.device.busy(by="thread")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="window must be"):
-        device.busy(tr, window="step")  # type: ignore[arg-type]
+        tr.device.busy(window="step")  # type: ignore[arg-type]
+    with pytest.raises(ProftabError, match="needs the events frame"):
+        device.busy(tr.device.activities(), window="trace")
+    with pytest.raises(ProftabError, match=r"lacks the columns \['start_ns'\]"):
+        device.activities(tr.events.drop("start_ns"), tr.device.events())
+
+
+# --------------------------------------------------------------------------- free functions over frames
+
+
+def test_free_functions_run_on_a_users_own_frames() -> None:
+    # a hand-built events table (no loader, no Trace): an op launching one kernel by External
+    # id, a graph launch owning two kernels found by containment, a kernel without a launch;
+    # only the required columns and the link ids, `rank` as Int64, `cat` as plain strings
+    rows = [  # event_id, pid, tid, cat, name, start, dur, correlation, external id
+        (1, 1, 1, "cpu_op", "aten::mm", 10_000, 10_000, None, 5),
+        (2, 1, 1, "cuda_runtime", "cudaLaunchKernel", 12_000, 500, 100, 5),
+        (3, 1, 1, "cpu_op", "aten::graph", 30_000, 10_000, None, None),
+        (4, 1, 1, "cuda_runtime", "cudaGraphLaunch", 31_000, 500, 200, None),
+        (5, 0, 7, "kernel", "gemm", 15_000, 3_000, 100, None),
+        (6, 0, 7, "kernel", "g0", 40_000, 1_500, 200, None),
+        (7, 0, 8, "kernel", "g1", 41_000, 1_500, 200, None),
+        (8, 0, 7, "kernel", "orphan", 50_000, 1_000, None, None),
+    ]
+    cols = ["event_id", "pid", "tid", "cat", "name", "start_ns", "dur_ns", "correlation", "external_id"]
+    events = pl.DataFrame(rows, schema=cols, orient="row").with_columns(
+        rank=pl.lit(0), end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+    files = pl.DataFrame({"rank": [0], "time_resolution_ns": [1]})
+    margins = device.annotation_margins(events, files)
+    dev = device.device_events(events, margins)
+    acts = device.activities(events, dev)
+    got = {n: (str(lk), o) for n, lk, o in zip(acts["name"], acts["link"], acts["op_id"], strict=True)}
+    assert got == {"gemm": ("external_id", 1), "g0": ("containment", 3), "g1": ("containment", 3),
+                   "orphan": ("no_launch", None)}
+    own = dict(zip(*device.self_time(acts, dev).select("event_id", "self_device_ns").to_dict().values(), strict=True))
+    assert (own[1], own[3]) == (3_000, 3_000)
+    s = device.summary(acts).row(0, named=True)
+    assert (s["attributed_ns"], s["unattributed_ns"], s["busy_ns"]) == (6_000, 1_000, 3_000 + 2_500 + 1_000)
+    b = device.busy(acts, events, by="device", window="trace").row(0, named=True)
+    assert (b["window_start_ns"], b["window_end_ns"]) == (10_000, 51_000)
+    assert device.idle(acts, events)["idle_ns"].sum() == b["window_ns"] - b["busy_ns"] - (15_000 - 10_000)
+    assert device.unattributed(acts)["name"].to_list() == ["orphan"]
+    d = device.diagnostics(events, pl.DataFrame(schema={"rank": pl.Int32, "cat": pl.String, "id": pl.Int64,
+                                                        "pid": pl.Int64, "tid": pl.Int64, "ts_ns": pl.Int64}),
+                           acts, dev, margins, files).row(0, named=True)
+    assert (d["activities"], d["external_id"], d["containment"], d["no_launch"]) == (4, 1, 2, 1)
+
+
+def test_free_functions_equal_the_namespace_on_a_real_trace() -> None:
+    # tr.device.X() is the free function over the trace's own frames, frame for frame
+    tr = load(MI300)
+    events, files = tr.collect("events"), tr.files
+    margins = device.annotation_margins(events, files)
+    dev = device.device_events(events, margins)
+    acts = device.activities(events, dev)
+    ns = tr.device
+    pairs = [
+        (ns.margins(), margins), (ns.events(), dev), (ns.activities(), acts),
+        (ns.unattributed(), device.unattributed(acts)), (ns.self_time(), device.self_time(acts, dev)),
+        (ns.diagnostics(), device.diagnostics(events, tr.collect("flows"), acts, dev, margins, files)),
+        (ns.summary(), device.summary(acts)), (ns.ops(), device.op_device_time(acts, tr.collect("nested"))),
+        (ns.busy(by="device", window="trace"), device.busy(acts, events, by="device", window="trace")),
+        (ns.idle(by="stream"), device.idle(acts, events, by="stream")),
+        (ns.idle_breakdown(), device.idle_breakdown(acts, events)), (ns.comm_overlap(), device.comm_overlap(acts)),
+        (ns.copies(), device.copies(acts, dev)), (ns.copy_summary(), device.copy_summary(acts, dev)),
+        (ns.kernel_categories(by=("rank",)), device.kernel_categories(acts, by=("rank",))),
+        (ns.launch_delay(), device.launch_delay(acts)), (ns.annotations(), device.annotations(events, dev)),
+    ]
+    for got, want in pairs:
+        assert_frame_equal(got, want)
 
 
 def test_cpu_only_trace_has_no_device_rows(tmp_path: Path) -> None:
     tr = write(tmp_path, [op("aten::add", 1, 0, 1000, ext=1)])
-    assert device.activities(tr).is_empty() and device.summary(tr).is_empty()
-    assert device.self_time(tr).is_empty()
-    assert device.busy(tr).is_empty() and device.idle(tr).is_empty() and device.annotations(tr).is_empty()
+    assert tr.device.activities().is_empty() and tr.device.summary().is_empty()
+    assert tr.device.self_time().is_empty()
+    assert tr.device.busy().is_empty() and tr.device.idle().is_empty() and tr.device.annotations().is_empty()
     assert tr.key_averages()["self_device_ns"].sum() == 0
 
 
@@ -683,7 +754,7 @@ def test_invariants_on_every_public_gpu_trace() -> None:
     seen = regions = 0
     for path in _gpu_traces():
         tr = pt.load(path)
-        if device.activities(tr).is_empty():
+        if tr.device.activities().is_empty():
             continue
         seen += 1
         check_invariants(tr)
@@ -694,7 +765,7 @@ def test_invariants_on_every_public_gpu_trace() -> None:
 @needs_shared
 def test_trace_diff_control_attributes_through_containment() -> None:
     tr = pt.load(SHARED_PUBLIC / "hta" / "trace_diff__control__control.json.gz")
-    d = device.diagnostics(tr).row(0, named=True)
+    d = tr.device.diagnostics().row(0, named=True)
     assert d["external_id_mode"] == "correlation" and d["external_id"] == 0
     assert d["unattributed_ns"] == 0 and d["containment"] > 9000
 
@@ -702,8 +773,8 @@ def test_trace_diff_control_attributes_through_containment() -> None:
 @needs_shared
 def test_b200_same_stream_overlaps_count_once() -> None:
     tr = pt.load(SHARED_PUBLIC / "tracelens" / "b200__eager_trace.json.gz")
-    b = device.busy(tr).row(0, named=True)
-    w = device.activities(tr).filter(pl.col("kind") != "sync").sort("start_ns")
+    b = tr.device.busy().row(0, named=True)
+    w = tr.device.activities().filter(pl.col("kind") != "sync").sort("start_ns")
     prev = w["end_ns"].cum_max().shift(1)
     assert int((w["start_ns"] < prev).sum()) == 74  # kernels starting before the previous ends
     assert 0 < b["overlap_ns"] and b["busy_ns"] == b["sum_ns"] - b["overlap_ns"]
@@ -715,14 +786,14 @@ def test_margins_of_every_kineto_era_in_the_corpus() -> None:
             "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz": (1, 1),
             "with_gpu_user_annotation__step_based_trace_2543932.json.gz": (1000, 1000)}
     for name, margin in want.items():
-        m = device.annotation_margins(pt.load(SHARED_PUBLIC / "hta" / name)).row(0, named=True)
+        m = pt.load(SHARED_PUBLIC / "hta" / name).device.margins().row(0, named=True)
         assert (m["margin_start_ns"], m["margin_dur_ns"]) == margin and m["margin_evidence"] == m["annotations"]
 
 
 @needs_shared
 def test_graph_launch_kernels_reach_the_region_that_launched_them() -> None:
     tr = pt.load(SHARED_PUBLIC / "tracelens" / "inference__vllm_decode_full__graph_execution.json.gz")
-    a = device.activities(tr)
+    a = tr.device.activities()
     g = a.filter(pl.col("launch_name") == "hipGraphLaunch")
     assert g.height > 400 and g["launch_id"].n_unique() == 1
     assert set(g["link"].cast(pl.String)) == {"annotation"}

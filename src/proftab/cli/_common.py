@@ -9,6 +9,8 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
+from proftab.exceptions import UsageError
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -76,11 +78,11 @@ def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool
     stderr unless `--quiet`.
     """
     import proftab as pt
-    from proftab.cli._progress import ReadProgress
     from proftab.io.files import expand_sources
+    from proftab.progress import Progress
 
     paths = expand_sources(sources)
-    with shown_warnings(args), ReadProgress(paths, "never" if args.quiet else args.progress) as progress:
+    with shown_warnings(args), Progress(paths, "never" if args.quiet else args.progress) as progress:
         tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)))
         if nest:
             progress.phase("nesting")
@@ -130,7 +132,7 @@ def write_frame(df: pl.DataFrame, fmt: str, output: str | None) -> None:
     if fmt == "parquet":
         if output is None:
             msg = "--format parquet needs -o FILE"
-            raise ValueError(msg)
+            raise UsageError(msg)
         df.write_parquet(output)
         return
     if fmt == "csv":
@@ -141,7 +143,7 @@ def write_frame(df: pl.DataFrame, fmt: str, output: str | None) -> None:
         text = markdown_table(df)
     else:  # pragma: no cover - callers handle text
         msg = f"unknown format {fmt!r}"
-        raise ValueError(msg)
+        raise UsageError(msg)
     write_text(text, output)
 
 

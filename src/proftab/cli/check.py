@@ -3,7 +3,7 @@
 Findings: rejected input events, anomalies (`Trace.anomalies`: overruns, negative
 durations, unmatched begins, unfinished ops, repaired names), repaired args, file
 accounting that does not add up, and device time that no host op launched
-(`proftab.device.unattributed`). Timestamps rounded to the ns are reported but are not
+(`Trace.device.unattributed`). Timestamps rounded to the ns are reported but are not
 findings.
 """
 
@@ -43,12 +43,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _device_report(tr: Trace, n_examples: int) -> dict[str, Any]:
-    """Device activities no host op launched (`proftab.device.unattributed`), longest first."""
+    """Device activities no host op launched (`Trace.device.unattributed`), longest first."""
     if kinds.use_device(tr.categories) is None:
         return {"status": "no device activity"}
-    from proftab import device
-
-    un = device.unattributed(tr)
+    un = tr.device.unattributed()
     return {"status": "checked", "activities": un.height, "dur_ns": int(un["dur_ns"].sum() or 0),
             "examples": un.sort("dur_ns", descending=True).head(n_examples).select(
                 "name", "dur_ns", "start_ns", "link").to_dicts()}

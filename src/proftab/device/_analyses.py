@@ -1,9 +1,10 @@
 """Device-side analyses over the linked activities: busy/idle, overlap, copies, categories.
 
-Every function takes a `Trace` and returns a new `polars.DataFrame`; times are Int64 ns.
-"Work" is kernels, memcpy and memset (`kind != "sync"`); busy time is the length of the
-union of work intervals, so overlapping kernels (several streams, or programmatic
-dependent launch on one stream) never count twice.
+Free functions over frames: each takes the frames it needs, `activities` (from
+`proftab.device.activities`), `device_events`, a trace's `events` or `nested`, and returns a
+new `polars.DataFrame`; times are Int64 ns. "Work" is kernels, memcpy and memset
+(`kind != "sync"`); busy time is the length of the union of work intervals, so overlapping
+kernels (several streams, or programmatic dependent launch on one stream) never count twice.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import polars as pl
 
-from proftab.intervals.tree import ancestor_pairs, containing_ancestor, row_positions
-from proftab.device._link import LINKS, _is_launch, activities, device_events
+from proftab import kinds
+from proftab.device._link import LINKS, event_frame, is_launch
+from proftab.exceptions import ProftabError
 from proftab.intervals import merge_intervals, nest, union_ns
+from proftab.intervals.tree import ancestor_pairs, containing_ancestor, row_positions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    from proftab.trace import Trace
 
 __all__ = [
     "annotations", "busy", "comm_overlap", "copies", "copy_summary", "idle", "idle_breakdown",
@@ -37,11 +38,12 @@ def _keys(by: str) -> list[str]:
         return ["rank", "device"]
     if by == "stream":
         return ["rank", "device", "stream"]
-    raise ValueError(f"by must be 'device' or 'stream', not {by!r}")
+    msg = f"by must be 'device' or 'stream', not {by!r}"
+    raise ValueError(msg)
 
 
-def _work(trace: Trace) -> pl.DataFrame:
-    return activities(trace).filter(pl.col("kind") != "sync")
+def _work(activities: pl.DataFrame) -> pl.DataFrame:
+    return activities.filter(pl.col("kind") != "sync")
 
 
 def _union(frame: pl.DataFrame, keys: list[str], name: str) -> pl.DataFrame:
@@ -51,27 +53,36 @@ def _union(frame: pl.DataFrame, keys: list[str], name: str) -> pl.DataFrame:
     return union_ns(frame.select(*keys, "start_ns", "end_ns"), by=keys).rename({"union_ns": name})
 
 
-def _windows(trace: Trace, work: pl.DataFrame, window: str) -> pl.DataFrame:
+def _windows(events: pl.DataFrame | None, work: pl.DataFrame, window: str) -> pl.DataFrame:
     """Per (rank, device): `window_start_ns`, `window_end_ns`."""
     if window == "device":
         return work.group_by("rank", "device").agg(pl.col("start_ns").min().alias("window_start_ns"),
                                                    pl.col("end_ns").max().alias("window_end_ns"))
     if window == "trace":
-        span = trace.collect("events").group_by("rank").agg(
+        if events is None:
+            msg = "busy(window='trace') needs the events frame (the rank's recorded span)"
+            raise ProftabError(msg)
+        span = event_frame(events, ["rank", "start_ns", "end_ns"]).group_by("rank").agg(
             pl.col("start_ns").min().alias("window_start_ns"),
             pl.max_horizontal("start_ns", "end_ns").max().alias("window_end_ns"))
         return work.select("rank", "device").unique().join(span, on="rank", how="left")
-    raise ValueError(f"window must be 'device' or 'trace', not {window!r}")
+    msg = f"window must be 'device' or 'trace', not {window!r}"
+    raise ValueError(msg)
 
 
 # --------------------------------------------------------------------------- busy / idle
 
 
-def busy(trace: Trace, *, by: By = "stream", window: Literal["device", "trace"] = "device") -> pl.DataFrame:
+def busy(activities: pl.DataFrame, events: pl.DataFrame | None = None, *, by: By = "stream",
+         window: Literal["device", "trace"] = "device") -> pl.DataFrame:
     """Busy and idle time per stream (or device): union of work intervals.
 
     Parameters
     ----------
+    activities
+        `activities(events, device_events)`.
+    events
+        The events (`rank`, `start_ns`, `end_ns`); needed for `window="trace"` only.
     by
         `"stream"`: one row per `(rank, device, stream)`; `"device"`: per `(rank, device)`,
         the union over its streams.
@@ -87,10 +98,10 @@ def busy(trace: Trace, *, by: By = "stream", window: Literal["device", "trace"] 
         `window_ns`, `idle_ns` (`window - busy`), `busy_share` (`busy / window`).
     """
     keys = _keys(by)
-    work = _work(trace)
+    work = _work(activities)
     agg = work.group_by(keys).agg(pl.len().cast(pl.Int64).alias("activities"), pl.col("dur_ns").sum().alias("sum_ns"))
     out = agg.join(_union(work, keys, "busy_ns"), on=keys, how="left", nulls_equal=True)
-    out = out.join(_windows(trace, work, window), on=["rank", "device"], how="left", nulls_equal=True)
+    out = out.join(_windows(events, work, window), on=["rank", "device"], how="left", nulls_equal=True)
     return out.with_columns(
         overlap_ns=pl.col("sum_ns") - pl.col("busy_ns"),
         window_ns=pl.col("window_end_ns") - pl.col("window_start_ns"),
@@ -101,10 +112,11 @@ def busy(trace: Trace, *, by: By = "stream", window: Literal["device", "trace"] 
              "idle_ns", "busy_share").sort(keys, nulls_last=True)
 
 
-def _sync_intervals(trace: Trace, devices: pl.DataFrame) -> pl.DataFrame:
+def _sync_intervals(activities: pl.DataFrame, events: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
     """Disjoint sync intervals per (rank, device) with `_cum` = covered length before each."""
-    dev = device_events(trace).filter(pl.col("kind") == "sync").select("rank", "device", "start_ns", "end_ns")
-    host = trace.collect("events").filter(_is_launch(trace) & pl.col("name").str.contains(SYNC_CALL_PATTERN)).select(
+    dev = activities.filter(pl.col("kind") == "sync").select("rank", "device", "start_ns", "end_ns")
+    ev = event_frame(events, ["rank", "cat", "name", "start_ns", "end_ns"])
+    host = ev.filter(is_launch(ev) & pl.col("name").str.contains(SYNC_CALL_PATTERN)).select(
         "rank", "start_ns", pl.max_horizontal("start_ns", "end_ns").alias("end_ns"))
     host = host.join(devices, on="rank", how="inner").select("rank", "device", "start_ns", "end_ns")
     g = ["rank", "device"]
@@ -123,7 +135,7 @@ def _covered(points: pl.DataFrame, merged: pl.DataFrame, t: str) -> pl.Expr | pl
     return j["_c"]
 
 
-def idle(trace: Trace, *, by: By = "device") -> pl.DataFrame:
+def idle(activities: pl.DataFrame, events: pl.DataFrame, *, by: By = "device") -> pl.DataFrame:
     """Every idle gap between work on a device (or stream), split by cause.
 
     A gap `[a, b)` ends when the next activity `N` starts. Its parts, which add up to the gap:
@@ -138,6 +150,16 @@ def idle(trace: Trace, *, by: By = "device") -> pl.DataFrame:
     Only gaps between the first and the last work of the track are listed (see `busy`
     for the idle time of a whole window). An `N` without a launch has `host_ns = 0`.
 
+    Parameters
+    ----------
+    activities
+        `activities(events, device_events)` (its `sync` rows are the device-side syncs).
+    events
+        The events the host sync calls are read from: `rank`, `cat`, `name`, `start_ns`,
+        `end_ns`.
+    by
+        `"device"` or `"stream"`.
+
     Returns
     -------
     pl.DataFrame
@@ -145,7 +167,7 @@ def idle(trace: Trace, *, by: By = "device") -> pl.DataFrame:
         `next_event_id`, `next_name`, `next_launch_start_ns`.
     """
     keys = _keys(by)
-    work = _work(trace).sort(*keys, "start_ns", pl.col("launch_start_ns").fill_null(np.iinfo(np.int64).max),
+    work = _work(activities).sort(*keys, "start_ns", pl.col("launch_start_ns").fill_null(np.iinfo(np.int64).max),
                             "event_id")
     work = work.with_columns(_prev=pl.col("end_ns").cum_max().shift(1).over(keys))
     gaps = work.filter(pl.col("start_ns") > pl.col("_prev")).select(
@@ -157,7 +179,7 @@ def idle(trace: Trace, *, by: By = "device") -> pl.DataFrame:
         host_ns=pl.when(pl.col("next_launch_start_ns").is_null()).then(0).otherwise(
             (pl.col("next_launch_start_ns") - pl.col("start_ns")).clip(0, pl.col("idle_ns"))).cast(pl.Int64),
     ).with_columns(_q=pl.col("start_ns") + pl.col("host_ns")).with_row_index("_row")
-    merged = _sync_intervals(trace, work.select("rank", "device").unique())
+    merged = _sync_intervals(activities, events, work.select("rank", "device").unique())
     if merged.is_empty() or gaps.is_empty():
         gaps = gaps.with_columns(sync_ns=pl.lit(0, pl.Int64))
     else:
@@ -168,8 +190,13 @@ def idle(trace: Trace, *, by: By = "device") -> pl.DataFrame:
         "next_launch_start_ns").sort(*keys, "start_ns", nulls_last=True)
 
 
-def idle_breakdown(trace: Trace, *, by: By = "device") -> pl.DataFrame:
+def idle_breakdown(activities: pl.DataFrame, events: pl.DataFrame, *, by: By = "device") -> pl.DataFrame:
     """`idle` summed per device (or stream), with the share of each cause.
+
+    Parameters
+    ----------
+    activities, events, by
+        As for `idle`.
 
     Returns
     -------
@@ -178,10 +205,10 @@ def idle_breakdown(trace: Trace, *, by: By = "device") -> pl.DataFrame:
         `sync_share`, `other_share` (of `idle_ns`; null when there is no idle time).
     """
     keys = _keys(by)
-    g = idle(trace, by=by).group_by(keys).agg(
+    g = idle(activities, events, by=by).group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("gaps"),
         *[pl.col(c).sum() for c in ("idle_ns", "host_ns", "sync_ns", "other_ns")])
-    base = _work(trace).select(keys).unique()
+    base = _work(activities).select(keys).unique()
     g = base.join(g, on=keys, how="left", nulls_equal=True).with_columns(
         *[pl.col(c).fill_null(0).cast(pl.Int64) for c in ("gaps", "idle_ns", "host_ns", "sync_ns", "other_ns")])
     share = {f"{c}_share": pl.when(pl.col("idle_ns") > 0).then(pl.col(f"{c}_ns") / pl.col("idle_ns")).otherwise(None)
@@ -192,7 +219,7 @@ def idle_breakdown(trace: Trace, *, by: By = "device") -> pl.DataFrame:
 # --------------------------------------------------------------------------- overlap, copies, categories
 
 
-def comm_overlap(trace: Trace) -> pl.DataFrame:
+def comm_overlap(activities: pl.DataFrame) -> pl.DataFrame:
     """Communication vs compute overlap per (rank, device).
 
     Communication is the `communication` kernel category (NCCL/RCCL ...); compute is every
@@ -205,7 +232,7 @@ def comm_overlap(trace: Trace) -> pl.DataFrame:
         `rank`, `device`, `comm_ns`, `compute_ns`, `overlap_ns`, `exposed_comm_ns`
         (`comm - overlap`), `overlap_share` (`overlap / comm`; null without communication).
     """
-    k = _work(trace).filter(pl.col("kind") == "kernel").with_columns(_comm=pl.col("category") == "communication")
+    k = _work(activities).filter(pl.col("kind") == "kernel").with_columns(_comm=pl.col("category") == "communication")
     keys = ["rank", "device"]
     base = k.select(keys).unique()
     comm = _union(k.filter(pl.col("_comm")), keys, "comm_ns")
@@ -226,8 +253,15 @@ def comm_overlap(trace: Trace) -> pl.DataFrame:
 _DIRECTIONS = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD"}
 
 
-def copies(trace: Trace) -> pl.DataFrame:
+def copies(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFrame:
     """Every memcpy / memset with its bytes and bandwidth.
+
+    Parameters
+    ----------
+    activities
+        `activities(events, device_events)`.
+    device_events
+        `device_events(events, margins)`: the `args` of MTIA `dma_request` copies.
 
     Returns
     -------
@@ -238,10 +272,10 @@ def copies(trace: Trace) -> pl.DataFrame:
         (`bytes / dur_ns`, i.e. 1e9 bytes per second; null when either is missing or 0),
         `op_id`, `op_name`.
     """
-    acts = activities(trace).filter(pl.col("kind").is_in(["memcpy", "memset"]))
+    acts = activities.filter(pl.col("kind").is_in(["memcpy", "memset"]))
     # MTIA dma_request: direction and size are in the args (parsed for those rows only)
     dma = acts.filter(pl.col("name") == "dma_request").select("rank", "event_id").join(
-        device_events(trace).select("rank", "event_id", "args"), on=["rank", "event_id"], how="left")
+        device_events.select("rank", "event_id", "args"), on=["rank", "event_id"], how="left")
     raw_dir = pl.col("args").str.json_path_match("$.direction")
     dma = dma.select("rank", "event_id", raw_dir.replace_strict(_DIRECTIONS, default=raw_dir).alias("_dir"),
                      pl.col("args").str.json_path_match("$.size").cast(pl.Int64, strict=False).alias("_size"))
@@ -257,8 +291,13 @@ def copies(trace: Trace) -> pl.DataFrame:
     )
 
 
-def copy_summary(trace: Trace) -> pl.DataFrame:
+def copy_summary(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFrame:
     """`copies` per (rank, device, kind, direction).
+
+    Parameters
+    ----------
+    activities, device_events
+        As for `copies`.
 
     Returns
     -------
@@ -267,7 +306,7 @@ def copy_summary(trace: Trace) -> pl.DataFrame:
         `max_bandwidth_gbs` (the fastest single copy).
     """
     keys = ["rank", "device", "kind", "direction"]
-    return copies(trace).group_by(keys).agg(
+    return copies(activities, device_events).group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("count"), pl.col("bytes").sum(), pl.col("dur_ns").sum(),
         pl.col("bandwidth_gbs").max().alias("max_bandwidth_gbs"),
     ).with_columns(
@@ -275,11 +314,13 @@ def copy_summary(trace: Trace) -> pl.DataFrame:
     ).select(*keys, "count", "bytes", "dur_ns", "bandwidth_gbs", "max_bandwidth_gbs").sort(keys, nulls_last=True)
 
 
-def kernel_categories(trace: Trace, *, by: Sequence[str] = ("rank", "device")) -> pl.DataFrame:
+def kernel_categories(activities: pl.DataFrame, *, by: Sequence[str] = ("rank", "device")) -> pl.DataFrame:
     """Device time per kernel category (`category_expr`).
 
     Parameters
     ----------
+    activities
+        `activities(events, device_events)`.
     by
         Columns of `activities` to group by besides `category`.
 
@@ -291,7 +332,7 @@ def kernel_categories(trace: Trace, *, by: Sequence[str] = ("rank", "device")) -
         busy time: the union of all its work).
     """
     keys = list(by) or ["_all"]
-    work = _work(trace).with_columns(_all=pl.lit(0))
+    work = _work(activities).with_columns(_all=pl.lit(0))
     g = work.group_by(*keys, "category").agg(pl.len().cast(pl.Int64).alias("activities"),
                                              pl.col("dur_ns").sum().alias("sum_ns"))
     g = g.join(_union(work, [*keys, "category"], "busy_ns"), on=[*keys, "category"], how="left", nulls_equal=True)
@@ -303,11 +344,13 @@ def kernel_categories(trace: Trace, *, by: Sequence[str] = ("rank", "device")) -
     return out.drop("_all", strict=False)
 
 
-def launch_delay(trace: Trace, *, by: Sequence[str] = ("rank", "device")) -> pl.DataFrame:
+def launch_delay(activities: pl.DataFrame, *, by: Sequence[str] = ("rank", "device")) -> pl.DataFrame:
     """Distribution of launch delay (activity start − launch start) per group.
 
     Parameters
     ----------
+    activities
+        `activities(events, device_events)`.
     by
         Columns of `activities` to group by (e.g. `("rank", "device", "launch_name")`).
 
@@ -320,7 +363,7 @@ def launch_delay(trace: Trace, *, by: Sequence[str] = ("rank", "device")) -> pl.
     """
     keys = list(by)
     d = pl.col("launch_delay_ns")
-    acts = activities(trace).filter(d.is_not_null())
+    acts = activities.filter(d.is_not_null())
     aggs = [
         pl.len().cast(pl.Int64).alias("activities"), d.min().alias("min_ns"),
         *[d.quantile(q, interpolation="nearest").cast(pl.Int64).alias(f"p{int(q * 100)}_ns") for q in (0.5, 0.9, 0.99)],
@@ -334,12 +377,20 @@ def launch_delay(trace: Trace, *, by: Sequence[str] = ("rank", "device")) -> pl.
 # --------------------------------------------------------------------------- per op, per annotation
 
 
-def op_device_time(trace: Trace) -> pl.DataFrame:
+def op_device_time(activities: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
     """Device time per host event: torch's sums and union-based busy time.
 
     The host tree is torch's: `Trace.nested` per thread, an event that ends after the event
     open at its start hanging from its nearest ancestor that contains it (as in
     `key_averages`), so a subtree never reaches past its root.
+
+    Parameters
+    ----------
+    activities
+        `activities(events, device_events)`.
+    nested
+        The nested events (`Trace.nested`): `rank`, `event_id`, `parent_id`, `name`, `cat`,
+        `start_ns`, `end_ns`, `dur_ns`.
 
     Returns
     -------
@@ -351,8 +402,9 @@ def op_device_time(trace: Trace) -> pl.DataFrame:
         `busy_total_ns` (union over own + descendants': never more than the wall time the
         device spent on them), `total_activities`.
     """
-    acts = activities(trace).filter(pl.col("op_id").is_not_null())
-    nested = trace.collect("nested").select("rank", "event_id", "parent_id", "name", "cat", "start_ns", "end_ns", "dur_ns")
+    acts = activities.filter(pl.col("op_id").is_not_null())
+    nested = nested.select(pl.col("rank").cast(pl.Int32), "event_id", "parent_id", "name", "cat", "start_ns", "end_ns",
+                           "dur_ns")
     rank = nested["rank"].to_numpy()
     ids = nested["event_id"].to_numpy()
     parent = row_positions(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
@@ -381,12 +433,21 @@ def op_device_time(trace: Trace) -> pl.DataFrame:
     ).sort("rank", "start_ns", "event_id")
 
 
-def annotations(trace: Trace) -> pl.DataFrame:
+def annotations(  # type: ignore[no-redef]  # the name of `from __future__ import annotations`
+        events: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFrame:
     """`gpu_user_annotation` spans with the device work they cover on their stream.
 
     The span is the one Kineto computed (its margin undone, `annotation_margins`); an
     activity belongs to every annotation of its stream that contains it (nested spans
     included).
+
+    Parameters
+    ----------
+    events
+        The events the host `user_annotation`s are read from: `rank`, `event_id`, `cat`,
+        `start_ns`, `dur_ns`, `external_id`.
+    device_events
+        `device_events(events, margins)`.
 
     Returns
     -------
@@ -396,7 +457,7 @@ def annotations(trace: Trace) -> pl.DataFrame:
         `busy_ns` (union), `host_id` / `host_start_ns` / `host_dur_ns` (the
         `user_annotation` with the same `External id` on the rank, when there is one).
     """
-    dev = device_events(trace)
+    dev = device_events
     ann = dev.filter(pl.col("is_annotation"))
     work = dev.filter(~pl.col("is_annotation") & (pl.col("kind") != "sync"))
     frame = pl.concat([ann, work]).select("rank", "event_id", "device", "stream", "start_ns", "end_ns",
@@ -418,8 +479,8 @@ def annotations(trace: Trace) -> pl.DataFrame:
     agg = pairs.group_by("rank", "event_id").agg(pl.len().cast(pl.Int64).alias("activities"),
                                                  pl.col("dur_ns").sum().alias("activity_ns"))
     agg = agg.join(_union(pairs, ["rank", "event_id"], "busy_ns"), on=["rank", "event_id"], how="left")
-    host = trace.collect("events").filter((pl.col("cat").cast(pl.String) == "user_annotation")
-                               & pl.col("external_id").is_not_null()).select(
+    ev = event_frame(events, ["rank", "event_id", "cat", "start_ns", "dur_ns", "external_id"])
+    host = ev.filter(kinds.in_categories({"user_annotation"}) & pl.col("external_id").is_not_null()).select(
         "rank", "external_id", pl.col("event_id").alias("host_id"), pl.col("start_ns").alias("host_start_ns"),
         pl.col("dur_ns").alias("host_dur_ns")).unique(subset=["rank", "external_id"], keep="first")
     out = ann.join(agg, on=["rank", "event_id"], how="left").join(host, on=["rank", "external_id"], how="left")
@@ -430,8 +491,13 @@ def annotations(trace: Trace) -> pl.DataFrame:
     ).sort("rank", "start_ns", "event_id")
 
 
-def summary(trace: Trace) -> pl.DataFrame:
+def summary(activities: pl.DataFrame) -> pl.DataFrame:
     """Attribution per (rank, device): where the device time went.
+
+    Parameters
+    ----------
+    activities
+        `activities(events, device_events)`.
 
     Returns
     -------
@@ -441,15 +507,14 @@ def summary(trace: Trace) -> pl.DataFrame:
         `unattributed_share`, one `<link>_ns` column per `link` value, `busy_ns` (union of
         work). Identity: `attributed_ns + unattributed_ns == device_ns`.
     """
-    acts = activities(trace)
     keys = ["rank", "device"]
-    g = acts.group_by(keys).agg(
+    g = activities.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("activities"), pl.col("dur_ns").sum().alias("device_ns"),
         pl.col("dur_ns").filter(pl.col("op_id").is_not_null()).sum().alias("attributed_ns"),
         pl.col("dur_ns").filter(pl.col("op_id").is_null()).sum().alias("unattributed_ns"),
         *[pl.col("dur_ns").filter(pl.col("link") == v).sum().alias(f"{v}_ns") for v in LINKS],
     )
-    g = g.join(_union(_work(trace), keys, "busy_ns"), on=keys, how="left", nulls_equal=True)
+    g = g.join(_union(_work(activities), keys, "busy_ns"), on=keys, how="left", nulls_equal=True)
     return g.with_columns(
         busy_ns=pl.col("busy_ns").fill_null(0),
         unattributed_share=pl.when(pl.col("device_ns") > 0).then(pl.col("unattributed_ns") / pl.col("device_ns"))

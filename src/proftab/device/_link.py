@@ -16,27 +16,33 @@ Rules (docs/device.md gives the reasons and the sources):
 4. an activity without a launch uses its own `External id` (same guard: the op starts no
    later than the activity) -> `device_external_id`.
 5. everything else is kept, unattributed: `no_launch` or `no_op`.
+
+Every function here is a free function over frames: `events` is a trace's events table (or
+a user's own frame with its columns, docs/device.md), `files` one row per rank with
+`time_resolution_ns`, `flows` the flow events. The intermediate frames are
+`annotation_margins(events, files)` -> `device_events(events, margins)` ->
+`activities(events, device_events)`; `Trace.device` computes them once per trace.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-from proftab import schema
-from proftab.intervals.tree import nearest_ancestor, row_positions
+from proftab import kinds, schema
+from proftab.exceptions import ProftabError
 from proftab.intervals import nest
+from proftab.intervals.tree import nearest_ancestor, row_positions
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from proftab.trace import Trace
+    from collections.abc import Iterable, Sequence
 
 __all__ = [
-    "ACTIVITY_CATEGORIES", "ANNOTATION_CATEGORY", "LINKS", "MARGINS", "OP_CATEGORIES", "activities",
-    "annotation_margins", "device_events", "diagnostics", "self_time", "unattributed",
+    "ACTIVITY_CATEGORIES", "ANNOTATION_CATEGORY", "DEVICE_EVENT_COLUMNS", "EVENT_COLUMNS", "LINKS", "MARGINS",
+    "OP_CATEGORIES", "activities", "annotation_margins", "device_events", "diagnostics", "event_frame", "is_launch",
+    "launch_categories", "self_time", "unattributed",
 ]
 
 ANNOTATION_CATEGORY = "gpu_user_annotation"
@@ -62,6 +68,37 @@ MARGINS = ((1, 2), (1000, 1500), (1, 1), (1000, 1000))
 _TRACK = schema.TRACK_KEYS
 _DEV_TRACK = ["rank", "device", "stream"]
 
+#: columns of `events` the device functions read; those in `OPTIONAL_COLUMNS` may be absent
+#: from a user's frame (they are then taken as null)
+EVENT_COLUMNS = ["rank", "event_id", "pid", "pid_text", "tid", "tid_text", "cat", "name", "start_ns", "dur_ns",
+                 "end_ns", "correlation", "external_id", "device", "stream", "bytes"]
+#: columns `device_events` reads (`args` too)
+DEVICE_EVENT_COLUMNS = ["rank", "event_id", "pid", "tid", "tid_text", "device", "stream", "cat", "name", "start_ns",
+                        "dur_ns", "correlation", "external_id", "bytes", "args"]
+OPTIONAL_COLUMNS = ("pid_text", "tid_text", "correlation", "external_id", "device", "stream", "bytes", "args")
+
+
+def event_frame(events: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFrame:
+    """`events` ready for the device functions: absent optional columns added as typed nulls, `rank` Int32.
+
+    Raises
+    ------
+    ProftabError
+        A required column (`rank`, `event_id`, `pid`, `tid`, `cat`, `name`, `start_ns`,
+        `dur_ns`, `end_ns`) is missing.
+    """
+    columns = EVENT_COLUMNS if columns is None else columns
+    missing = [c for c in columns if c not in events.columns and c not in OPTIONAL_COLUMNS]
+    if missing:
+        msg = f"the events frame lacks the columns {missing!r} (it has {events.columns!r})"
+        raise ProftabError(msg)
+    add = [pl.lit(None, schema.EVENT_COLUMNS[c]).alias(c) for c in columns if c not in events.columns]
+    if add:
+        events = events.with_columns(add)
+    if events.schema["rank"] != pl.Int32:
+        events = events.with_columns(pl.col("rank").cast(pl.Int32))
+    return events
+
 
 def _device_col() -> pl.Expr:
     """Device index of a device event: its `pid`, else its `device` arg."""
@@ -69,32 +106,27 @@ def _device_col() -> pl.Expr:
 
 
 def _stream_col() -> pl.Expr:
-    """Stream of a device event: its `tid`, else its `stream` arg, else the number in a
-    string tid (`"stream 7"` in 2021 traces)."""
+    """Stream of a device event: its `tid`, else its `stream` arg, else the number in a string tid.
+
+    (`"stream 7"` in 2021 traces.)
+    """
     return pl.coalesce(pl.col("tid"), pl.col("stream"),
                        pl.col("tid_text").str.extract(r"(\d+)").cast(pl.Int64, strict=False)).alias("stream")
-
-def cached(trace: Trace, key: str, fn: Callable[[Trace], Any]) -> Any:
-    """`fn(trace)`, computed once per (trace, key) in the trace's cache."""
-    return trace.cached(f"device:{key}", lambda: fn(trace))
 
 
 def _cat() -> pl.Expr:
     return pl.col("cat").cast(pl.String)
 
 
-def _in(categories: frozenset[str] | set[str]) -> pl.Expr:
-    """`cat` is one of `categories` (compared on the Categorical column, no string cast)."""
-    return pl.col("cat").is_in(sorted(categories))
+def launch_categories(categories: Iterable[str]) -> set[str]:
+    """Those of `categories` that launch device work: `LAUNCH_CATEGORIES`, `*_runtime`, `*_driver`."""
+    return {c for c in categories if c in LAUNCH_CATEGORIES or c.endswith(("_runtime", "_driver"))}
 
 
-def launch_categories(trace: Trace) -> set[str]:
-    """Categories of `trace` that launch device work: `LAUNCH_CATEGORIES`, `*_runtime`, `*_driver`."""
-    return {c for c in trace.categories if c in LAUNCH_CATEGORIES or c.endswith(("_runtime", "_driver"))}
-
-
-def _is_launch(trace: Trace) -> pl.Expr:
-    return _in(launch_categories(trace))
+def is_launch(events: pl.DataFrame) -> pl.Expr:
+    """A runtime / driver call among the categories present in `events` (`launch_categories`)."""
+    present = events.select(pl.col("cat").drop_nulls().unique().cast(pl.String)).to_series().to_list()
+    return kinds.in_categories(launch_categories(present))
 
 
 def _kind() -> pl.Expr:
@@ -112,7 +144,7 @@ def _kind() -> pl.Expr:
 # --------------------------------------------------------------------------- annotation margin
 
 
-def annotation_margins(trace: Trace) -> pl.DataFrame:
+def annotation_margins(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:
     """Per rank, the widening Kineto applied to `gpu_user_annotation` spans.
 
     Kineto writes each annotation as `[first activity start - shift, last activity end +
@@ -120,22 +152,28 @@ def annotation_margins(trace: Trace) -> pl.DataFrame:
     from the data: for every annotation the gap to the first device activity inside it and
     from the last one; the candidate matching most annotations wins.
 
+    Parameters
+    ----------
+    events
+        Events (at least the device rows): `rank`, `event_id`, `cat`, `pid`, `tid`,
+        `start_ns`, `end_ns` (`tid_text`, `device`, `stream` when present).
+    files
+        One row per rank: `rank`, `time_resolution_ns` (1000 for an integer-µs file).
+
     Returns
     -------
     pl.DataFrame
         `rank`, `margin_start_ns` (shift), `margin_dur_ns` (add), `margin_evidence` (number
         of annotations matching the chosen margin; 0: no evidence, default for the format:
-        1 µs / 1 µs for integer-µs files, 1 ns / 2 ns otherwise), `annotations`.
+        1 µs / 1 µs for integer-µs files, 1 ns / 2 ns otherwise), `annotations`; one row
+        per rank of `files`.
     """
-    return cached(trace, "margins", _annotation_margins)
-
-
-def _annotation_margins(trace: Trace) -> pl.DataFrame:
-    ev = trace.collect("events")
-    ranks = trace.files.select("rank", pl.col("time_resolution_ns").alias("_res"))
+    ev = event_frame(events, ["rank", "event_id", "cat", "pid", "tid", "tid_text", "device", "stream", "start_ns",
+                              "end_ns"])
+    ranks = files.select(pl.col("rank").cast(pl.Int32), pl.col("time_resolution_ns").alias("_res"))
     tracks = [_device_col(), _stream_col()]
-    ann = ev.filter(_in({ANNOTATION_CATEGORY})).with_columns(tracks)
-    work = ev.filter(_in(schema.DEVICE_WORK_CATEGORIES)).with_columns(tracks)
+    ann = ev.filter(kinds.in_categories({ANNOTATION_CATEGORY})).with_columns(tracks)
+    work = ev.filter(kinds.is_device_work()).with_columns(tracks)
     ann, work = (f.filter(pl.col("device").is_not_null() & pl.col("stream").is_not_null()) for f in (ann, work))
     a = ann.select(*_DEV_TRACK, "event_id", "start_ns", "end_ns")
     first = a.sort("start_ns").join_asof(
@@ -168,8 +206,16 @@ def _annotation_margins(trace: Trace) -> pl.DataFrame:
                                       "margin_evidence": pl.Int64, "annotations": pl.Int64}, orient="row")
 
 
-def device_events(trace: Trace) -> pl.DataFrame:
+def device_events(events: pl.DataFrame, margins: pl.DataFrame) -> pl.DataFrame:
     """Every device event with the times key_averages and the analyses use.
+
+    Parameters
+    ----------
+    events
+        Events (host rows are ignored): `EVENT_COLUMNS` (the optional ones may be absent),
+        and `args` when present (kept for the MTIA `dma_request` copies).
+    margins
+        `annotation_margins(events, files)`: the margin undone on `gpu_user_annotation`.
 
     Returns
     -------
@@ -180,14 +226,10 @@ def device_events(trace: Trace) -> pl.DataFrame:
         `start_ns`, `end_ns`, `dur_ns`: for `gpu_user_annotation` with the Kineto margin
         undone (`annotation_margins`), a negative `dur` clamped to 0;
         `raw_start_ns`, `raw_dur_ns` (as in the file), `clamped` (the duration was changed
-        by the clamp, not by the margin).
+        by the clamp, not by the margin), `correlation`, `external_id`, `bytes`, `args`.
     """
-    return cached(trace, "device_events", _device_events)
-
-
-def _device_events(trace: Trace) -> pl.DataFrame:
-    ev = trace.collect("events").filter(_in(schema.DEVICE_CATEGORIES))
-    m = annotation_margins(trace).select("rank", "margin_start_ns", "margin_dur_ns")
+    ev = event_frame(events, DEVICE_EVENT_COLUMNS).filter(kinds.is_device())
+    m = margins.select(pl.col("rank").cast(pl.Int32), "margin_start_ns", "margin_dur_ns")
     is_ann = _cat() == ANNOTATION_CATEGORY
     ev = ev.join(m, on="rank", how="left", maintain_order="left")
     shift = pl.when(is_ann).then(pl.col("margin_start_ns")).otherwise(0)
@@ -221,8 +263,16 @@ def _ext_reliable(launches: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def activities(trace: Trace) -> pl.DataFrame:
+def activities(events: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFrame:
     """One row per device activity (kernel, memcpy, memset, sync) with its launch and op.
+
+    Parameters
+    ----------
+    events
+        All events of the trace (the launches and ops are looked up here; the launch
+        categories are those present, `launch_categories`): `EVENT_COLUMNS`.
+    device_events
+        `device_events(events, margins)`.
 
     Returns
     -------
@@ -234,17 +284,13 @@ def activities(trace: Trace) -> pl.DataFrame:
         start), `op_id` (event_id of the host op it is attributed to; null: unattributed),
         `op_name`, `op_cat`, `link` (Enum, `LINKS`). Sorted by rank, start.
     """
-    return cached(trace, "activities", _activities)
-
-
-def _activities(trace: Trace) -> pl.DataFrame:
     from proftab.device._categories import category_expr
 
-    ev = trace.collect("events")
-    dev = device_events(trace).filter(~pl.col("is_annotation")).drop("is_annotation", "raw_start_ns", "raw_dur_ns",
-                                                                       "clamped", "args")
+    ev = event_frame(events)
+    dev = device_events.filter(~pl.col("is_annotation")).drop("is_annotation", "raw_start_ns", "raw_dur_ns",
+                                                              "clamped", "args", strict=False)
     launches = (
-        ev.filter(_is_launch(trace) & pl.col("correlation").is_not_null())
+        ev.filter(is_launch(ev) & pl.col("correlation").is_not_null())
         .select("rank", "correlation", pl.col("event_id").alias("launch_id"), pl.col("name").alias("launch_name"),
                 pl.col("start_ns").alias("launch_start_ns"), pl.col("external_id").alias("launch_external_id"),
                 *[pl.col(k).alias(f"_l_{k}") for k in _TRACK[1:]])
@@ -257,7 +303,7 @@ def _activities(trace: Trace) -> pl.DataFrame:
     ).unique(subset=["rank", "launch_id"], keep="first")
 
     reliable = _ext_reliable(launches, dev).filter(pl.col("_bogus") <= 0.5).select("rank")
-    op_ev = ev.filter(_in(OP_CATEGORIES))
+    op_ev = ev.filter(kinds.in_categories(OP_CATEGORIES))
     ops_by_ext = op_ev.filter(pl.col("external_id").is_not_null()).select(
         "rank", pl.col("external_id").alias("_x"), pl.col("event_id").alias("op_id"),
         pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe"),
@@ -312,9 +358,9 @@ def _activities(trace: Trace) -> pl.DataFrame:
     ).sort("rank", "start_ns", "event_id")
 
 
-def unattributed(trace: Trace) -> pl.DataFrame:
+def unattributed(activities: pl.DataFrame) -> pl.DataFrame:
     """The activities no op owns (`activities` rows with a null `op_id`; `link` says why)."""
-    return activities(trace).filter(pl.col("op_id").is_null())
+    return activities.filter(pl.col("op_id").is_null())
 
 
 def _containment(ev: pl.DataFrame, rest: pl.DataFrame) -> pl.DataFrame:
@@ -323,7 +369,7 @@ def _containment(ev: pl.DataFrame, rest: pl.DataFrame) -> pl.DataFrame:
     if rest.is_empty():
         return empty
     tracks = rest.select("rank", *[pl.col(f"_l_{k}").alias(k) for k in _TRACK[1:]]).unique()
-    hosts = ev.filter(_in(OP_CATEGORIES | REGION_CATEGORIES)).join(
+    hosts = ev.filter(kinds.in_categories(OP_CATEGORIES | REGION_CATEGORIES)).join(
         tracks, on=_TRACK, how="semi", nulls_equal=True)
     frame = pl.concat([
         hosts.select("event_id", "start_ns", pl.max_horizontal("start_ns", "end_ns").alias("end_ns"), *_TRACK,
@@ -357,8 +403,15 @@ def _containment(ev: pl.DataFrame, rest: pl.DataFrame) -> pl.DataFrame:
 # --------------------------------------------------------------------------- outputs
 
 
-def self_time(trace: Trace) -> pl.DataFrame:
-    """torch's `self_device_time_total` per event, as `tr.device.self_time()` hands it on.
+def self_time(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFrame:
+    """Self device time per event as torch counts it (`self_device_time_total`); `tr.device.self_time()`.
+
+    Parameters
+    ----------
+    activities
+        `activities(events, device_events)`.
+    device_events
+        `device_events(events, margins)`.
 
     Returns
     -------
@@ -367,15 +420,27 @@ def self_time(trace: Trace) -> pl.DataFrame:
         activities (the sum of their durations) and one per device event (its own duration,
         gpu_user_annotation with Kineto's margin undone, negatives clamped to 0).
     """
-    acts = activities(trace)
-    host = acts.filter(pl.col("op_id").is_not_null()).group_by("rank", "op_id").agg(
+    host = activities.filter(pl.col("op_id").is_not_null()).group_by("rank", "op_id").agg(
         pl.col("dur_ns").sum().alias("self_device_ns")).rename({"op_id": "event_id"})
-    devs = device_events(trace).select("rank", "event_id", pl.col("dur_ns").alias("self_device_ns"))
+    devs = device_events.select("rank", "event_id", pl.col("dur_ns").alias("self_device_ns"))
     return pl.concat([host, devs], how="vertical_relaxed").sort("rank", "event_id")
 
 
-def diagnostics(trace: Trace) -> pl.DataFrame:
+def diagnostics(events: pl.DataFrame, flows: pl.DataFrame, activities: pl.DataFrame, device_events: pl.DataFrame,
+                margins: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:
     """How the activities of each rank were linked, and the cross checks.
+
+    Parameters
+    ----------
+    events
+        All events (`EVENT_COLUMNS`).
+    flows
+        Flow events: `rank`, `cat`, `id`, `pid`, `tid`, `ts_ns` (the `ac2g` ones are used).
+    activities, device_events, margins
+        The intermediate frames of the same events (`activities`, `device_events`,
+        `annotation_margins`).
+    files
+        One row per rank (`rank`): the ranks reported.
 
     Returns
     -------
@@ -391,26 +456,22 @@ def diagnostics(trace: Trace) -> pl.DataFrame:
         activity), and the annotation margin (`margin_start_ns`, `margin_dur_ns`,
         `margin_evidence`).
     """
-    return cached(trace, "diagnostics", _diagnostics)
-
-
-def _diagnostics(trace: Trace) -> pl.DataFrame:
-    ev = trace.collect("events")
-    acts = activities(trace)
-    ranks = trace.files.select("rank")
+    ev = event_frame(events)
+    acts = activities
+    ranks = files.select(pl.col("rank").cast(pl.Int32))
     per_link = acts.group_by("rank").agg(
         pl.len().alias("activities"), pl.col("dur_ns").sum().alias("activity_ns"),
         *[(pl.col("link") == v).sum().alias(v) for v in LINKS],
         pl.col("dur_ns").filter(pl.col("op_id").is_null()).sum().alias("unattributed_ns"),
     )
-    launches = ev.filter(_is_launch(trace) & pl.col("correlation").is_not_null()).select(
+    launches = ev.filter(is_launch(ev) & pl.col("correlation").is_not_null()).select(
         "rank", "correlation", pl.col("external_id").alias("launch_external_id"), "start_ns", "event_id",
         *_TRACK[1:])
-    rel = _ext_reliable(launches, device_events(trace).filter(~pl.col("is_annotation")))
+    rel = _ext_reliable(launches, device_events.filter(~pl.col("is_annotation")))
     shared = launches.group_by("rank", "correlation").len().filter(pl.col("len") > 1).group_by("rank").agg(
         pl.len().alias("shared_correlation"))
     # External-id matches the guard refused
-    op_ev = ev.filter(_in(OP_CATEGORIES) & pl.col("external_id").is_not_null()).select(
+    op_ev = ev.filter(kinds.in_categories(OP_CATEGORIES) & pl.col("external_id").is_not_null()).select(
         "rank", pl.col("external_id").alias("launch_external_id"))
     used = acts.filter(pl.col("launch_id").is_not_null()).select("rank", "launch_id", "link").unique(
         subset=["rank", "launch_id"])
@@ -420,12 +481,12 @@ def _diagnostics(trace: Trace) -> pl.DataFrame:
     rejected = (used.filter(pl.col("link") != "external_id").join(rel_ranks, on="rank", how="semi")
                 .join(op_ev.unique(), on=["rank", "launch_external_id"], how="semi")
                 .group_by("rank").agg(pl.len().alias("ext_rejected")))
-    clamped = device_events(trace).group_by("rank").agg(pl.col("clamped").sum().alias("clamped"))
-    flows = _ac2g_check(trace, acts)
+    clamped = device_events.group_by("rank").agg(pl.col("clamped").sum().alias("clamped"))
+    checked = _ac2g_check(flows, ev, acts)
     out = (ranks.join(per_link, on="rank", how="left").join(rel, on="rank", how="left")
            .join(shared, on="rank", how="left").join(rejected, on="rank", how="left")
-           .join(clamped, on="rank", how="left").join(flows, on="rank", how="left")
-           .join(annotation_margins(trace).drop("annotations"), on="rank", how="left"))
+           .join(clamped, on="rank", how="left").join(checked, on="rank", how="left")
+           .join(margins.drop("annotations"), on="rank", how="left"))
     counts = ["activities", "activity_ns", *LINKS, "unattributed_ns", "shared_correlation", "ext_rejected", "clamped",
               "ac2g_checked", "ac2g_agree"]
     return out.with_columns(
@@ -440,18 +501,18 @@ def _diagnostics(trace: Trace) -> pl.DataFrame:
              "margin_start_ns", "margin_dur_ns", "margin_evidence").sort("rank")
 
 
-def _ac2g_check(trace: Trace, acts: pl.DataFrame) -> pl.DataFrame:
+def _ac2g_check(flows: pl.DataFrame, events: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     """Per rank: activities with an ac2g flow for their correlation, and those it confirms.
 
     A flow confirms the link when, among the endpoints with the activity's correlation as
     id (any phase: graph launches write the host side as `f`), one sits on the activity
     (device, stream, start) and one on the launch (thread, start).
     """
-    fl = trace.collect("flows").filter((pl.col("cat").cast(pl.String) == "ac2g") & pl.col("id").is_not_null())
+    fl = flows.filter((pl.col("cat").cast(pl.String) == "ac2g") & pl.col("id").is_not_null())
     if fl.is_empty():
         return pl.DataFrame(schema={"rank": pl.Int32, "ac2g_checked": pl.Int64, "ac2g_agree": pl.Int64})
     ends = fl.select("rank", pl.col("id").alias("correlation"), "pid", "tid", pl.col("ts_ns").alias("_t")).unique()
-    launch = trace.collect("events").select("rank", pl.col("event_id").alias("launch_id"), pl.col("pid").alias("_lp"),
+    launch = events.select("rank", pl.col("event_id").alias("launch_id"), pl.col("pid").alias("_lp"),
                                  pl.col("tid").alias("_lt"))
     a = acts.filter(pl.col("launch_id").is_not_null()).select(
         "rank", "event_id", "correlation", "start_ns", "device", "stream", "launch_id", "launch_start_ns")

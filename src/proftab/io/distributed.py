@@ -48,11 +48,9 @@ def local_path(path: str) -> str | None:
 
 
 def _fs(url: str) -> Any:
-    try:
-        import fsspec
-    except ImportError as e:  # pragma: no cover - fsspec comes with dask
-        msg = f"{url}: reading URLs needs fsspec (pip install fsspec, or proftab[dask])"
-        raise ProftabError(msg) from e
+    from proftab._dependencies import import_optional
+
+    fsspec = import_optional("fsspec", extra="dask", what=f"reading {url}")
     fs, _, _ = fsspec.get_fs_token_paths(url)
     return fs
 
@@ -107,11 +105,9 @@ def localized(path: str) -> Iterator[str]:
 @contextlib.contextmanager
 def dask_client(client: Any, n_workers: int | None = None) -> Iterator[Any]:
     """A `distributed.Client` for `client` (a Client, a scheduler address or ``"local"``)."""
-    try:
-        distributed: Any = importlib.import_module("distributed")
-    except ImportError as e:
-        msg = "a Dask client needs the distributed package (Hint: pip install 'proftab[dask]')"
-        raise ProftabError(msg) from e
+    from proftab._dependencies import import_optional
+
+    distributed: Any = import_optional("distributed", extra="dask", what="converting on Dask")
     if isinstance(client, distributed.Client):
         yield client
         return

@@ -34,16 +34,18 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proftab import schema
+from proftab._version import __version__
 from proftab.api import register_trace_method
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.meta import files_frame
+from proftab.progress import Progress
 from proftab.trace import TABLES as TRACE_TABLES
 from proftab.trace import Trace
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "convert", "scan", "write_parquet"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "convert", "read_parquet", "scan", "write_parquet"]
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 MANIFEST = "_proftab.json"
@@ -57,13 +59,9 @@ NEST_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
 DERIVED_KEY_AVERAGES = schema.STORED_KEY_AVERAGES
 #: the dataset's `meta` table is the Trace's `files` table
 META_COLUMNS = schema.FILES_COLUMNS
-#: total input size above which `convert` draws a progress bar
-PROGRESS_MIN_BYTES = 16 << 20
 
 
 def _version() -> str:
-    from proftab import __version__
-
     return __version__
 
 
@@ -236,7 +234,7 @@ def _analysis_fingerprint() -> str:
 
     h = hashlib.sha256(_version().encode())
     for mod in ("proftab.torch", "proftab.torch.aggregate", "proftab.trace", "proftab.schema", "proftab.kinds",
-                "proftab.intervals.nest", "proftab.intervals.tree", "proftab.device._link",
+                "proftab.intervals.nest", "proftab.intervals.tree", "proftab.device", "proftab.device._link",
                 "proftab.device._categories"):
         h.update(Path(importlib.import_module(mod).__file__ or "").read_bytes())
     return h.hexdigest()
@@ -253,45 +251,8 @@ def _write_key_averages(root: Path, trace: Trace) -> None:
 # ----------------------------------------------------------------------------- convert
 
 
-class _Progress:
-    """A one-line progress bar on stderr (a line per step when stderr is not a terminal)."""
-
-    def __init__(self, total_bytes: int, n_files: int, mode: bool | str) -> None:
-        self.total, self.n, self.done_bytes, self.done = total_bytes, n_files, 0, 0
-        self.tty = sys.stderr.isatty()
-        mode = {True: "auto", False: "never"}.get(mode, mode) if isinstance(mode, bool) else mode
-        if mode not in ("auto", "always", "never"):
-            msg = f"progress must be True, False, 'auto', 'always' or 'never', not {mode!r}"
-            raise ProftabError(msg)
-        self.enabled = mode == "always" or (mode == "auto" and self.tty and total_bytes >= PROGRESS_MIN_BYTES)
-        self.t0 = time.monotonic()
-
-    def show(self, note: str) -> None:
-        if not self.enabled:
-            return
-        frac = self.done_bytes / self.total if self.total else 1.0
-        bar = "#" * int(frac * 24) + "." * (24 - int(frac * 24))
-        line = (f"proftab convert [{bar}] {self.done}/{self.n} files {self.done_bytes / 1e6:,.1f}/"
-                f"{self.total / 1e6:,.1f} MB {time.monotonic() - self.t0:5.1f}s {note}")
-        if self.tty:
-            sys.stderr.write("\r\x1b[K" + line)
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    def file_done(self, nbytes: int, note: str) -> None:
-        self.done += 1
-        self.done_bytes += nbytes
-        self.show(note)
-
-    def close(self) -> None:
-        if self.enabled and self.tty:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
 def _convert_one(path: str, position: int, rank: int | None, salvage: bool, staging: str,
-                 progress: _Progress | None = None, *, key_averages: bool = False,
+                 progress: Progress | None = None, *, key_averages: bool = False,
                  summaries: bool = True) -> dict[str, Any]:
     """Read one trace file (a local path or an fsspec URL), nest it and write its rank
     partition under `staging` (and its `key_averages()` when `key_averages`: the single-file
@@ -393,9 +354,9 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
     force
         Replace an existing dataset at `out`.
     progress
-        Progress bar on stderr: ``"auto"`` (or True) on a terminal when the input files
-        total at least 16 MiB; ``"always"`` (one line per step when stderr is not a
-        terminal); ``"never"`` (or False).
+        Progress bar on stderr (`proftab.progress`): ``"auto"`` (or True) on a terminal when
+        the input files total at least `PROGRESS_MIN_BYTES`; ``"always"`` (one line per step
+        when stderr is not a terminal); ``"never"`` (or False).
     salvage, ranks
         As for :func:`proftab.load`.
     max_workers
@@ -448,7 +409,7 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
     sizes = [source_size(p) for p in paths]
     reuse = _reusable(out, paths, sizes, ranks) if resume and _is_dataset(out) else {}
     todo = [i for i in range(len(paths)) if i not in reuse]
-    bar = _Progress(sum(sizes[i] for i in todo), len(todo), progress)
+    bar = Progress([paths[i] for i in todo], progress, title="proftab convert", poll=False)
     with atomic_dir(out, force=force or bool(resume)) as tmp:
         staging = [tmp / f".staging-{i}" for i in range(len(paths))]
         results: list[dict[str, Any]] = [{}] * len(paths)
@@ -651,3 +612,17 @@ def scan(path: str | os.PathLike[str]) -> Trace:
         tables["status"] = pl.scan_parquet(root / STATUS)
     files = lazy("meta").collect().select(list(META_COLUMNS))
     return Trace(tables, files)
+
+
+def read_parquet(path: str | os.PathLike[str]) -> Trace:
+    """Read a Parquet dataset written by `to_parquet` / `convert` into an eager Trace.
+
+    The same tables as `scan`, each read whole into a DataFrame now (one chunk per column).
+
+    Raises
+    ------
+    ProftabError
+        `path` is not a proftab dataset, or was written by a newer schema version.
+    """
+    lazy = scan(path)
+    return Trace({name: lazy.collect(name) for name in lazy.tables}, lazy.files)
