@@ -121,6 +121,15 @@ def test_cli_scheduler_address_keep_going_resume(client, tmp_path: Path) -> None
     assert pt.scan(out).collect("status")["status"].to_list() == ["resumed", "resumed", "failed"]
 
 
+def test_client_local_starts_and_closes_a_local_cluster(tmp_path: Path) -> None:
+    out = pt.convert([str(p) for p in GLOO4[:2]], tmp_path / "ds", client="local", max_workers=1, progress=False)
+    assert pt.scan(out).collect("status")["status"].to_list() == ["ok", "ok"]
+    with pytest.raises(pt.ProftabError, match="client must be"):
+        pt.convert([str(p) for p in GLOO4[:2]], tmp_path / "ds2", client=3, progress=False)
+    with pytest.raises(pt.ProftabError, match="object-store outputs"):
+        pt.convert([str(p) for p in GLOO4[:2]], "s3://bucket/ds", progress=False)
+
+
 def test_a_killed_worker_does_not_lose_files(client, tmp_path: Path) -> None:
     """Last in this module: the cluster's nanny restarts the killed worker."""
     n = 8
