@@ -59,6 +59,12 @@ def test_convert_on_local_cluster(client, tmp_path: Path) -> None:
     assert ka["rank"].unique().sort().to_list() == [0, 1, 2, 3]
     one = pt.load(str(GLOO4[2])).key_averages()
     assert_frame_equal(ka.filter(pl.col("rank") == 2).drop("rank"), one)
+    # merged over ranks, the summaries give the multi-rank key_averages' counts and times
+    keys = ["name", "device_type", "is_user_annotation", "overload_name", "input_shapes", "is_async", "top_level"]
+    cols = ["calls", "self_cpu_ns", "cpu_total_ns", "min_ns", "max_ns", "cpu_avg_ns"]
+    merged = sc.ranks.key_averages()
+    assert merged["ranks"].max() == 4
+    assert_frame_equal(merged.select(*keys, *cols).sort(keys), tr.key_averages().select(*keys, *cols).sort(keys))
     dev = sc.collect("summary_device")
     assert dev.height == 0  # CPU-only ranks: no device work
     anomalies = sc.collect("summary_anomalies")

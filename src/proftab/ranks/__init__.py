@@ -215,6 +215,18 @@ class RanksNamespace:
         """Start/end skew between ranks of each collective kernel (`collective_skew`)."""
         return collective_skew(self._events(), self._trace.files, offsets_ns=offsets_ns, pattern=pattern)
 
+    def key_averages(self, *, by_rank: bool = False) -> pl.DataFrame:
+        """key_averages over all ranks merged from the per-rank summaries (`merge_key_averages`),
+        or the per-rank tables themselves with `by_rank`; a dataset without the summary (or a
+        loaded trace) gives `tr.key_averages()` (with a null ``rank`` column when `by_rank`)."""
+        from proftab.io.summaries import merge_key_averages
+
+        if "summary_key_averages" in self._trace.tables:
+            per_rank = self._trace.collect("summary_key_averages")
+            return per_rank if by_rank else merge_key_averages(per_rank)
+        ka: pl.DataFrame = self._trace.key_averages()
+        return ka.select(pl.lit(None, pl.Int32).alias("rank"), pl.all()) if by_rank else ka
+
     def _calls(self, pattern: str, threads_per_group: int) -> pl.DataFrame:
         """Every rank's `rank_calls`: the dataset's stored summary when it has one (default options)."""
         if pattern == COLLECTIVE_PATTERN and threads_per_group == 2 and "summary_calls" in self._trace.tables:
