@@ -127,6 +127,26 @@ def test_cli_scheduler_address_keep_going_resume(client, tmp_path: Path) -> None
     assert pt.scan(out).collect("status")["status"].to_list() == ["resumed", "resumed", "failed"]
 
 
+def test_resume_continues_a_failed_run(tmp_path: Path) -> None:
+    """With resume, finished files survive a failed run in .OUT.proftab-resume and are reused."""
+    bad = tmp_path / "rank-2.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, {"ph": ')
+    srcs = [str(GLOO4[0]), str(GLOO4[1]), str(bad)]
+    out = tmp_path / "ds"
+    with pytest.raises(pt.TraceError, match="rank-2"):
+        pt.convert(srcs, out, resume=True, max_workers=1, progress=False)
+    ckpt = tmp_path / ".ds.proftab-resume"
+    assert not out.exists() and len(list(ckpt.glob(".staging-*/_done.json"))) == 2
+    bad.write_bytes(gzip.decompress(GLOO4[2].read_bytes()))  # repaired (new size: converted again)
+    pt.convert(srcs, out, resume=True, max_workers=1, progress=False)
+    sc = pt.scan(out)
+    assert sc.collect("status")["status"].to_list() == ["resumed", "resumed", "ok"]
+    assert not ckpt.exists()
+    ref = pt.load([str(p) for p in GLOO4[:3]])
+    assert_frame_equal(sc.collect("events").sort("rank", "event_id"), ref.collect("events").sort("rank", "event_id"))
+    assert_frame_equal(sc.ranks.collective_instances(), ref.ranks.collective_instances())
+
+
 def test_client_local_starts_and_closes_a_local_cluster(tmp_path: Path) -> None:
     out = pt.convert([str(p) for p in GLOO4[:2]], tmp_path / "ds", client="local", max_workers=1, progress=False)
     assert pt.scan(out).collect("status")["status"].to_list() == ["ok", "ok"]

@@ -36,7 +36,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a file that fails is left out (the dataset's _status.parquet says why) instead of "
                         "failing the conversion")
     p.add_argument("--resume", action="store_true",
-                   help="reuse the ranks an existing dataset at OUT already holds from unchanged files")
+                   help="reuse the ranks an existing dataset at OUT already holds from unchanged files, and "
+                        "keep finished files in .OUT.proftab-resume until done (a failed or killed run continues)")
     p.add_argument("--no-summaries", action="store_true", help="do not write the per-rank summaries")
 
 

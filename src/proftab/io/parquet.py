@@ -51,6 +51,8 @@ SCHEMA_VERSION = schema.SCHEMA_VERSION
 MANIFEST = "_proftab.json"
 #: per-file status table of a converted dataset (`convert`)
 STATUS = "_status.parquet"
+#: written into a file's staging directory when its partition is complete (resume)
+DONE_MARKER = "_done.json"
 #: tables of a dataset, in order; `events` holds the nesting columns too
 TABLES = ("events", "instants", "flows", "counters", "threads", "rejected", "accounting", "anomalies", "meta")
 NEST_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
@@ -324,7 +326,9 @@ def _convert_task(path: str, position: int, rank: int | None, salvage: bool, sta
             raise
         return {"path": path, "status": "failed", "error": f"{type(e).__name__}: {e}", "host": host,
                 "seconds": time.monotonic() - t0, "warnings": [], "other_warnings": []}
-    return {**res, "status": "ok", "error": None, "host": host, "seconds": time.monotonic() - t0}
+    out = {**res, "status": "ok", "error": None, "host": host, "seconds": time.monotonic() - t0}
+    (Path(staging) / DONE_MARKER).write_text(json.dumps(out))  # written last: the partition is complete
+    return out
 
 
 def _can_spawn() -> bool:
@@ -370,7 +374,9 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         ``"skip"``: it is left out, with its error in the status table.
     resume
         Reuse the ranks of an existing dataset at `out` whose source file (path and size) is
-        unchanged and converted fine; convert only the other files, then replace `out`.
+        unchanged and converted fine; convert only the other files, then replace `out`. Also
+        keeps each finished file in ``.OUT.proftab-resume/`` next to `out` until the dataset is
+        complete, so that a failed or killed run rerun with `resume` continues from them.
     summaries
         Write the per-rank summaries (`proftab.io.summaries`).
 
@@ -408,11 +414,25 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         raise TraceError(msg)
     sizes = [source_size(p) for p in paths]
     reuse = _reusable(out, paths, sizes, ranks) if resume and _is_dataset(out) else {}
-    todo = [i for i in range(len(paths)) if i not in reuse]
+    # with resume, finished files are kept in a checkpoint directory next to `out` until the
+    # dataset is complete: a failed or killed run continues from them when rerun with resume
+    ckpt = out.parent / f".{out.name}.proftab-resume" if resume else None
+    if ckpt is not None:
+        ckpt.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = [{}] * len(paths)
+    done_before: dict[int, Path] = {}
+    keys = [_source_key(paths[i], sizes[i], None if ranks is None else ranks[i], salvage) for i in range(len(paths))]
+    if ckpt is not None:
+        for i in range(len(paths)):
+            marker = ckpt / f".staging-{keys[i]}" / DONE_MARKER
+            if i not in reuse and marker.is_file():
+                results[i] = {**json.loads(marker.read_text()), "status": "resumed"}
+                done_before[i] = marker.parent
+    todo = [i for i in range(len(paths)) if i not in reuse and i not in done_before]
     bar = Progress([paths[i] for i in todo], progress, title="proftab convert", poll=False)
     with atomic_dir(out, force=force or bool(resume)) as tmp:
-        staging = [tmp / f".staging-{i}" for i in range(len(paths))]
-        results: list[dict[str, Any]] = [{}] * len(paths)
+        base = tmp if ckpt is None else ckpt
+        staging = [base / f".staging-{keys[i] if ckpt is not None else i}" for i in range(len(paths))]
         for i, res in reuse.items():
             results[i] = _link_rank(out, tmp, res)
         single = len(paths) == 1
@@ -436,7 +456,14 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         finally:
             bar.close()
         _finish(tmp, paths, results, staging)
+    if ckpt is not None:
+        shutil.rmtree(ckpt, ignore_errors=True)
     return out
+
+
+def _source_key(path: str, size: int, rank: int | None, salvage: bool) -> str:
+    """A file's identity for the resume checkpoint: path, size, rank and salvage."""
+    return hashlib.sha256(json.dumps([path, size, rank, salvage]).encode()).hexdigest()[:16]
 
 
 def _run_local(calls: list[tuple[Any, ...]], done: Any, max_workers: int | None) -> None:
@@ -520,6 +547,8 @@ def _finish(tmp: Path, paths: list[str], results: list[dict[str, Any]], staging:
         if derived.exists():
             os.rename(derived, tmp / derived.name)
         for table_dir in st.iterdir():
+            if not table_dir.is_dir():
+                continue
             dest = tmp / table_dir.name
             dest.mkdir(exist_ok=True)
             for part in table_dir.iterdir():
