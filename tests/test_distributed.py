@@ -147,6 +147,34 @@ def test_resume_continues_a_failed_run(tmp_path: Path) -> None:
     assert_frame_equal(sc.ranks.collective_instances(), ref.ranks.collective_instances())
 
 
+def test_resume_continues_a_killed_run(tmp_path: Path) -> None:
+    """The converting process is SIGKILLed after some files: rerun with resume, only the rest run."""
+    import subprocess
+    import sys
+
+    n = 8
+    srcs = [str(GLOO4[i % 4]) for i in range(n)]
+    out = tmp_path / "ds"
+    code = ("import sys, proftab as pt; pt.convert(sys.argv[2:], sys.argv[1], resume=True, max_workers=1, "
+            f"ranks=list(range({n})), progress=False)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(out), *srcs], env=env)
+    ckpt = tmp_path / ".ds.proftab-resume"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(ckpt.glob(".staging-*/_done.json"))) < 2 and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = len(list(ckpt.glob(".staging-*/_done.json")))
+    assert 2 <= finished < n and not out.exists()
+    pt.convert(srcs, out, resume=True, max_workers=1, ranks=list(range(n)), progress=False)
+    st = pt.scan(out).collect("status")["status"].to_list()
+    assert st.count("resumed") >= finished and set(st) <= {"resumed", "ok"} and len(st) == n
+    heights = pt.scan(out).collect("events", ["rank"]).group_by("rank").len().sort("rank")["len"].to_list()
+    ref = [pt.load(str(p)).events.height for p in GLOO4]
+    assert heights == [ref[i % 4] for i in range(n)]
+
+
 def test_client_local_starts_and_closes_a_local_cluster(tmp_path: Path) -> None:
     out = pt.convert([str(p) for p in GLOO4[:2]], tmp_path / "ds", client="local", max_workers=1, progress=False)
     assert pt.scan(out).collect("status")["status"].to_list() == ["ok", "ok"]
