@@ -47,6 +47,7 @@ BUILTIN: dict[str, str] = {
     "key_averages": "proftab.torch",
     "table": "proftab.torch",
     "to_parquet": "proftab.io.parquet",
+    "select_events": "proftab.io.query",
     "with_utc": "proftab.meta",
 }
 

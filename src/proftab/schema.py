@@ -97,6 +97,7 @@ TYPED_ARGS: list[tuple[str, str, int]] = [
     ("Process Group Description", "process_group_desc", _STR),
     ("Process Group Ranks", "process_group_ranks", _STR),
     ("Comms Id", "comms_id", _U64),
+    ("Seq", "seq", _I64),
     ("finished", "finished", _BOOL),
     ("Device Type", "device_type", _I64),
     ("Addr", "addr", _I64),

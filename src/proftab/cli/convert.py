@@ -12,6 +12,9 @@ EXAMPLES = """\
   proftab convert trace.pt.trace.json.gz trace.pq        one trace -> a dataset directory
   proftab convert run/ run.pq                            a directory of rank files, in parallel
   proftab convert 'run/*rank-*.json.gz' run.pq --force   replace an existing dataset
+  proftab convert run/ run.pq --scheduler local --workers 4     on a Dask LocalCluster
+  proftab convert 's3://bucket/run/*.json.gz' /shared/run.pq --scheduler tcp://head:8786 --keep-going
+  proftab convert run/ run.pq --resume                   convert only the files run.pq lacks
   python -c "import proftab as pt; print(pt.scan('run.pq').table())"
 """
 
@@ -24,7 +27,18 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--salvage", action="store_true",
                    help="keep the complete events of a damaged or truncated file (warns what was lost)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="worker processes for several files (default: one per file, at most the CPUs)")
+                   help="worker processes for several files (default: one per file, at most the CPUs); "
+                        "with --scheduler local, the LocalCluster's workers")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the per-file work on Dask: a scheduler address (tcp://host:8786) or 'local' "
+                        "(a LocalCluster); needs proftab[dask]")
+    p.add_argument("--keep-going", action="store_true",
+                   help="a file that fails is left out (the dataset's _status.parquet says why) instead of "
+                        "failing the conversion")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse the ranks an existing dataset at OUT already holds from unchanged files, and "
+                        "keep finished files in .OUT.proftab-resume until done (a failed or killed run continues)")
+    p.add_argument("--no-summaries", action="store_true", help="do not write the per-rank summaries")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
 
     with shown_warnings(args):
         path = convert(args.sources, args.out, force=args.force, salvage=args.salvage, max_workers=args.workers,
-                       progress="never" if args.quiet else args.progress)
+                       progress="never" if args.quiet else args.progress, client=args.scheduler,
+                       on_error="skip" if args.keep_going else "raise", resume=args.resume,
+                       summaries=not args.no_summaries)
     if not args.quiet:
         print(f"proftab: wrote {path}", file=sys.stderr)
     return 0

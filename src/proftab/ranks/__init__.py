@@ -2,7 +2,9 @@
 
 Steps are the host ``ProfilerStep#N`` windows of each rank.  Collective kernels are
 device kernels whose name matches `COLLECTIVE_PATTERN` (``nccl``/``rccl``, any case),
-as in HTA.  Comparisons between ranks use absolute times (``base_time_ns + start_ns`` of
+as in HTA; collective instances are matched across ranks by process group and sequence
+(`proftab.ranks.collectives`, which also reads gloo's host ranges on CPU ranks).
+Comparisons between ranks use absolute times (``base_time_ns + start_ns`` of
 each rank, from the `files` table) plus optional per-rank clock offsets
 ``offsets_ns={rank: ns}``, as `proftab.meta.with_utc_frame` does; ranks recorded on different
 hosts are only as comparable as their clocks.
@@ -21,6 +23,15 @@ from proftab.api import register_trace_namespace
 from proftab.intervals import merge_intervals
 from proftab.joins import overlaps
 from proftab.meta import with_utc_frame
+from proftab.ranks.collectives import (
+    COLLECTIVE_PATTERN,
+    collective_instances,
+    collective_ranks,
+    match_calls,
+    rank_calls,
+    rank_comm,
+    rank_step_comm,
+)
 from proftab.steps import assign_steps, step_windows
 
 if TYPE_CHECKING:
@@ -28,11 +39,10 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["COLLECTIVE_PATTERN", "RanksNamespace", "collective_skew", "collective_times", "slowest_ranks",
+__all__ = ["COLLECTIVE_PATTERN", "RanksNamespace", "collective_instances", "collective_ranks", "collective_skew",
+           "collective_times", "match_calls", "rank_calls", "rank_comm", "rank_step_comm", "slowest_ranks",
            "step_times"]
 
-#: regex (case-insensitive) of collective kernel names
-COLLECTIVE_PATTERN = r"(?i)nccl|rccl"
 _KERNEL_CATS = ["kernel", "Kernel"]
 
 
@@ -43,9 +53,12 @@ def _absolute(df: pl.DataFrame, files: pl.DataFrame, offsets_ns: Mapping[int, in
                             abs_end_ns=pl.col("end_utc").cast(pl.Int64))
 
 
-def step_times(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None
-               ) -> pl.DataFrame:
+def step_times(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None,
+               windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per-rank step windows: one row per (rank, ``ProfilerStep#N``) on the host.
+
+    `windows` (`proftab.steps.step_windows` of `events`, e.g. a dataset's stored summary) is
+    used instead of `events` when given.
 
     Returns
     -------
@@ -53,13 +66,14 @@ def step_times(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping
         ``rank``, ``step`` (N), ``start_ns``, ``end_ns``, ``dur_ns`` (the rank's own time
         axis), ``start_utc``, ``end_utc`` (absolute, offsets applied); sorted by step, rank.
     """
-    ev = step_windows(events).select("rank", "step", "start_ns", "end_ns", "dur_ns")
+    ev = (step_windows(events) if windows is None else windows).select("rank", "step", "start_ns", "end_ns", "dur_ns")
     return with_utc_frame(ev, files, offsets_ns=offsets_ns).sort("step", "rank")
 
 
-def slowest_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None
-                  ) -> pl.DataFrame:
-    """Per step: the slowest and fastest rank, the spread and the skew between ranks.
+def slowest_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None,
+                  windows: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per step: the slowest and fastest rank, the spread and the skew between ranks (`windows`
+    as for `step_times`).
 
     Returns
     -------
@@ -69,7 +83,7 @@ def slowest_ranks(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapp
         ``slowest_excess_ns`` (max - median), ``start_skew_ns`` / ``end_skew_ns`` (latest
         minus earliest absolute start / end across ranks), ``last_to_start_rank``.
     """
-    st = step_times(events, files, offsets_ns=offsets_ns).with_columns(
+    st = step_times(events, files, offsets_ns=offsets_ns, windows=windows).with_columns(
         abs_start=pl.col("start_utc").cast(pl.Int64), abs_end=pl.col("end_utc").cast(pl.Int64))
     return (
         st.sort("step", "rank")
@@ -147,39 +161,25 @@ def collective_times(events: pl.DataFrame, *, by_step: bool = True, pattern: str
 
 def collective_skew(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None,
                     pattern: str = COLLECTIVE_PATTERN) -> pl.DataFrame:
-    """Skew between ranks of each collective: the k-th kernel of a name on every rank.
+    """Skew between ranks of each collective instance, matched by process group and sequence.
 
-    A collective's kernels on different ranks are matched by name and occurrence index
-    (the k-th ``ncclKernel_AllReduce...`` of each rank, in start order).  The rank that
-    starts last is the straggler the others wait for.
+    The short form of `collective_instances` (see `proftab.ranks.collectives` for the matching).
+    The rank that starts last is the straggler the others wait for.
 
     Returns
     -------
     polars.DataFrame
-        ``name``, ``instance`` (k, from 0), ``n_ranks``, ``first_start_utc``,
+        ``group``, ``seq``, ``collective``, ``n_ranks``, ``first_start_utc``,
         ``start_skew_ns`` (latest minus earliest absolute start), ``end_skew_ns``,
         ``last_rank`` (latest start), ``min_dur_ns``, ``max_dur_ns``; sorted by
         ``first_start_utc``.
     """
-    cat = pl.col("cat").cast(pl.String)
-    k = events.filter(cat.is_in(_KERNEL_CATS) & pl.col("name").str.contains(pattern)).select(
-        "rank", "name", "start_ns", "end_ns", "dur_ns")
-    k = _absolute(k, files, offsets_ns)
-    k = k.with_columns(instance=pl.int_range(pl.len()).over(["rank", "name"], order_by=["abs_start_ns", "abs_end_ns"])
-                       .cast(pl.Int64))
-    return (
-        k.group_by("name", "instance")
-        .agg(
-            pl.len().cast(pl.Int64).alias("n_ranks"),
-            pl.col("start_utc").min().alias("first_start_utc"),
-            (pl.col("abs_start_ns").max() - pl.col("abs_start_ns").min()).alias("start_skew_ns"),
-            (pl.col("abs_end_ns").max() - pl.col("abs_end_ns").min()).alias("end_skew_ns"),
-            pl.col("rank").sort_by("abs_start_ns", "rank", descending=[True, False]).first().alias("last_rank"),
-            pl.col("dur_ns").min().alias("min_dur_ns"),
-            pl.col("dur_ns").max().alias("max_dur_ns"),
-        )
-        .sort("first_start_utc", "name", "instance")
-    )
+    inst = collective_instances(collective_ranks(events, files, offsets_ns=offsets_ns, pattern=pattern))
+    return inst.select(
+        "group", "seq", "collective", "n_ranks",
+        pl.col("first_start_ns").cast(pl.Datetime("ns", "UTC")).alias("first_start_utc"),
+        pl.col("arrival_skew_ns").alias("start_skew_ns"), "end_skew_ns", "last_rank",
+        pl.col("transfer_ns").alias("min_dur_ns"), "max_dur_ns")
 
 
 @register_trace_namespace("ranks")
@@ -194,10 +194,16 @@ class RanksNamespace:
 
     def step_times(self, *, offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame:
         """Per-rank `ProfilerStep#N` windows (`step_times`)."""
+        if "summary_steps" in self._trace.tables:
+            return step_times(pl.DataFrame(), self._trace.files, offsets_ns=offsets_ns,
+                              windows=self._trace.collect("summary_steps"))
         return step_times(self._events(), self._trace.files, offsets_ns=offsets_ns)
 
     def slowest_ranks(self, *, offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame:
         """Per step: slowest/fastest rank, spread and skew (`slowest_ranks`)."""
+        if "summary_steps" in self._trace.tables:
+            return slowest_ranks(pl.DataFrame(), self._trace.files, offsets_ns=offsets_ns,
+                                 windows=self._trace.collect("summary_steps"))
         return slowest_ranks(self._events(), self._trace.files, offsets_ns=offsets_ns)
 
     def collective_times(self, *, by_step: bool = True, pattern: str = COLLECTIVE_PATTERN) -> pl.DataFrame:
@@ -209,6 +215,49 @@ class RanksNamespace:
         """Start/end skew between ranks of each collective kernel (`collective_skew`)."""
         return collective_skew(self._events(), self._trace.files, offsets_ns=offsets_ns, pattern=pattern)
 
+    def key_averages(self, *, by_rank: bool = False) -> pl.DataFrame:
+        """key_averages over all ranks merged from the per-rank summaries (`merge_key_averages`),
+        or the per-rank tables themselves with `by_rank`; a dataset without the summary (or a
+        loaded trace) gives `tr.key_averages()` (with a null ``rank`` column when `by_rank`)."""
+        from proftab.io.summaries import merge_key_averages
+
+        if "summary_key_averages" in self._trace.tables:
+            per_rank = self._trace.collect("summary_key_averages")
+            return per_rank if by_rank else merge_key_averages(per_rank)
+        ka: pl.DataFrame = self._trace.key_averages()
+        return ka.select(pl.lit(None, pl.Int32).alias("rank"), pl.all()) if by_rank else ka
+
+    def _calls(self, pattern: str, threads_per_group: int) -> pl.DataFrame:
+        """Every rank's `rank_calls`: the dataset's stored summary when it has one (default options)."""
+        if pattern == COLLECTIVE_PATTERN and threads_per_group == 2 and "summary_calls" in self._trace.tables:
+            return self._trace.collect("summary_calls")
+        return rank_calls(self._trace.collect("events", _COMM_COLUMNS), pattern=pattern,
+                          threads_per_group=threads_per_group)
+
+    def collective_ranks(self, *, offsets_ns: Mapping[int, int] | None = None, pattern: str = COLLECTIVE_PATTERN,
+                         threads_per_group: int = 2) -> pl.DataFrame:
+        """One row per (collective instance, rank), matched by group and sequence (`collective_ranks`)."""
+        return match_calls(self._calls(pattern, threads_per_group), self._trace.files, offsets_ns=offsets_ns)
+
+    def collective_instances(self, *, offsets_ns: Mapping[int, int] | None = None,
+                             pattern: str = COLLECTIVE_PATTERN, threads_per_group: int = 2) -> pl.DataFrame:
+        """One row per collective instance: skew, transfer/wait, algbw/busbw, cause (`collective_instances`)."""
+        return collective_instances(self.collective_ranks(offsets_ns=offsets_ns, pattern=pattern,
+                                                          threads_per_group=threads_per_group))
+
+    def rank_step_comm(self, *, offsets_ns: Mapping[int, int] | None = None, pattern: str = COLLECTIVE_PATTERN,
+                       threads_per_group: int = 2) -> pl.DataFrame:
+        """Per rank and step: communication, exposed, waiting, straggler and cause (`rank_step_comm`)."""
+        cr = self.collective_ranks(offsets_ns=offsets_ns, pattern=pattern, threads_per_group=threads_per_group)
+        if pattern == COLLECTIVE_PATTERN and threads_per_group == 2 and "summary_comm" in self._trace.tables:
+            comm = self._trace.collect("summary_comm")
+        else:
+            comm = rank_comm(self._calls(pattern, threads_per_group), self._trace.collect("events", _COMM_COLUMNS))
+        return rank_step_comm(cr, collective_instances(cr), comm)
+
 
 #: the event columns the cross-rank tables read (a scanned dataset reads only these)
-_EVENT_COLUMNS = ["rank", "event_id", "cat", "name", "start_ns", "end_ns", "dur_ns"]
+_EVENT_COLUMNS = ["rank", "event_id", "cat", "name", "tid", "start_ns", "end_ns", "dur_ns", "collective_name",
+                  "process_group_name", "process_group_ranks", "seq", "dtype", "in_msg_nelems", "out_msg_nelems",
+                  "group_size", "input_dims", "input_type"]
+_COMM_COLUMNS = _EVENT_COLUMNS
