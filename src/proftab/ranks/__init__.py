@@ -219,7 +219,7 @@ class RanksNamespace:
         """key_averages over all ranks merged from the per-rank summaries (`merge_key_averages`),
         or the per-rank tables themselves with `by_rank`; a dataset without the summary (or a
         loaded trace) gives `tr.key_averages()` (with a null ``rank`` column when `by_rank`)."""
-        from proftab.io.summaries import merge_key_averages
+        from proftab.ranks.merge import merge_key_averages
 
         if "summary_key_averages" in self._trace.tables:
             per_rank = self._trace.collect("summary_key_averages")
