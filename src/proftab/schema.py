@@ -30,7 +30,8 @@ class Flag(enum.IntFlag):
     """an args string had invalid UTF-8 or an unescaped quote and was repaired"""
 
 
-# (json key, column, dtype). JSON-text columns hold the value's JSON text verbatim.
+# (json key, column, dtype). JSON-text columns hold the value in canonical JSON text (torch's
+# `[[512], [141, 512], [], []]`, whatever the file's indentation: io.kineto.canonical_json_columns).
 _I64, _U64, _F64, _STR, _JSON, _BOOL = 0, 1, 2, 3, 4, 5
 TYPED_ARGS: list[tuple[str, str, int]] = [
     ("External id", "external_id", _I64),

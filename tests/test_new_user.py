@@ -1,0 +1,71 @@
+"""What a new user meets first on real traces (issue 11): canonical shapes, check --strict, datasets..."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path  # noqa: TC003 - fixtures' annotations
+
+import polars as pl
+import pytest
+
+import proftab as pt
+from tests.conftest import BUNDLED
+
+H100 = BUNDLED / "h100_bert_small.pt.trace.json.gz"  # pretty-printed (indent=2) like 9 of the 52 public traces
+
+
+@pytest.fixture(scope="module")
+def h100_compact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled H100 trace re-saved as compact JSON (what torch itself writes)."""
+    with gzip.open(H100, "rt") as fh:
+        doc = json.load(fh)
+    out = tmp_path_factory.mktemp("compact") / "h100_compact.json.gz"
+    with gzip.open(out, "wt") as fh:
+        json.dump(doc, fh, separators=(",", ":"))
+    return out
+
+
+# ----------------------------------------------------------------------------- 1: canonical input shapes
+
+
+def test_pretty_printed_shapes_are_canonical(h100_compact: Path) -> None:
+    with gzip.open(H100, "rt") as fh:
+        assert '"Input Dims": [\n' in fh.read()  # the file really is pretty-printed
+    pretty, compact = pt.load(H100), pt.load(h100_compact)
+    for col in ("input_dims", "input_type", "input_strides", "concrete_inputs"):
+        vals = pretty.events[col].drop_nulls()
+        assert not vals.str.contains("\n").any(), col
+        assert pretty.events[col].equals(compact.events[col]), col
+    addmm = pretty.events.filter(pl.col("name") == "aten::addmm")["input_dims"]
+    assert "[[512], [141, 512], [512, 512], [], []]" in addmm.to_list()
+    ka_p = pretty.key_averages(group_by_input_shape=True)
+    ka_c = compact.key_averages(group_by_input_shape=True)
+    assert ka_p.select("name", "input_shapes", "calls").equals(ka_c.select("name", "input_shapes", "calls"))
+    assert not ka_p["input_shapes"].str.contains("\n").any()
+    # the typed form: lists of int64 dims
+    from proftab.torch.aggregate import input_shapes_list_expr
+
+    dims = ka_p.select(input_shapes_list_expr().alias("dims"))["dims"]
+    assert dims.dtype == pl.List(pl.List(pl.Int64))
+    assert [[512], [141, 512], [512, 512], [], []] in dims.to_list()
+
+
+def test_pretty_printed_shapes_diff_and_tables(h100_compact: Path) -> None:
+    from proftab.diff import diff
+
+    d = diff(pt.load(H100), pt.load(h100_compact), group_by_input_shape=True)
+    assert d.filter(pl.col("status") != "same").is_empty()
+    text = pt.load(H100).table(group_by_input_shape=True, row_limit=10)
+    assert "[[512], [141, 512], [512, 512], [], []]" in text
+    assert len(text.splitlines()) == 10 + 6  # one line per row: header (3), rows, rule, 2 totals
+
+
+def test_canonical_json_keeps_invalid_text() -> None:
+    from proftab.io.kineto import canonical_json_columns
+
+    df = pl.DataFrame({"input_dims": ["[\n  [\n    2\n  ],\n  []\n]", "[[2], []]", "[1,", None],
+                       "grid": ["[1,1,1]", None, None, None]})
+    out = canonical_json_columns(df)
+    assert out["input_dims"].to_list() == ["[[2], []]", "[[2], []]", "[1,", None]
+    assert out["grid"].to_list() == ["[1, 1, 1]", None, None, None]
