@@ -69,3 +69,39 @@ def test_canonical_json_keeps_invalid_text() -> None:
     out = canonical_json_columns(df)
     assert out["input_dims"].to_list() == ["[[2], []]", "[[2], []]", "[1,", None]
     assert out["grid"].to_list() == ["[1, 1, 1]", None, None, None]
+
+
+# ----------------------------------------------------------------------------- 2: check --strict
+
+
+def _check(*argv: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from proftab.__main__ import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        rc = main(["check", *argv, "--plain", "--quiet"])
+    return rc, out.getvalue()
+
+
+def test_check_strict_fails_on_salvaged_truncated_trace(tmp_path: Path) -> None:
+    raw = gzip.open(BUNDLED / "train_cnn.pt.trace.json.gz").read()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(raw[: len(raw) // 2])
+    rc, out = _check(str(cut), "--salvage", "--strict")
+    assert rc == 1 and "found: truncated 1" in out
+    assert _check(str(cut), "--salvage")[0] == 0  # a report without --strict
+    assert _check(str(cut), "--salvage", "--strict", "--allow", "truncated")[0] == 0
+    assert _check(str(BUNDLED / "train_cnn.pt.trace.json.gz"), "--strict") == (0, _check(
+        str(BUNDLED / "train_cnn.pt.trace.json.gz"))[1])
+
+
+def test_check_strict_passes_torch_artifacts_on_real_trace() -> None:
+    rc, out = _check(str(H100), "--strict")  # with_stack ProfilerStep#N overruns: torch's, not damage
+    assert rc == 0 and "clean: no damage (torch artifacts: overrun" in out
+    assert "ProfilerStep#N" in out  # explained
+    assert _check(str(H100), "--strict", "--fail-on", "overrun,unattributed")[0] == 1
+    assert _check(str(H100), "--strict", "--fail-on", "all")[0] == 1
+    assert _check(str(H100), "--strict", "--fail-on", "nonsense")[0] == 2  # a usage error
