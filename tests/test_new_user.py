@@ -105,3 +105,28 @@ def test_check_strict_passes_torch_artifacts_on_real_trace() -> None:
     assert _check(str(H100), "--strict", "--fail-on", "overrun,unattributed")[0] == 1
     assert _check(str(H100), "--strict", "--fail-on", "all")[0] == 1
     assert _check(str(H100), "--strict", "--fail-on", "nonsense")[0] == 2  # a usage error
+
+
+# ----------------------------------------------------------------------------- 4: paths from notebooks/
+
+
+def test_data_path_from_notebooks_dir_and_elsewhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from proftab.exceptions import ProftabError
+
+    root = BUNDLED.parent
+    monkeypatch.chdir(root / "notebooks")
+    p = pt.data_path("data/train_cnn.pt.trace.json.gz")
+    assert p.resolve() == (BUNDLED / "train_cnn.pt.trace.json.gz").resolve()
+    assert pt.load(p).events.height > 0
+    monkeypatch.chdir(root)
+    assert pt.data_path("tests/data/public").is_dir()
+    monkeypatch.chdir(tmp_path)  # outside the checkout: found through the imported package's checkout
+    assert pt.data_path("data/train_cnn.pt.trace.json.gz").exists()
+    with pytest.raises(ProftabError, match="'data/nope.json' not found; looked in"):
+        pt.data_path("data/nope.json")
+
+
+def test_dir_proftab_is_the_api() -> None:
+    names = set(dir(pt))
+    assert not names & {"os", "TYPE_CHECKING", "annotations", "Sequence"}
+    assert {"load", "scan", "data_path", "Trace"} <= names

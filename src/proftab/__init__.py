@@ -9,23 +9,25 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
+from proftab.api import register_trace_method, register_trace_namespace
 from proftab.diff import diff
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
-from proftab.api import register_trace_method, register_trace_namespace
 from proftab.io.parquet import convert, scan
 from proftab.joins import join_samples, overlaps
+from proftab.paths import data_path
 from proftab.schema import Flag
 from proftab.trace import Trace
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Sequence
+del TYPE_CHECKING, annotations  # keep dir(proftab) to the API
 
 __version__ = "0.1.0"
 __all__ = [
-    "Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "convert", "diff",
+    "Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "convert", "data_path", "diff",
     "from_profiler", "join_samples", "load", "overlaps", "register_trace_method", "register_trace_namespace", "scan",
 ]
 
