@@ -130,3 +130,52 @@ def test_dir_proftab_is_the_api() -> None:
     names = set(dir(pt))
     assert not names & {"os", "TYPE_CHECKING", "annotations", "Sequence"}
     assert {"load", "scan", "data_path", "Trace"} <= names
+
+
+# ----------------------------------------------------------------------------- 5: datasets everywhere
+
+
+@pytest.fixture(scope="module")
+def h100_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("ds") / "run.pq"
+    pt.convert(str(H100), out, progress=False)
+    return out
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from proftab.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_every_subcommand_reads_a_dataset(h100_dataset: Path, tmp_path: Path) -> None:
+    from proftab.cli import BUILTIN_COMMANDS
+
+    ds = str(h100_dataset)
+    text = pt.load(H100).table(row_limit=5)
+    rc, out, err = _cli("summary", ds, "--limit", "5", "--plain")
+    assert (rc, out) == (0, text), err
+    assert _cli("summary", str(h100_dataset / "_proftab.json"), "--limit", "5", "--plain")[1] == text
+    rc, out, _ = _cli("check", ds, "--strict", "--plain")
+    assert rc == 0 and "torch artifacts: overrun 2" in out
+    rc, out, _ = _cli("diff", ds, str(H100), "--plain")
+    assert rc == 0 and "0 rows differ" in out
+    for kind in ("top", "tree", "timeline", "steps"):
+        rc, _, err = _cli("plot", kind, ds, "-o", str(tmp_path / f"{kind}.json"))
+        assert rc == 0, err
+        assert json.loads((tmp_path / f"{kind}.json").read_text())["$schema"].startswith("https://vega")
+    assert set(BUILTIN_COMMANDS) >= {"summary", "check", "diff", "plot", "convert"}
+
+
+def test_load_on_a_dataset_says_use_scan(h100_dataset: Path) -> None:
+    with pytest.raises(pt.TraceError, match=r"(?s)proftab Parquet dataset.*pt\.scan\("):
+        pt.load(h100_dataset)
+    with pytest.raises(pt.TraceError, match=r"pt\.scan\("):
+        pt.load(h100_dataset / "_proftab.json")
+    assert pt.scan(h100_dataset).key_averages()["calls"].sum() == pt.load(H100).key_averages()["calls"].sum()

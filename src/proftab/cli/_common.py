@@ -27,7 +27,8 @@ _EXTENSIONS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "
 def add_trace_arguments(p: argparse.ArgumentParser, *, many: bool = True, dest: str = "trace") -> None:
     """The TRACE argument(s) and `--salvage`."""
     p.add_argument(dest, nargs="+" if many else None, metavar="TRACE",
-                   help="a .json / .json.gz trace, a directory of rank files or a glob"
+                   help="a .json / .json.gz trace, a directory of rank files, a glob, or a proftab "
+                        "dataset written by `convert`"
                         + (" (several: loaded as one multi-rank trace)" if many else ""))
     p.add_argument("--salvage", action="store_true",
                    help="keep the complete events of a damaged or truncated file (warns what was lost)")
@@ -72,13 +73,18 @@ def shown_warnings(args: argparse.Namespace) -> Iterator[None]:
 def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool = True) -> Trace:
     """`pt.load` the sources with the CLI's progress bar and warning display.
 
-    ProftabWarnings (and other warnings) are printed as ``proftab: warning: ...`` lines on
-    stderr unless `--quiet`.
+    A proftab Parquet dataset (the directory `convert` wrote, or its `_proftab.json`) is
+    opened with `pt.scan` instead. ProftabWarnings (and other warnings) are printed as
+    ``proftab: warning: ...`` lines on stderr unless `--quiet`.
     """
     import proftab as pt
     from proftab.cli._progress import ReadProgress
-    from proftab.io.files import expand_sources
+    from proftab.io.files import dataset_root, expand_sources
 
+    items = [sources] if isinstance(sources, str) else list(sources)
+    if len(items) == 1 and (root := dataset_root(items[0])) is not None:
+        with shown_warnings(args):
+            return pt.scan(root)
     paths = expand_sources(sources)
     with shown_warnings(args), ReadProgress(paths, "never" if args.quiet else args.progress) as progress:
         tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)))

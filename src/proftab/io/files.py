@@ -17,9 +17,23 @@ from proftab.trace import TABLES, Trace
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["expand_sources", "read_files", "trace_from_files"]
+__all__ = ["dataset_root", "expand_sources", "read_files", "trace_from_files"]
 
 TRACE_SUFFIXES = (".json", ".json.gzip", ".gz")  # ".gz" covers ".json.gz"
+DATASET_MANIFEST = "_proftab.json"  # proftab.io.parquet.MANIFEST (not imported: pyarrow-free here)
+
+
+def dataset_root(item: str | os.PathLike[str]) -> str | None:
+    """The directory of the proftab Parquet dataset `item` names, or None when it is not one.
+
+    `item` may be the dataset directory or its `_proftab.json`.
+    """
+    path = os.fspath(item)
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, DATASET_MANIFEST)):
+        return path
+    if os.path.basename(path) == DATASET_MANIFEST and os.path.isfile(path):
+        return os.path.dirname(path) or "."
+    return None
 
 
 def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -37,6 +51,9 @@ def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[s
         raise TraceError(msg)
     paths: list[str] = []
     for item in items:
+        if (root := dataset_root(item)) is not None:
+            msg = "a proftab Parquet dataset (written by convert), not a trace file"
+            raise TraceError(msg, path=root, hint=f"open it with pt.scan({root!r}) (the CLI reads it as it is)")
         if os.path.isdir(item):
             found = sorted(
                 os.path.join(item, f) for f in os.listdir(item)
