@@ -179,3 +179,81 @@ def test_load_on_a_dataset_says_use_scan(h100_dataset: Path) -> None:
     with pytest.raises(pt.TraceError, match=r"pt\.scan\("):
         pt.load(h100_dataset / "_proftab.json")
     assert pt.scan(h100_dataset).key_averages()["calls"].sum() == pt.load(H100).key_averages()["calls"].sum()
+
+
+# ----------------------------------------------------------------------------- 6: readable tables on GPU traces
+
+# four kernel names of the TraceLens H100 Qwen1.5-0.5B trace that torch's 55-column cut prints alike
+_PREFIX = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
+QWEN_KERNELS = [
+    _PREFIX + "BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<"
+    "float> > >(at::TensorIteratorBase&, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
+    "at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)#1}>(int, ...)",
+    _PREFIX + "neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#9}::operator()"
+    "() const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, ...)::{lambda(int)#1})",
+    _PREFIX + "CUDAFunctor_add<c10::BFloat16> >(at::TensorIteratorBase&, at::native::CUDAFunctor_add<c10::BFloat16> "
+    "const&)::{lambda(int)#1}>(int, ...)::{lambda(int)#1})",
+    _PREFIX + "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::"
+    "operator()() const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, ...)::{lambda(int)#1})",
+]
+
+
+def test_distinct_cuts_keep_real_kernel_names_apart() -> None:
+    from proftab.render.text import distinct_cuts, middle_cut
+    from proftab.torch.text_table import _cut_name
+
+    torch_cut = [_cut_name(n, 55) for n in QWEN_KERNELS]
+    assert len(set(torch_cut)) == 1  # what torch prints: four identical rows
+    for cuts, ell in ((torch_cut, "..."), ([middle_cut(n, 40) for n in QWEN_KERNELS], "…")):
+        out = distinct_cuts(QWEN_KERNELS, cuts, ellipsis=ell)
+        assert len(set(out)) == 4 and {len(c) for c in out} == {len(cuts[0])}
+        assert any("neg_kernel" in c for c in out) and any("direct_copy" in c for c in out)
+    assert distinct_cuts(["aten::mm", "aten::mul"], ["aten::mm", "aten::mul"]) == ["aten::mm", "aten::mul"]
+
+
+def _rich_summary(path: Path, width: int, *argv: str) -> str:
+    import io
+
+    from rich.console import Console
+
+    from proftab.cli import build_parser
+    from proftab.cli.summary import _rich_table, _select
+
+    args = build_parser().parse_args(["summary", str(path), *argv])
+    tr = pt.load(path)
+    ka = tr.key_averages(args.group_by_input_shape)
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None)
+    _rich_table(tr, ka, _select(ka, args, args.limit), console, args)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("width", [100, 200])
+def test_rich_table_fits_the_terminal_and_says_what_it_left_out(width: int) -> None:
+    pytest.importorskip("rich")
+    text = _rich_summary(H100, width, "--sort", "self_cuda_time_total", "--limit", "10")
+    lines = text.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width
+    assert len([line for line in lines if line.startswith("│")]) == 10  # one line per row, no wrapping
+    assert len(lines) <= 10 + 5 + 8  # + title, header, rules, a caption of a few lines
+    assert "10 of " in text and "rows (--limit N" in text
+    if width == 100:
+        assert "columns not shown at width 100:" in text
+    assert "Self CUDA" in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED_QWEN := BUNDLED.parent.parent / "shared" / "traces" / "public" / "tracelens"
+                         / "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz").exists(), reason="needs ../shared")
+def test_rich_and_piped_tables_on_qwen_gpu_trace() -> None:
+    pytest.importorskip("rich")
+    text = _rich_summary(SHARED_QWEN, 200, "--sort", "self_cuda_time_total", "--limit", "10")
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == 10  # was ~60 lines: kernel names wrapped over up to 21 lines
+    assert len({r.split("│")[1] for r in rows}) == 10
+    assert "columns not shown at width 200: Self CUDA Mem, CUDA Mem" in text
+    tr = pt.load(SHARED_QWEN)
+    torch_text = tr.table(sort_by="self_cuda_time_total", row_limit=10)
+    assert len({line[:55] for line in torch_text.splitlines()[3:13]}) == 9  # torch prints two rows alike
+    piped = tr.table(sort_by="self_cuda_time_total", row_limit=10, distinct_names=True)  # what the CLI prints
+    assert len({line[:55] for line in piped.splitlines()[3:13]}) == 10

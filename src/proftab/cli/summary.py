@@ -56,47 +56,108 @@ def _select(ka: pl.DataFrame, args: argparse.Namespace, limit: int) -> pl.DataFr
     return rows.head(limit) if limit >= 0 else rows
 
 
+#: columns the rich table drops first when the terminal is too narrow (memory, then averages, ...)
+_DROP_ORDER = ("Self {dev} Mem", "{dev} Mem", "Self CPU Mem", "CPU Mem", "{dev} time avg", "CPU time avg",
+               "CPU total %", "{dev} total", "Input Shapes", "Self {dev} %")
+_MIN_NAME = 44  # the name width worth dropping columns for
+
+
+def _rich_columns(rows: pl.DataFrame, cpu_sum: int, dev_sum: int, dev: str, shapes: bool) -> dict[str, list[str]]:
+    """The rich table's cells by header, in torch's column order (Name excluded)."""
+    from proftab.render.text import fmt_ns, fmt_share
+    from proftab.torch.text_table import _fmt_mem
+
+    def share(col: str, total: int) -> list[str]:
+        return [fmt_share(v / total if total else None) for v in rows[col]]
+
+    cols: dict[str, list[str]] = {
+        "Self CPU %": share("self_cpu_ns", cpu_sum), "Self CPU": [fmt_ns(v) for v in rows["self_cpu_ns"]],
+        "CPU total %": share("cpu_total_ns", cpu_sum), "CPU total": [fmt_ns(v) for v in rows["cpu_total_ns"]],
+        "CPU time avg": [fmt_ns(v) for v in rows["cpu_avg_ns"]],
+    }
+    if bool((rows["self_device_ns"] > 0).any()):
+        cols |= {f"Self {dev}": [fmt_ns(v) for v in rows["self_device_ns"]],
+                 f"Self {dev} %": share("self_device_ns", dev_sum),
+                 f"{dev} total": [fmt_ns(v) for v in rows["device_total_ns"]],
+                 f"{dev} time avg": [fmt_ns(v) for v in rows["device_avg_ns"]]}
+    for col, head in (("cpu_mem_bytes", "CPU Mem"), ("self_cpu_mem_bytes", "Self CPU Mem"),
+                      ("device_mem_bytes", f"{dev} Mem"), ("self_device_mem_bytes", f"Self {dev} Mem")):
+        if bool((rows[col] != 0).any()):
+            cols[head] = [_fmt_mem(int(v)) for v in rows[col]]
+    cols["# of Calls"] = [f"{v:,}" for v in rows["calls"]]
+    if shapes:
+        cols["Input Shapes"] = [v or "" for v in rows["input_shapes"]]
+    return cols
+
+
 def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console: object,
                 args: argparse.Namespace) -> None:
-    """Print `rows` as a rich table with torch's columns; totals over all of `self_total`."""
+    """Print `rows` as a rich table with torch's columns, fitted to the terminal's width.
+
+    Totals are over all of `self_total`. Long names are cut in the middle so that different
+    rows never print the same name; columns that do not fit are dropped, memory first; the
+    caption says what was left out.
+    """
     from rich.table import Table
     from rich.text import Text
 
-    from proftab.render.text import fmt_ns, fmt_share
+    from proftab.render.text import distinct_cuts, fmt_ns, middle_cut
 
     cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
     dev_rows = self_total.filter((self_total["device_type"] != "CPU") & ~self_total["is_user_annotation"])
     dev_sum = int(dev_rows["self_device_ns"].sum() or 0)
-    has_dev = bool((rows["self_device_ns"] > 0).any())
     dev = (kinds.use_device(tr.categories) or "device").upper()
-    shapes = args.group_by_input_shape
+    cols = _rich_columns(rows, cpu_sum, dev_sum, dev, args.group_by_input_shape)
+    if "Input Shapes" in cols:  # shapes: at most 40 characters, distinct
+        full = cols["Input Shapes"]
+        cols["Input Shapes"] = distinct_cuts(full, [middle_cut(v, 40) for v in full])
+    width = int(getattr(console, "width", 200))
+    names = [str(v) if v is not None else "" for v in rows["name"]]
+
+    def need(c: dict[str, list[str]]) -> int:  # every column but Name: cell + padding 2 + border 1
+        return sum(max([len(h), *(len(v) for v in vals)]) + 3 for h, vals in c.items()) + 4
+
+    dropped: list[str] = []
+    for pattern in _DROP_ORDER:
+        if width - need(cols) >= min(_MIN_NAME, max(map(len, names), default=0)):
+            break
+        if (head := pattern.format(dev=dev)) in cols:
+            del cols[head]
+            dropped.append(head)
+    name_w = max(min(max(map(len, names), default=4), width - need(cols)), 8)
+    cut = distinct_cuts(names, [middle_cut(n, name_w) for n in names])
     table = Table(title=f"proftab summary: {', '.join(args.trace)}", title_justify="left")
-    table.add_column("Name", overflow="fold", max_width=60)
-    for h in ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]:
-        table.add_column(h, justify="right")
-    if has_dev:
-        for h in [f"Self {dev}", f"Self {dev} %", f"{dev} total", f"{dev} time avg"]:
-            table.add_column(h, justify="right")
-    table.add_column("# of Calls", justify="right")
-    if shapes:
-        table.add_column("Input Shapes", overflow="fold", max_width=40)
-    for r in rows.iter_rows(named=True):
-        cells = [r["name"], fmt_share(r["self_cpu_ns"] / cpu_sum if cpu_sum else None), fmt_ns(r["self_cpu_ns"]),
-                 fmt_share(r["cpu_total_ns"] / cpu_sum if cpu_sum else None), fmt_ns(r["cpu_total_ns"]),
-                 fmt_ns(r["cpu_avg_ns"])]
-        if has_dev:
-            cells += [fmt_ns(r["self_device_ns"]), fmt_share(r["self_device_ns"] / dev_sum if dev_sum else None),
-                      fmt_ns(r["device_total_ns"]), fmt_ns(r["device_avg_ns"])]
-        cells.append(f"{r['calls']:,}")
-        if shapes:
-            cells.append(r["input_shapes"] or "")
-        table.add_row(*(Text(str(c)) for c in cells), style="dim" if r["device_type"] != "CPU" else None)
-    footer = f"Self CPU time total: {fmt_ns(cpu_sum)}"
-    if has_dev:
-        footer += f"   Self {dev} time total: {fmt_ns(dev_sum)}"
-    table.caption = footer
+    table.add_column("Name", no_wrap=True, width=name_w)
+    for head in cols:
+        table.add_column(head, justify="left" if head == "Input Shapes" else "right", no_wrap=True)
+    for i in range(rows.height):
+        cells = [cut[i], *(vals[i] for vals in cols.values())]
+        table.add_row(*(Text(c) for c in cells), style="dim" if rows["device_type"][i] != "CPU" else None)
+    notes = [f"Self CPU time total: {fmt_ns(cpu_sum)}"
+             + (f"   Self {dev} time total: {fmt_ns(dev_sum)}" if f"Self {dev}" in cols else "")]
+    total_rows = self_total.filter(self_total["top_level"]) if args.top_level else self_total
+    if rows.height < total_rows.height:
+        notes.append(f"{rows.height:,} of {total_rows.height:,} rows (--limit N, -1 for all)")
+    if dropped:
+        notes.append(f"columns not shown at width {width}: {', '.join(dropped)} (-o ops.csv or --plain for all)")
+    if any(c != n for c, n in zip(cut, names, strict=True)):
+        notes.append("long names cut in the middle (…); full names: -o ops.csv")
+    notes += annotation_notes(rows, dev_sum, dev)
+    table.caption = "\n".join(notes)
     table.caption_justify = "left"
     console.print(table)  # type: ignore[attr-defined]
+
+
+def annotation_notes(rows: pl.DataFrame, dev_sum: int, dev: str) -> list[str]:
+    """Why a `ProfilerStep*` (or other annotation) row shows Self device % over 100."""
+    if not dev_sum or "is_user_annotation" not in rows.columns:
+        return []
+    over = rows.filter(rows["is_user_annotation"] & (rows["self_device_ns"] > dev_sum))
+    if over.is_empty():
+        return []
+    names = ", ".join(sorted(set(over["name"].to_list())))
+    return [f"{names}: Self {dev} % over 100 is torch's arithmetic: a GPU annotation's time is the span of the "
+            f"work under it (overlapping kernels, idle gaps), while the total sums only kernels, memcpy and memset"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     text = tr.table(sort_by=args.sort, row_limit=100 if args.limit is None else args.limit,
                     top_level_events_only=args.top_level, time_unit=args.time_unit,
-                    group_by_input_shape=args.group_by_input_shape, group_by_stack_n=args.group_by_stack)
+                    group_by_input_shape=args.group_by_input_shape, group_by_stack_n=args.group_by_stack,
+                    distinct_names=True)
     write_text(text, args.output)
     return 0
 

@@ -17,6 +17,8 @@ import math
 
 import polars as pl
 
+from proftab.render.text import distinct_cuts
+
 __all__ = ["render_table", "SORT_KEYS"]
 
 #: torch's ``sort_by`` attribute names (after the cuda/xpu/privateuse1 -> device rewrite)
@@ -125,6 +127,7 @@ def render_table(
     use_device: str | None = None,
     profile_memory: bool = False,
     with_flops: bool = False,
+    distinct_names: bool = False,
 ) -> str:
     """Render torch's ``EventList.table()`` from a ``key_averages`` frame.
 
@@ -145,6 +148,10 @@ def render_table(
         ``device_type`` when ``None``.
     profile_memory, with_flops
         The profile's flags; they add the memory and FLOPs columns.
+    distinct_names
+        Where torch's cut prints two different names alike (long kernel names sharing a
+        template prefix), print those as front, ``...`` and the part where they differ, at the
+        same width (`proftab.render.text.distinct_cuts`). Off: torch's text byte for byte.
 
     Returns
     -------
@@ -244,15 +251,16 @@ def render_table(
         out += ["=" * line_length, "This report only display top-level ops statistics"]
     out += [sep, row_format.format(*headers), sep]
 
-    emitted = 0
-    for i in range(n):
-        if emitted == row_limit:
-            break
-        if top_level_events_only and not r["top_level"][i]:
-            continue
-        emitted += 1
+    shown = [i for i in range(n) if not top_level_events_only or r["top_level"][i]]
+    shown = shown if row_limit is None or row_limit < 0 else shown[:row_limit]
+    # torch's cut names, made distinct where two different names would print the same
+    cut_names = {i: _cut_name(r["name"][i], max_name_column_width) for i in shown}
+    if distinct_names:
+        cut_names = dict(zip(shown, distinct_cuts([r["name"][i] for i in shown], [cut_names[i] for i in shown],
+                                                  ellipsis="..."), strict=True))
+    for i in shown:
         self_cpu, cpu_total = r["self_cpu_ns"][i] / 1000, r["cpu_total_ns"][i] / 1000
-        vals: list[object] = [_cut_name(r["name"][i], max_name_column_width)]
+        vals: list[object] = [cut_names[i]]
         if has_overload:
             vals.append(_cut_name(r["overload_name"][i], max_name_column_width))
         vals += [
