@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import polars as pl
@@ -116,3 +117,49 @@ def test_save_png_when_renderer_installed(cnn: pt.Trace, tmp_path: Path) -> None
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="unknown chart file type"):
         plot.save(plot.top_ops(cnn, 5), tmp_path / "top.txt")
+
+
+# ---------------------------------------------------------------------------- offline HTML (issue 11.3)
+
+_NOT_FETCHED = {  # URLs inside the inlined Vega code and spec that are names, not requests
+    "http://www.w3.org/1999/xlink", "http://www.w3.org/2000/svg", "http://www.w3.org/2000/xmlns/",
+    "https://github.com/vega/vega-lite/issues/2415", "https://vega.github.io/editor/",
+}
+
+
+def _offline_page(tmp_path: Path) -> tuple[Path, str]:
+    pytest.importorskip("vl_convert")
+    out = tmp_path / "top.html"
+    plot.save(plot.top_ops(pt.load(H100), 8), out)
+    return out, out.read_text(encoding="utf-8")
+
+
+def test_html_chart_references_no_external_url(tmp_path: Path) -> None:
+    import re
+
+    _, page = _offline_page(tmp_path)
+    assert "<script src" not in page and "<link" not in page and "cdn." not in page
+    urls = set(re.findall(r"https?://[^\s\"'`)\\]+", page))
+    schema_ids = {u for u in urls if re.fullmatch(r"https://vega\.github\.io/schema/vega(-lite)?/v[\d.]+\.json", u)}
+    assert urls - schema_ids <= _NOT_FETCHED, urls - schema_ids - _NOT_FETCHED
+    assert "vegaEmbed(" in page and len(page) > 500_000  # the libraries are inline
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium (apt-get install chromium)")
+def test_html_chart_renders_in_headless_chromium_without_network(tmp_path: Path) -> None:
+    out, _ = _offline_page(tmp_path)
+    # every request goes to a dead proxy: a page that needed the network would stay blank
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=http://127.0.0.1:9",
+           "--proxy-bypass-list=<-loopback>", "--virtual-time-budget=15000", "--dump-dom", out.as_uri()]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    dom = res.stdout
+    assert "<svg" in dom, res.stderr[-2000:]
+    assert "aten::addmm" in dom  # an axis label drawn by Vega

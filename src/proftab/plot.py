@@ -295,28 +295,68 @@ _HTML = """<!DOCTYPE html>
 <head>
 <meta charset="utf-8">
 <title>{title}</title>
-<script src="https://cdn.jsdelivr.net/npm/vega@{vega}"></script>
-<script src="https://cdn.jsdelivr.net/npm/vega-lite@{vegalite}"></script>
-<script src="https://cdn.jsdelivr.net/npm/vega-embed@{embed}"></script>
+{scripts}
 </head>
 <body>
 <div id="vis"></div>
 <script>
-vegaEmbed("#vis", {spec}).catch(console.error);
+vegaEmbed("#vis", {spec}, {{"renderer": "svg"}}).catch(console.error);
 </script>
 </body>
 </html>
 """
+_CDN = """<script src="https://cdn.jsdelivr.net/npm/vega@{vega}"></script>
+<script src="https://cdn.jsdelivr.net/npm/vega-lite@{vegalite}"></script>
+<script src="https://cdn.jsdelivr.net/npm/vega-embed@{embed}"></script>"""
 
 
-def to_html(chart: Any) -> str:
-    """A standalone HTML page for `chart` (Vega from a CDN).
+def _js_bundle() -> str | None:
+    """Vega, Vega-Lite and vega-embed as one script (vl-convert's bundle), or None without vl-convert.
+
+    Bundling takes seconds, so the bundle is kept in ``$XDG_CACHE_HOME/proftab`` (default
+    ``~/.cache/proftab``), one file per vl-convert and Vega-Lite version.
+    """
+    try:
+        import vl_convert as vlc
+    except ImportError:
+        return None
+    alt = _alt()
+    vl = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "proftab")
+    path = os.path.join(cache, f"vega-bundle-vlconvert{vlc.__version__}-vl{vl}.js")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        pass
+    bundle = str(vlc.javascript_bundle(vl_version=vl))
+    try:
+        os.makedirs(cache, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(bundle)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: bundle again next time
+        pass
+    return bundle
+
+
+def to_html(chart: Any, *, offline: bool = True) -> str:
+    """A standalone HTML page for `chart`.
+
+    With `offline` (the default) the page carries Vega, Vega-Lite and vega-embed inline (from
+    vl-convert, ~0.9 MB) and fetches nothing: it renders on an air-gapped machine. Without
+    vl-convert installed, or with ``offline=False``, it loads them from a CDN (a
+    `ProftabWarning` says so in the first case).
 
     Names come from user code: every ``<``, ``>`` and ``&`` in the embedded spec is written as
     a JSON ``\\u`` escape, so a name such as ``</script><script>...`` cannot end the script
     element; the chart shows it unchanged.
     """
     import html
+    import warnings
+
+    from proftab.exceptions import ProftabWarning
 
     alt = _alt()
     spec = chart.to_json(indent=None)
@@ -324,8 +364,16 @@ def to_html(chart: Any) -> str:
     title = chart.to_dict().get("title", "proftab chart")
     if isinstance(title, dict):
         title = title.get("text", "proftab chart")
-    return _HTML.format(title=html.escape(str(title)), vega=alt.VEGA_VERSION, vegalite=alt.VEGALITE_VERSION,
-                        embed=alt.VEGAEMBED_VERSION, spec=safe)
+    bundle = _js_bundle() if offline else None
+    if bundle is not None:
+        # the bundle is trusted library code; only a literal "</script" could end its element
+        scripts = "<script>\n" + bundle.replace("</script", "<\\/script") + "\n</script>"
+    else:
+        if offline:
+            warnings.warn("the HTML chart loads Vega from a CDN (it stays blank offline): "
+                          "pip install vl-convert-python for a self-contained page", ProftabWarning, stacklevel=2)
+        scripts = _CDN.format(vega=alt.VEGA_VERSION, vegalite=alt.VEGALITE_VERSION, embed=alt.VEGAEMBED_VERSION)
+    return _HTML.format(title=html.escape(str(title)), scripts=scripts, spec=safe)
 
 
 @register_trace_namespace("plot")
