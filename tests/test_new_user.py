@@ -257,3 +257,74 @@ def test_rich_and_piped_tables_on_qwen_gpu_trace() -> None:
     assert len({line[:55] for line in torch_text.splitlines()[3:13]}) == 9  # torch prints two rows alike
     piped = tr.table(sort_by="self_cuda_time_total", row_limit=10, distinct_names=True)  # what the CLI prints
     assert len({line[:55] for line in piped.splitlines()[3:13]}) == 10
+
+
+# ----------------------------------------------------------------------------- 7: noise out of the defaults
+
+
+def test_no_python_summary_and_ops_defaults_on_h100() -> None:
+    tr = pt.load(H100)
+    ka = tr.key_averages()
+    host = ka.filter(pl.col("device_type") == "CPU").sort("self_cpu_ns", descending=True)
+    assert host["name"][0] == "threading.py(359): wait"  # torch's default: a tqdm thread sleeping tops it
+    rc, out, err = _cli("summary", str(H100), "--limit", "3", "--plain")
+    assert rc == 0 and "--no-python shows ops only" in err
+    rc, out, err = _cli("summary", str(H100), "--limit", "3", "--plain", "--no-python")
+    assert rc == 0 and "threading.py" not in out and ".py(" not in out and "--no-python" not in err
+    assert out.splitlines()[3].split()[0] == "ProfilerStep*"
+    # the notebook card and the charts default to ops
+    from proftab.display import top_ops
+
+    card, _ = top_ops(tr, 5)
+    assert not card["name"].str.contains(r"\.py\(").any() and "aten::addmm" in card["name"].to_list()
+    assert "threading.py" not in tr._repr_html_()
+
+
+def test_without_python_keeps_op_totals() -> None:
+    from proftab.views import without_python
+
+    nested = pt.load(H100).nested
+    ops = without_python(nested)
+    assert (ops["cat"].cast(pl.String) != "python_function").all()
+    # an op's subtree time is unchanged: its self gains the frames folded into it
+    kept = nested.filter(pl.col("cat").cast(pl.String) != "python_function")
+    assert ops["self_ns"].sum() == kept["self_ns"].sum() + (
+        nested["self_ns"].sum() - kept["self_ns"].sum() - _orphan_python_self(nested))
+    assert (ops["self_ns"] >= 0).all() and ops["depth"].min() == 0
+    ids = set(ops["event_id"].to_list())
+    assert set(ops["parent_id"].drop_nulls().to_list()) <= ids
+
+
+def _orphan_python_self(nested: pl.DataFrame) -> int:
+    """Self time of python frames with no op above them (what the ops view leaves out)."""
+    import numpy as np
+
+    from proftab.intervals.tree import nearest_ancestor, row_positions
+
+    rank, ids = nested["rank"].to_numpy(), nested["event_id"].to_numpy()
+    parent = row_positions(rank, ids, rank, nested["parent_id"].fill_null(-1).to_numpy())
+    py = (nested["cat"].cast(pl.String) == "python_function").to_numpy()
+    anc = nearest_ancestor(parent, np.arange(nested.height), ~py)
+    return int(nested["self_ns"].to_numpy()[py & (anc < 0)].sum())
+
+
+def test_charts_default_to_ops() -> None:
+    pytest.importorskip("altair")
+    from proftab import plot
+
+    tr = pt.load(H100)
+
+    def values(chart: object) -> list[dict]:
+        return next(iter(chart.to_dict()["datasets"].values()))  # type: ignore[attr-defined]
+
+    assert values(plot.top_ops(tr, 5))[0]["name"] == "ProfilerStep*"
+    assert values(plot.top_ops(tr, 5, python=True))[0]["name"] == "threading.py(359): wait"
+    roots = {r["name"] for r in values(plot.icicle(tr)) if r["depth"] == 0}
+    assert roots == {"ProfilerStep*"}  # was: <string>(1): <module>, threading.py(1032): _bootstrap
+    py_roots = {r["name"] for r in values(plot.icicle(tr, python=True)) if r["depth"] == 0}
+    assert "threading.py(1032): _bootstrap" in py_roots
+
+
+def test_annotation_share_over_100_is_explained() -> None:
+    rc, _, err = _cli("summary", str(H100), "--limit", "3", "--plain", "--sort", "self_cuda_time_total")
+    assert rc == 0 and "ProfilerStep*: Self CUDA % over 100 is torch's arithmetic" in err

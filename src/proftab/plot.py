@@ -52,16 +52,19 @@ def _title(tr: Trace, what: str) -> str:
     return f"{what} · {shown}"
 
 
-def top_ops(tr: Trace, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+def top_ops(tr: Trace, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False) -> Any:
     """Horizontal bars of the top `n` key_averages rows by self time, self next to total.
 
     Parameters
     ----------
     metric
         ``"cpu"``: host rows by Self CPU; ``"device"``: device rows by Self device time.
+    python
+        Keep ``python_function`` rows (torch's default); by default their time is their op's
+        self time, so a sleeping helper thread's frame does not top the chart.
     """
     alt = _alt()
-    ka = tr.key_averages()
+    ka = tr.key_averages(include_python_functions=python)
     if metric == "cpu":
         rows = ka.filter(pl.col("device_type") == "CPU").select(
             "name", "calls", pl.col("self_cpu_ns").alias("self_ns"), pl.col("cpu_total_ns").alias("total_ns"))
@@ -194,11 +197,15 @@ def icicle_layout(tree: pl.DataFrame) -> pl.DataFrame:
     return tree.with_columns(pl.Series("x0", x0), (pl.Series("x0", x0) + pl.col("total_ns") / grand).alias("x1"))
 
 
-def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False) -> Any:
+def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False,
+           python: bool = False) -> Any:
     """Icicle of the call tree: width = total time, colour = self time (ms).
 
     Parameters
     ----------
+    python
+        Draw ``python_function`` frames too; by default the tree is of ops
+        (`proftab.views.without_python`), not of multiprocessing and threading frames.
     max_depth
         Deepest level drawn.
     min_share
@@ -209,7 +216,11 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
     alt = _alt()
     from proftab.render.text import fmt_ns
 
-    tree = icicle_layout(tr.tree.call_tree(device=device))
+    from proftab.calltree import call_tree
+    from proftab.views import without_python
+
+    nested = tr.collect("nested")
+    tree = icicle_layout(call_tree(nested if python else without_python(nested), device=device))
     data = tree.filter((pl.col("depth") <= max_depth) & (pl.col("total_share") >= min_share)).select(
         "name", "depth", "calls", "x0", "x1",
         (pl.col("self_ns") / 1e6).alias("self_ms"),
@@ -229,20 +240,22 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
     return (rect + text).properties(width=_ICICLE_WIDTH, height=alt.Step(22))
 
 
-def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False) -> Any:
     """Stacked bars per profiler step: self time of the top `n` ops, the rest as ``other``.
 
     Parameters
     ----------
     metric
         ``"cpu"`` (host rows, Self CPU) or ``"device"`` (device rows, Self device time).
+    python
+        Keep ``python_function`` rows (default: their time is their op's self time).
     """
     import warnings
 
     alt = _alt()
     with warnings.catch_warnings():  # key_averages(by_step) joins as-of by rank; polars 2 notes it cannot check
         warnings.filterwarnings("ignore", message="Sortedness of columns cannot be checked")
-        ka = tr.key_averages(by_step=True).filter(pl.col("step").is_not_null())
+        ka = tr.key_averages(by_step=True, include_python_functions=python).filter(pl.col("step").is_not_null())
     if ka.is_empty():
         msg = "the trace has no ProfilerStep#N events"
         raise ValueError(msg)
@@ -383,18 +396,19 @@ class PlotNamespace:
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
 
-    def top_ops(self, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+    def top_ops(self, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False) -> Any:
         """Top ops by self time (`top_ops`)."""
-        return top_ops(self._trace, n, metric=metric)
+        return top_ops(self._trace, n, metric=metric, python=python)
 
     def timeline(self, step: int | None = None, *, rank: int | None = None, max_depth: int = 3, **kw: Any) -> Any:
         """One step's tracks as a timeline (`timeline`)."""
         return timeline(self._trace, step, rank=rank, max_depth=max_depth, **kw)
 
-    def icicle(self, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False) -> Any:
+    def icicle(self, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False,
+               python: bool = False) -> Any:
         """The call tree as an icicle chart (`icicle`)."""
-        return icicle(self._trace, max_depth=max_depth, min_share=min_share, device=device)
+        return icicle(self._trace, max_depth=max_depth, min_share=min_share, device=device, python=python)
 
-    def steps(self, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+    def steps(self, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False) -> Any:
         """Per-step time split by top op (`steps`)."""
-        return steps(self._trace, n, metric=metric)
+        return steps(self._trace, n, metric=metric, python=python)

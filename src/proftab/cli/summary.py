@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING
 
 from proftab import kinds
@@ -39,6 +40,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group-by-stack", type=int, default=0, metavar="N", help="torch's group_by_stack_n")
     p.add_argument("--top-level", action="store_true",
                    help="only top-level ops (torch's top_level_events_only)")
+    p.add_argument("--no-python", action="store_true",
+                   help="ops only: leave python_function rows out (their time is their op's self time; "
+                        "a sleeping helper thread's frame no longer tops Self CPU)")
     p.add_argument("--time-unit", choices=["s", "ms", "us"], default=None,
                    help="fixed time unit for the text table")
     add_output_arguments(p)
@@ -59,6 +63,7 @@ def _select(ka: pl.DataFrame, args: argparse.Namespace, limit: int) -> pl.DataFr
 #: columns the rich table drops first when the terminal is too narrow (memory, then averages, ...)
 _DROP_ORDER = ("Self {dev} Mem", "{dev} Mem", "Self CPU Mem", "CPU Mem", "{dev} time avg", "CPU time avg",
                "CPU total %", "{dev} total", "Input Shapes", "Self {dev} %")
+_PY_FRAME = re.compile(r"\.py\(\d+\): |^<built-in method ")
 _MIN_NAME = 44  # the name width worth dropping columns for
 
 
@@ -142,7 +147,7 @@ def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console
         notes.append(f"columns not shown at width {width}: {', '.join(dropped)} (-o ops.csv or --plain for all)")
     if any(c != n for c, n in zip(cut, names, strict=True)):
         notes.append("long names cut in the middle (…); full names: -o ops.csv")
-    notes += annotation_notes(rows, dev_sum, dev)
+    notes += annotation_notes(rows, dev_sum, dev) + python_notes(self_total, args)
     table.caption = "\n".join(notes)
     table.caption_justify = "left"
     console.print(table)  # type: ignore[attr-defined]
@@ -167,21 +172,47 @@ def run(args: argparse.Namespace) -> int:
     _sort_column(args.sort)  # fail early, before reading, on an unknown key
     fmt = guess_format(args)
     tr = load_trace(args.trace, args)
+    py = not args.no_python
     if fmt != "text":
-        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack)
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
         write_frame(_select(ka, args, -1 if args.limit is None else args.limit), fmt, args.output)
         return 0
     console = rich_console(args)
     if console is not None:
-        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack)
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
         _rich_table(tr, ka, _select(ka, args, 100 if args.limit is None else args.limit), console, args)
         return 0
-    text = tr.table(sort_by=args.sort, row_limit=100 if args.limit is None else args.limit,
-                    top_level_events_only=args.top_level, time_unit=args.time_unit,
-                    group_by_input_shape=args.group_by_input_shape, group_by_stack_n=args.group_by_stack,
-                    distinct_names=True)
+    from proftab.torch.text_table import render_table
+
+    limit = 100 if args.limit is None else args.limit
+    ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
+    text = render_table(ka, sort_by=args.sort, row_limit=limit, top_level_events_only=args.top_level,
+                        time_unit=args.time_unit, use_device=kinds.use_device(tr.categories),
+                        profile_memory=bool(tr.meta.get("profile_memory")),
+                        with_flops=bool(tr.meta.get("with_flops")), distinct_names=True)
     write_text(text, args.output)
+    if not args.quiet:  # notes on stderr: stdout stays torch's table
+        import sys
+
+        dev_rows = ka.filter((ka["device_type"] != "CPU") & ~ka["is_user_annotation"])
+        dev = (kinds.use_device(tr.categories) or "device").upper()
+        for note in (annotation_notes(_select(ka, args, limit), int(dev_rows["self_device_ns"].sum() or 0), dev)
+                     + python_notes(ka, args)):
+            print(f"proftab: note: {note}", file=sys.stderr)
     return 0
+
+
+def python_notes(ka: pl.DataFrame, args: argparse.Namespace) -> list[str]:
+    """A hint when a Python frame (``file.py(N): name``) has the most Self CPU time."""
+    if args.no_python:
+        return []
+    host = ka.filter(ka["device_type"] == "CPU")
+    if host.is_empty():
+        return []
+    top = host.sort("self_cpu_ns", descending=True)["name"][0] or ""
+    if not _PY_FRAME.search(top):
+        return []
+    return [f"the top Self CPU row is a Python frame ({top}); --no-python shows ops only"]
 
 
 COMMAND = Command(
