@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import json
 from pathlib import Path  # noqa: TC003 - fixtures' annotations
 
@@ -328,3 +329,61 @@ def test_charts_default_to_ops() -> None:
 def test_annotation_share_over_100_is_explained() -> None:
     rc, _, err = _cli("summary", str(H100), "--limit", "3", "--plain", "--sort", "self_cuda_time_total")
     assert rc == 0 and "ProfilerStep*: Self CUDA % over 100 is torch's arithmetic" in err
+
+
+# ----------------------------------------------------------------------------- 8: the small things
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+def test_ctrl_c_during_convert_is_one_line_rc_130(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src = tmp_path / "run"
+    src.mkdir()
+    for i in range(6):
+        (src / f"r{i}.json.gz").write_bytes(H100.read_bytes())
+    out = tmp_path / "run.pq"
+    env = {**os.environ, "PYTHONPATH": str(BUNDLED.parent / "src")}
+    p = subprocess.Popen([sys.executable, "-m", "proftab", "convert", str(src), str(out), "--ranks", "0,1,2,3,4,5",
+                          "--workers", "2", "--progress", "never"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True, env=env)
+    deadline = time.monotonic() + 60
+    while len(_children(p.pid)) < 2 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the workers are importing or converting
+    os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+    _, err = p.communicate(timeout=120)
+    if p.returncode == 0:
+        pytest.skip("the conversion finished before the interrupt")
+    assert (p.returncode, err) == (130, "proftab: interrupted\n")
+    assert not out.exists()
+
+
+def test_two_files_claiming_a_rank_hint_names_the_cli_option(tmp_path: Path) -> None:
+    rank0 = BUNDLED.parent / "tests" / "data" / "public" / "trace_filter__sampled_rank-0.json.gz"  # distributedInfo
+    a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    a.write_bytes(rank0.read_bytes())
+    b.write_bytes(rank0.read_bytes())
+    rc, _, err = _cli("summary", str(a), str(b), "--plain")
+    assert rc == 2 and "two files claim rank 0" in err and "CLI: --ranks 0,1" in err
+    rc, out, _ = _cli("summary", str(a), str(b), "--plain", "--ranks", "0,1", "--limit", "2")
+    assert rc == 0 and "Self CPU time total" in out
+    rc, _, err = _cli("convert", str(a), str(b), str(tmp_path / "x.pq"), "-q")
+    assert rc == 2 and "CLI: --ranks 0,1" in err
+    assert _cli("convert", str(a), str(b), str(tmp_path / "x.pq"), "-q", "--ranks", "0,1")[0] == 0

@@ -32,6 +32,17 @@ def add_trace_arguments(p: argparse.ArgumentParser, *, many: bool = True, dest: 
                         + (" (several: loaded as one multi-rank trace)" if many else ""))
     p.add_argument("--salvage", action="store_true",
                    help="keep the complete events of a damaged or truncated file (warns what was lost)")
+    p.add_argument("--ranks", type=parse_ranks, default=None, metavar="R,R,...",
+                   help="explicit rank per file, in sorted file order (when files claim the same rank)")
+
+
+def parse_ranks(text: str) -> list[int]:
+    """`--ranks 0,1,2` -> [0, 1, 2]."""
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        msg = f"--ranks takes comma-separated integers, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def add_output_arguments(p: argparse.ArgumentParser, *, default_note: str = "") -> None:
@@ -87,7 +98,8 @@ def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool
             return pt.scan(root)
     paths = expand_sources(sources)
     with shown_warnings(args), ReadProgress(paths, "never" if args.quiet else args.progress) as progress:
-        tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)))
+        tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)),
+                     ranks=getattr(args, "ranks", None))
         if nest:
             progress.phase("nesting")
             _ = tr.collect("nested")

@@ -322,6 +322,13 @@ def _convert_one(path: str, position: int, rank: int | None, salvage: bool, stag
                                if not issubclass(w.category, ProftabWarning)]}
 
 
+def _ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (one message, not a traceback per worker)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _can_spawn() -> bool:
     """Whether spawned workers can re-import `__main__` (not so for `python - < script`)."""
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
@@ -389,9 +396,17 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                 from concurrent.futures import ProcessPoolExecutor, as_completed
 
                 ctx = multiprocessing.get_context("spawn")  # fork is unsafe with polars' threads
-                with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                    futs = {pool.submit(_convert_one, p, i, None if ranks is None else ranks[i], salvage,
-                                        str(staging[i])): i for i, p in enumerate(paths)}
+                with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+                    # workers start with SIGINT ignored (inherited through exec, so Python installs no
+                    # KeyboardInterrupt handler in them): Ctrl-C is one message from this process
+                    import signal
+
+                    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    try:
+                        futs = {pool.submit(_convert_one, p, i, None if ranks is None else ranks[i], salvage,
+                                            str(staging[i])): i for i, p in enumerate(paths)}
+                    finally:
+                        signal.signal(signal.SIGINT, previous)
                     try:
                         for fut in as_completed(futs):
                             i = futs[fut]
@@ -400,6 +415,10 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                     except BaseException:
                         for f in futs:
                             f.cancel()
+                        # stop the workers now (they ignore SIGINT), not after their current file
+                        for proc in list(getattr(pool, "_processes", {}).values()):
+                            proc.terminate()
+                        pool.shutdown(wait=True, cancel_futures=True)
                         raise
         finally:
             bar.close()
@@ -414,7 +433,7 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                 first = seen[res["rank"]]
                 msg = (f"two files claim rank {res['rank']} ({first['path']} and {res['path']}, from "
                        f"{res['rank_source']})")
-                raise TraceError(msg, hint="convert them separately, or pass ranks=[...]")
+                raise TraceError(msg, hint="convert them separately, or give each file its rank: pt.convert(..., ranks=[0, 1, ...]) (CLI: --ranks 0,1,...)")
             seen[res["rank"]] = res
         for st in staging:
             # only a single file has one (per-file aggregates do not add up to a multi-rank one)
