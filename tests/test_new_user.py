@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import os
 import json
+import os
 from pathlib import Path  # noqa: TC003 - fixtures' annotations
 
 import polars as pl

@@ -433,7 +433,8 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                 first = seen[res["rank"]]
                 msg = (f"two files claim rank {res['rank']} ({first['path']} and {res['path']}, from "
                        f"{res['rank_source']})")
-                raise TraceError(msg, hint="convert them separately, or give each file its rank: pt.convert(..., ranks=[0, 1, ...]) (CLI: --ranks 0,1,...)")
+                raise TraceError(msg, hint="convert them separately, or give each file its rank: "
+                                           "pt.convert(..., ranks=[0, 1, ...]) (CLI: --ranks 0,1,...)")
             seen[res["rank"]] = res
         for st in staging:
             # only a single file has one (per-file aggregates do not add up to a multi-rank one)
