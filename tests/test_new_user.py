@@ -387,3 +387,46 @@ def test_two_files_claiming_a_rank_hint_names_the_cli_option(tmp_path: Path) -> 
     rc, _, err = _cli("convert", str(a), str(b), str(tmp_path / "x.pq"), "-q")
     assert rc == 2 and "CLI: --ranks 0,1" in err
     assert _cli("convert", str(a), str(b), str(tmp_path / "x.pq"), "-q", "--ranks", "0,1")[0] == 0
+
+
+def test_small_cli_things_on_real_traces(tmp_path: Path) -> None:
+    cnn = str(BUNDLED / "train_cnn.pt.trace.json.gz")
+    # the sort-key error names each key once
+    rc, _, err = _cli("summary", cnn, "--sort", "bogus")
+    valid = err.split("valid keys: ")[1].split(" (and")[0].split(", ")
+    assert rc == 2 and len(valid) == len(set(valid)) and "flops" in valid
+    # --step 999 lists the steps there are
+    rc, _, err = _cli("plot", "timeline", cnn, "--step", "999", "-o", str(tmp_path / "t.json"))
+    assert rc == 2 and "no ProfilerStep#999 on rank 0; steps on rank 0: 2, 3, 4, 5" in err
+    # --format markdown is the human table
+    rc, out, _ = _cli("summary", str(H100), "--format", "markdown", "--limit", "3")
+    lines = out.splitlines()
+    assert rc == 0 and lines[0].startswith("| Name | Self CPU % | Self CPU |") and len(lines) == 2 + 3 + 2
+    assert "self_cpu_ns" not in out and "ms |" in out and "Self CPU time total: 9.686ms" in out
+    # -o out.xlsx: refused, nothing written
+    rc, _, err = _cli("summary", cnn, "-o", str(tmp_path / "out.xlsx"))
+    assert rc == 2 and "does not write Excel workbooks" in err and not (tmp_path / "out.xlsx").exists()
+    assert _cli("summary", cnn, "-o", str(tmp_path / "out.foo"))[0] == 2
+    # check's example tables: a column holding human times is not labelled _ns
+    rc, out, _ = _cli("check", str(H100), "--plain")
+    head = next(line for line in out.splitlines() if line.startswith("rank  event_id"))
+    assert "dur_ns" not in head and " dur " in f" {head} " and "overrun_ns" not in head
+
+
+def test_plot_steps_rank_is_not_ignored(tmp_path: Path) -> None:
+    pytest.importorskip("altair")
+    from proftab import plot
+
+    pair = sorted((BUNDLED.parent / "tests" / "data" / "public").glob("trace_filter__sampled_rank-*.json.gz"))
+    tr = pt.load(pair)
+
+    def total(chart: object) -> float:
+        return sum(r["ns"] for r in next(iter(chart.to_dict()["datasets"].values())))  # type: ignore[attr-defined]
+
+    both, r0, r1 = total(plot.steps(tr)), total(plot.steps(tr, rank=0)), total(plot.steps(tr, rank=1))
+    assert 0 < r0 < both and 0 < r1 < both and r0 + r1 == both
+    assert r0 == total(plot.steps(pt.load(pair[0])))
+    rc, _, err = _cli("plot", "steps", *map(str, pair), "--rank", "0", "-o", str(tmp_path / "s.json"))
+    assert rc == 0, err
+    spec = json.loads((tmp_path / "s.json").read_text())
+    assert sum(r["ns"] for r in next(iter(spec["datasets"].values()))) == r0

@@ -101,9 +101,12 @@ def step_window(tr: Trace, step: int | None = None, rank: int | None = None) -> 
     ev = tr.collect("events").filter(pl.col("rank") == rank)
     steps_ = step_windows(ev)
     if step is not None:
+        have = sorted(set(steps_["step"].to_list()))
         steps_ = steps_.filter(pl.col("step") == step)
         if steps_.is_empty():
-            msg = f"no ProfilerStep#{step} on rank {rank}"
+            shown = ", ".join(map(str, have[:20])) + (f", ... ({len(have)} steps)" if len(have) > 20 else "")
+            msg = (f"no ProfilerStep#{step} on rank {rank}; steps on rank {rank}: {shown}" if have
+                   else f"no ProfilerStep#{step} on rank {rank}: the rank has no ProfilerStep#N events")
             raise ValueError(msg)
     if steps_.is_empty():
         return rank, int(ev["start_ns"].min() or 0), int(ev["end_ns"].max() or 0), "whole trace"
@@ -240,11 +243,27 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
     return (rect + text).properties(width=_ICICLE_WIDTH, height=alt.Step(22))
 
 
-def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False) -> Any:
+def rank_trace(tr: Trace, rank: int) -> Trace:
+    """The part of `tr` recorded on `rank` (every table filtered; a stored key_averages dropped)."""
+    from proftab.trace import Trace
+
+    ranks = tr.files["rank"].to_list()
+    if rank not in ranks:
+        msg = f"rank {rank} not in the trace (ranks: {ranks})"
+        raise ValueError(msg)
+    tables = {name: frame.filter(pl.col("rank") == rank) for name, frame in tr.tables.items()
+              if "rank" in frame.collect_schema().names()}
+    return Trace(tables, tr.files.filter(pl.col("rank") == rank))
+
+
+def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False,
+          rank: int | None = None) -> Any:
     """Stacked bars per profiler step: self time of the top `n` ops, the rest as ``other``.
 
     Parameters
     ----------
+    rank
+        Only this rank's events (default: every rank's, summed per step).
     metric
         ``"cpu"`` (host rows, Self CPU) or ``"device"`` (device rows, Self device time).
     python
@@ -253,6 +272,8 @@ def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", py
     import warnings
 
     alt = _alt()
+    if rank is not None:
+        tr = rank_trace(tr, rank)
     with warnings.catch_warnings():  # key_averages(by_step) joins as-of by rank; polars 2 notes it cannot check
         warnings.filterwarnings("ignore", message="Sortedness of columns cannot be checked")
         ka = tr.key_averages(by_step=True, include_python_functions=python).filter(pl.col("step").is_not_null())
@@ -409,6 +430,7 @@ class PlotNamespace:
         """The call tree as an icicle chart (`icicle`)."""
         return icicle(self._trace, max_depth=max_depth, min_share=min_share, device=device, python=python)
 
-    def steps(self, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False) -> Any:
+    def steps(self, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False,
+              rank: int | None = None) -> Any:
         """Per-step time split by top op (`steps`)."""
-        return steps(self._trace, n, metric=metric, python=python)
+        return steps(self._trace, n, metric=metric, python=python, rank=rank)

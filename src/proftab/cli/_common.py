@@ -65,6 +65,13 @@ def guess_format(args: argparse.Namespace) -> str:
         for ext, fmt in _EXTENSIONS.items():
             if name.endswith(ext):
                 return fmt
+        ext = os.path.splitext(name)[1]
+        if ext:  # never text in a file whose name promises something else (an .xlsx that Excel rejects)
+            valid = ", ".join(sorted(_EXTENSIONS))
+            msg = (f"cannot write {ext!r} files: use {valid} (Excel opens .csv), or --format to force one"
+                   if ext not in (".xlsx", ".xls") else
+                   f"proftab does not write Excel workbooks ({ext!r}): write .csv (Excel opens it) or .parquet")
+            raise ValueError(msg)
     return "text"
 
 

@@ -175,7 +175,9 @@ def _text(rep: dict[str, Any], strict_kinds: list[str]) -> str:
             out.append(f"{kind} (first {len(f['examples'])} of {f['count']:,}):")
             ex = f["examples"]
             keys = list(ex[0])
-            out.append(plain_table(keys, [[_cell(k, e[k]) for k in keys] for e in ex], "<" * len(keys)).rstrip())
+            # *_ns values print as human times (fmt_ns), so their headers drop the unit
+            heads = [k.removesuffix("_ns") if k.endswith("_ns") else k for k in keys]
+            out.append(plain_table(heads, [[_cell(k, e[k]) for k in keys] for e in ex], "<" * len(keys)).rstrip())
     return "\n".join(out) + "\n"
 
 

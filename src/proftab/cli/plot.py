@@ -29,7 +29,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ops shown (top: 20, steps: 8)")
     p.add_argument("--metric", choices=["cpu", "device"], default="cpu", help="top, steps: cpu or device time")
     p.add_argument("--step", type=int, default=None, metavar="N", help="timeline: ProfilerStep#N (default: first)")
-    p.add_argument("--rank", type=int, default=None, help="timeline: rank to draw (default: lowest)")
+    p.add_argument("--rank", type=int, default=None,
+                   help="timeline: rank to draw (default: lowest); steps: only this rank (default: all summed)")
     p.add_argument("--max-depth", type=int, default=None, metavar="D",
                    help="timeline (default 3), tree (default 8): deepest level drawn")
     p.add_argument("--python", action="store_true",
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         chart = plot.icicle(tr, max_depth=8 if args.max_depth is None else args.max_depth, device=args.device,
                             python=args.python)
     else:
-        chart = plot.steps(tr, args.limit or 8, metric=args.metric, python=args.python)
+        chart = plot.steps(tr, args.limit or 8, metric=args.metric, python=args.python, rank=args.rank)
     plot.save(chart, args.output)
     if not args.quiet:
         import sys

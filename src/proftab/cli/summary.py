@@ -95,6 +95,25 @@ def _rich_columns(rows: pl.DataFrame, cpu_sum: int, dev_sum: int, dev: str, shap
     return cols
 
 
+def _markdown(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, args: argparse.Namespace) -> str:
+    """`rows` as a Markdown table with torch's columns in human units, and the totals below."""
+    import polars as pl
+
+    from proftab.cli._common import markdown_table
+    from proftab.render.text import fmt_ns
+
+    cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
+    dev_rows = self_total.filter((self_total["device_type"] != "CPU") & ~self_total["is_user_annotation"])
+    dev_sum = int(dev_rows["self_device_ns"].sum() or 0)
+    dev = (kinds.use_device(tr.categories) or "device").upper()
+    cols = _rich_columns(rows, cpu_sum, dev_sum, dev, args.group_by_input_shape)
+    frame = pl.DataFrame({"Name": [n or "" for n in rows["name"]], **cols}, schema=dict.fromkeys(["Name", *cols],
+                                                                                                 pl.String))
+    totals = f"Self CPU time total: {fmt_ns(cpu_sum)}" + (
+        f"; Self {dev} time total: {fmt_ns(dev_sum)}" if f"Self {dev}" in cols else "")
+    return markdown_table(frame) + "\n" + totals + "\n"
+
+
 def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console: object,
                 args: argparse.Namespace) -> None:
     """Print `rows` as a rich table with torch's columns, fitted to the terminal's width.
@@ -173,6 +192,11 @@ def run(args: argparse.Namespace) -> int:
     fmt = guess_format(args)
     tr = load_trace(args.trace, args)
     py = not args.no_python
+    if fmt == "markdown":  # the human table (torch's columns, formatted), not the raw ns columns
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
+        write_text(_markdown(tr, ka, _select(ka, args, 100 if args.limit is None else args.limit), args),
+                   args.output)
+        return 0
     if fmt != "text":
         ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
         write_frame(_select(ka, args, -1 if args.limit is None else args.limit), fmt, args.output)

@@ -97,7 +97,8 @@ def read_files(paths: list[str], *, salvage: bool = False, ranks: Sequence[int] 
         if t.rank in seen:
             msg = (f"two files claim rank {t.rank} ({seen[t.rank]} and {t.path}, from "
                    f"{t.meta['rank_source']})")
-            raise TraceError(msg, hint="load them separately, or give each file its rank: pt.load(..., ranks=[0, 1, ...]) (CLI: --ranks 0,1,...)")
+            raise TraceError(msg, hint="load them separately, or give each file its rank: "
+                                       "pt.load(..., ranks=[0, 1, ...]) (CLI: --ranks 0,1,...)")
         seen[t.rank] = t.path
     return tables
 

@@ -98,7 +98,7 @@ def _sort_column(sort_by: str) -> str:
         return SORT_KEYS[attr]
     if sort_by in SORT_KEYS.values():
         return sort_by
-    valid = ", ".join(sorted(SORT_KEYS) + sorted(set(SORT_KEYS.values())))
+    valid = ", ".join(sorted(SORT_KEYS) + sorted(set(SORT_KEYS.values()) - set(SORT_KEYS)))  # each name once
     raise ValueError(
         f"unknown sort_by {sort_by!r}; valid keys: {valid} "
         "(and the cuda_/xpu_/privateuse1_ spellings of the device keys)"
