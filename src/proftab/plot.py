@@ -217,9 +217,8 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
         Include device streams (their own roots).
     """
     alt = _alt()
-    from proftab.render.text import fmt_ns
-
     from proftab.calltree import call_tree
+    from proftab.render.text import fmt_ns
     from proftab.views import without_python
 
     nested = tr.collect("nested")
