@@ -133,7 +133,7 @@ def test_summary_formats_write_key_averages_columns(tmp_path: Path) -> None:
     md = tmp_path / "ops.md"
     assert _capture_main(["summary", str(CNN), "-o", str(md), "--limit", "4"])[0] == 0
     lines = md.read_text().splitlines()
-    assert lines[0].startswith("| name | device_type |") and len(lines) == 2 + 4
+    assert lines[0].startswith("| Name | Self CPU % |") and len(lines) == 2 + 4 + 2  # the human table + totals
 
 
 def test_summary_options_reach_key_averages() -> None:

@@ -71,7 +71,7 @@ def test_timeline_step_per_thread_and_stream(h100: pt.Trace, tmp_path: Path) -> 
     assert any(v["cat"] == "python_function" for v in _values(plot.timeline(h100, python=True, max_depth=1)))
     out = tmp_path / "timeline.json"
     plot.save(chart, out)
-    assert json.loads(out.read_text())["mark"]["type"] == "bar"
+    assert [layer["mark"]["type"] for layer in json.loads(out.read_text())["layer"]] == ["bar", "text"]
     with pytest.raises(ValueError, match="no ProfilerStep#99"):
         plot.timeline(h100, 99)
 
@@ -163,3 +163,30 @@ def test_html_chart_renders_in_headless_chromium_without_network(tmp_path: Path)
     dom = res.stdout
     assert "<svg" in dom, res.stderr[-2000:]
     assert "aten::addmm" in dom  # an axis label drawn by Vega
+
+
+def test_category_colours_are_the_same_in_every_chart(cnn: pt.Trace) -> None:
+    h100 = pt.load(H100)
+
+    def colours(chart: object) -> dict[str, str]:
+        layer = chart.to_dict()["layer"][0]  # type: ignore[attr-defined]
+        scale = layer["encoding"]["color"]["scale"]
+        return dict(zip(scale["domain"], scale["range"], strict=True))
+
+    a, b = colours(plot.timeline(cnn)), colours(plot.timeline(h100))
+    assert a["cpu_op"] == b["cpu_op"] == plot.CATEGORY_COLORS["cpu_op"]
+    assert set(a) < set(b) and all(a[c] == b[c] for c in a)  # the GPU trace adds categories, changes none
+    assert b["kernel"] == plot.CATEGORY_COLORS["kernel"]
+
+
+def test_timeline_png_has_labels(tmp_path: Path) -> None:
+    chart = plot.timeline(pt.load(H100))
+    spec = chart.to_dict()
+    marks = [layer["mark"]["type"] for layer in spec["layer"]]
+    assert marks == ["bar", "text"]
+    texts = {r["text"] for r in _values(chart) if r["text"]}
+    assert "ProfilerStep#6" in texts  # the step bar is wide enough to carry its name
+    pytest.importorskip("vl_convert")
+    out = tmp_path / "tl.png"
+    plot.save(chart, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

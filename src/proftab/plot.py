@@ -31,6 +31,28 @@ __all__ = ["KINDS", "icicle", "save", "steps", "timeline", "top_ops"]
 #: chart kinds by name (the `proftab plot KIND` words)
 KINDS = ("top", "timeline", "tree", "steps")
 
+#: one colour per event category, the same in every chart (Tableau 10, then greys)
+CATEGORY_COLORS = {
+    "cpu_op": "#4e79a7", "user_annotation": "#f28e2b", "python_function": "#bab0ac",
+    "cuda_runtime": "#e15759", "cuda_driver": "#ff9d9a", "kernel": "#59a14f", "gpu_memcpy": "#edc948",
+    "gpu_memset": "#b07aa1", "gpu_user_annotation": "#ff9da7", "ac2g": "#9c755f", "fwdbwd": "#76b7b2",
+    "cpu_instant_event": "#d4a6c8", "Trace": "#79706e",
+}
+_OTHER_COLORS = ("#86bcb6", "#8cd17d", "#b6992d", "#499894", "#d37295", "#fabfd2", "#a0cbe8", "#ffbe7d")
+
+
+def category_scale(categories: list[str]) -> Any:
+    """An Altair colour scale giving each category its fixed colour (`CATEGORY_COLORS`).
+
+    Categories proftab does not know get a colour from their name's checksum, so they too keep
+    it from chart to chart.
+    """
+    import zlib
+
+    cats = sorted(set(categories))
+    colors = [CATEGORY_COLORS.get(c) or _OTHER_COLORS[zlib.crc32(c.encode()) % len(_OTHER_COLORS)] for c in cats]
+    return _alt().Scale(domain=cats, range=colors)
+
 
 def _alt() -> Any:
     try:
@@ -158,14 +180,25 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
     )
     order = labels.filter(pl.col("label").is_in(data["label"].unique().implode()))["label"].to_list()
     lanes = max(int(data["depth"].max() or 0) + 1, 1)
-    return alt.Chart(_data(data), title=_title(tr, f"{label} · rank {rank}")).mark_bar(clip=True).encode(
-        y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=260)),
-        yOffset=alt.YOffset("depth:O"),
-        x=alt.X("start_ms:Q", title="ms since the step started", scale=alt.Scale(domain=[0, (t1 - t0) / 1e6])),
-        x2="end_ms:Q",
-        color=alt.Color("cat:N", title="category"),
+    span_ms = max((t1 - t0) / 1e6, 1e-9)
+    # names on the bars wide enough to hold them, so a PNG (no tooltips) still says what is what
+    data = data.with_columns(_fit("name", ((pl.col("end_ms") - pl.col("start_ms")) / span_ms * _TIMELINE_WIDTH / 6.0)
+                                  .floor().cast(pl.Int64) - 1).alias("text"))
+    step_px = max(6, 60 // lanes)
+    base = alt.Chart(_data(data), title=_title(tr, f"{label} · rank {rank}"))
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=260))
+    x = alt.X("start_ms:Q", title="ms since the step started", scale=alt.Scale(domain=[0, span_ms]))
+    bars = base.mark_bar(clip=True).encode(
+        y=y, yOffset=alt.YOffset("depth:O"), x=x, x2="end_ms:Q",
+        color=alt.Color("cat:N", title="category", scale=category_scale(data["cat"].to_list())),
         tooltip=["name:N", "cat:N", "dur:N", "depth:O", "label:N"],
-    ).properties(width=900, height=alt.Step(max(6, 60 // lanes)))
+    )
+    text = base.mark_text(align="left", baseline="middle", dx=2, fontSize=min(10, step_px - 1), clip=True).encode(
+        y=y, yOffset=alt.YOffset("depth:O"), x=x, text="text:N")
+    return (bars + text).properties(width=_TIMELINE_WIDTH, height=alt.Step(step_px))
+
+
+_TIMELINE_WIDTH = 900
 
 
 _ICICLE_WIDTH = 900
