@@ -337,3 +337,24 @@ def test_import_and_help_stay_light() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_bug_is_exit_1_with_one_line_and_traceback_on_debug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only ProftabError / OSError are the user's fault (exit 2); anything else is a bug (exit 1)."""
+    import proftab.cli.summary as summary_cli
+
+    def broken(args: object) -> int:
+        msg = "boom"
+        raise RuntimeError(msg)
+
+    # a user error is exit 2, one line
+    rc, _, err = _capture_main(["summary", str(CNN), "--sort", "bogus_key"])
+    assert rc == 2 and err.startswith("proftab: error:") and err.count("\n") == 1
+    import dataclasses
+
+    monkeypatch.setattr(summary_cli, "COMMAND", dataclasses.replace(summary_cli.COMMAND, run=broken))
+    rc, out, err = _capture_main(["summary", str(CNN)])
+    assert rc == 1 and out == ""
+    assert err.count("\n") == 1 and "internal error: RuntimeError: boom" in err and "--debug" in err
+    rc, _, err = _capture_main(["summary", str(CNN), "--debug"])
+    assert rc == 1 and "Traceback (most recent call last)" in err and 'raise RuntimeError(msg)' in err

@@ -103,9 +103,9 @@ def _check_speedscope(tr: pt.Trace, path: Path, **kw: object) -> dict:
 def test_speedscope_valid_and_weights_are_self_times(src: object, tmp_path: Path) -> None:
     tr = pt.load(src)  # type: ignore[arg-type]
     doc = _check_speedscope(tr, tmp_path / "out.speedscope.json")
-    from proftab.display import track_labels
+    from proftab.tracks import track_labels
 
-    tracks = track_labels(tr).filter(~pl.col("label").str.contains("Spans"))
+    tracks = track_labels(tr.collect("events"), tr.collect("threads")).filter(~pl.col("label").str.contains("Spans"))
     assert len(doc["profiles"]) <= tracks.height
     assert all(p["unit"] == "nanoseconds" for p in doc["profiles"])
     assert len({f["name"] for f in doc["shared"]["frames"]}) == len(doc["shared"]["frames"])

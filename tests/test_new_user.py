@@ -236,7 +236,7 @@ def test_rich_table_fits_the_terminal_and_says_what_it_left_out(width: int) -> N
     lines = text.splitlines()
     assert max(len(line.rstrip()) for line in lines) <= width
     assert len([line for line in lines if line.startswith("│")]) == 10  # one line per row, no wrapping
-    assert len(lines) <= 10 + 5 + 8  # + title, header, rules, a caption of a few lines
+    assert len(lines) <= 10 + 5 + 12  # + title, header, rules, a caption of a few lines
     assert "10 of " in text and "rows (--limit N" in text
     if width == 100:
         assert "columns not shown at width 100:" in text

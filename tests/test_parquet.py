@@ -217,7 +217,7 @@ def test_convert_reemits_worker_warnings_and_explicit_ranks(tmp_path: Path) -> N
 def test_progress_bar_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pt.convert([str(p) for p in PAIR], tmp_path / "out", progress="always", max_workers=1)
     err = capsys.readouterr().err
-    assert "proftab convert [" in err and "2/2 files" in err
+    assert "proftab convert: " in err and "2/2 files" in err
     pt.convert([str(p) for p in PAIR], tmp_path / "out2", progress="auto", max_workers=1)  # small, no tty
     assert capsys.readouterr().err == ""
     with pytest.raises(ProftabError, match="progress must be"):

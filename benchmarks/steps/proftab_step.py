@@ -3,11 +3,11 @@
     import proftab as pt
     tr = pt.load(path)            # step "load"
     tr.key_averages()             # step "key_averages" (also times tr.table())
-    tr.device_time()              # step "device_time" (or a similarly named method)
+    tr.device.self_time()         # step "device_time" (n/a for a trace without device rows)
     tr.to_parquet(dir)            # step "to_parquet"
     pt.scan(dir).key_averages()   # step "scan_key_averages" (needs a dir from "to_parquet"; may read
                                   #   the copy to_parquet stored with the dataset)
-    pt.Trace.key_averages(pt.scan(dir))   # step "scan_key_averages_computed" (always computed)
+    pt.Trace(tables without the stored copy, files).key_averages()   # "scan_key_averages_computed"
 
 A missing function/attribute (the API is still being written) is reported as
 status "unavailable" with the error; any other exception as status "error".
@@ -18,9 +18,6 @@ import os
 import sys
 
 from _child import error_info, perf, run
-
-DEVICE_CANDIDATES = ("device_time", "device_self", "device_attribution", "device_times", "kernel_attribution")
-
 
 class Unavailable(Exception):
     pass
@@ -85,10 +82,10 @@ def main():
                 # default call: may return the key_averages that to_parquet stored with the dataset
                 ka_fn = _api(sc, "key_averages")
             else:
-                # always computed from the stored events: the base class's method on the scanned trace
+                # always computed from the stored events: the same lazy tables without the stored copy
                 base = _api(pt, "Trace")
-                base_ka = _api(base, "key_averages")
-                ka_fn = lambda: base_ka(sc)  # noqa: E731
+                fresh = base({k: v for k, v in sc.tables.items() if k != "key_averages"}, sc.files)
+                ka_fn = _api(fresh, "key_averages")
             t0 = perf()
             ka = _force(ka_fn())
             t["key_averages_s"] = perf() - t0
@@ -129,16 +126,15 @@ def main():
             return out
 
         if step == "device_time":
-            name = next((n for n in DEVICE_CANDIDATES if hasattr(tr, n)), None)
-            if name is None:
-                raise Unavailable("Trace has none of " + ", ".join(DEVICE_CANDIDATES))
+            name = "device.self_time"
             t0 = perf()
-            r = getattr(tr, name)
-            r = _force(r() if callable(r) else r)
+            from proftab import kinds
+
+            r = _force(tr.device.self_time()) if kinds.has_device_rows(tr.categories) else None
             t["device_time_s"] = perf() - t0
             out["method"] = name
-            if r is None:  # proftab's contract: None for a trace without device activity
-                out.update(status="n/a", error=f"Trace.{name}() returned None (no device activity in this trace)")
+            if r is None:
+                out.update(status="n/a", error="no device activity in this trace")
             out["rows"] = _rows(r)
             out["seconds"] = t["device_time_s"]
             return out

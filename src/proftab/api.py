@@ -30,6 +30,7 @@ __all__ = ["BUILTIN", "hook", "register_hook", "register_trace_method", "registe
 
 Kind = Literal["namespace", "method"]
 T = TypeVar("T")
+C = TypeVar("C", bound="Callable[[Any], Any]")
 
 #: built-in attributes of Trace -> the module that registers them (imported on first use)
 BUILTIN: dict[str, str] = {
@@ -39,6 +40,7 @@ BUILTIN: dict[str, str] = {
     "export": "proftab.export",
     "plot": "proftab.plot",
     "anomalies": "proftab.anomalies",
+    "modules": "proftab.modules",
     "key_averages": "proftab.torch",
     "table": "proftab.torch",
     "to_parquet": "proftab.io.parquet",
@@ -64,15 +66,18 @@ def _register(name: str, kind: Kind, target: Any) -> None:
     _REGISTRY[name] = (kind, target)
 
 
-def register_trace_namespace(name: str) -> Callable[[type[T]], type[T]]:
+def register_trace_namespace(name: str) -> Callable[[C], C]:
     """Register a class as `Trace.<name>`: built once per trace as `cls(trace)`, then cached.
+
+    Any callable of one argument works the same way (a function giving a derived table, as
+    `tr.anomalies` is).
 
     Parameters
     ----------
     name
         The attribute name (`tr.<name>`); registering a name again replaces the entry.
     """
-    def decorator(cls: type[T]) -> type[T]:
+    def decorator(cls: C) -> C:
         _register(name, "namespace", cls)
         return cls
     return decorator

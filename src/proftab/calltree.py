@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from proftab import schema
+from proftab import kinds, schema
 from proftab.api import register_trace_namespace
 from proftab.intervals.tree import depth_levels, row_positions, subtree_sum, tree_depth
 from proftab.torch.aggregate import torch_name_expr
@@ -43,10 +43,9 @@ CALL_TREE_COLUMNS = ["node_id", "parent_node_id", "depth", "name", "path", "call
 
 def _select(nested: pl.DataFrame, *, device: bool) -> pl.DataFrame:
     """The events of the tree: host events, plus device events when `device`."""
-    cat = pl.col("cat").cast(pl.String)
-    keep = ~cat.is_in(list(schema.PROFILER_SPAN_CATEGORIES)).fill_null(False)
+    keep = ~kinds.is_profiler_span()
     if not device:
-        keep = keep & ~cat.is_in(list(schema.DEVICE_CATEGORIES)).fill_null(False)
+        keep = keep & kinds.is_host()
     return nested.filter(keep)
 
 

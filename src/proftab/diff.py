@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
+from proftab.exceptions import UsageError
 from proftab.steps import step_windows
 
 if TYPE_CHECKING:
@@ -37,9 +38,9 @@ def _rows(x: object, group_by_input_shape: bool) -> tuple[pl.DataFrame, int, int
     if isinstance(x, pl.DataFrame):
         return x, 1, 0
     if not isinstance(x, Trace):
-        import proftab as pt
+        from proftab.io.files import load
 
-        x = pt.load(x)  # type: ignore[arg-type]
+        x = load(x)  # type: ignore[arg-type]
     steps = step_windows(x.collect("events", ["rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id"])).select(
         "rank", "step").unique().height
     return x.key_averages(group_by_input_shape=group_by_input_shape), x.files.height, steps
@@ -49,7 +50,7 @@ def _side(rows: pl.DataFrame, keys: list[str], scale: float) -> pl.DataFrame:
     missing = {"name", "device_type", "calls", "self_cpu_ns", "cpu_total_ns"} - set(rows.columns)
     if missing:
         msg = f"not a key_averages frame: missing columns {sorted(missing)}"
-        raise ValueError(msg)
+        raise UsageError(msg)
     dev = pl.col("device_type") != "CPU"
     cols = rows.columns
     self_dev = pl.col("self_device_ns") if "self_device_ns" in cols else pl.lit(0)
@@ -102,11 +103,11 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
     """
     if normalize not in (None, "rank", "step"):  # checked before loading anything
         msg = f"unknown normalize {normalize!r}; valid: 'rank', 'step' or None"
-        raise ValueError(msg)
+        raise UsageError(msg)
     by = {"self": "self_delta_ns", "total": "total_delta_ns", "calls": "calls_delta"}.get(sort)
     if by is None:
         msg = f"unknown sort {sort!r}; valid: 'self', 'total', 'calls'"
-        raise ValueError(msg)
+        raise UsageError(msg)
     ra, ranks_a, steps_a = _rows(a, group_by_input_shape)
     rb, ranks_b, steps_b = _rows(b, group_by_input_shape)
     keys = ["name", "device_type", "is_user_annotation", "input_shapes"]
@@ -117,7 +118,7 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
         if normalize == "step":
             if steps == 0:
                 msg = f"normalize='step': trace {label} has no ProfilerStep#N events"
-                raise ValueError(msg)
+                raise UsageError(msg)
             return float(steps)
         return 1.0
 

@@ -13,49 +13,18 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from proftab import schema
+from proftab import kinds, schema
 from proftab.api import register_hook
 from proftab.meta import file_metas
 from proftab.render.text import fmt_ns, fmt_share, plain_table  # noqa: F401 - re-exported for the renderers
 from proftab.steps import step_windows
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
 
     from proftab.trace import Trace
 
-__all__ = ["summary_facts", "top_ops", "track_labels",
+__all__ = ["summary_facts", "top_ops",
            "trace_repr", "trace_repr_html"]
-
-
-def _is_device_cat() -> pl.Expr:
-    return pl.col("cat").cast(pl.String).is_in(list(schema.DEVICE_CATEGORIES)).fill_null(False)
-
-
-def track_labels(tr: Trace) -> pl.DataFrame:
-    """One row per track of `tr.collect("events")`: the track keys, `kind` (host/device), `label`, `events`.
-
-    The label is the thread name from the trace metadata (``thread 123 (python3)``,
-    ``stream 7``), prefixed with the rank when the trace has several.
-    """
-    keys = schema.TRACK_KEYS
-    tracks = tr.collect("events").group_by(keys).agg(
-        pl.len().alias("events"), _is_device_cat().any().alias("_dev"),
-        pl.col("start_ns").min().alias("first_ns"))
-    names = tr.collect("threads").select(*keys, "thread_name", "thread_sort_index")
-    tracks = tracks.join(names, on=keys, how="left", nulls_equal=True)
-    pid = pl.coalesce(pl.col("pid").cast(pl.String), pl.col("pid_text"), pl.lit("?"))
-    tid = pl.coalesce(pl.col("tid").cast(pl.String), pl.col("tid_text"), pl.lit("?"))
-    fallback = pl.when(pl.col("_dev")).then(pl.lit("stream ") + tid).otherwise(pl.lit("thread ") + tid)
-    base = pl.coalesce(pl.col("thread_name").str.strip_chars(), fallback)
-    base = pl.when(pl.col("pid_text").is_not_null()).then(pid + pl.lit(" / ") + tid).otherwise(base)
-    if tr.files.height > 1:
-        base = pl.lit("rank ") + pl.col("rank").cast(pl.String) + pl.lit(" · ") + base
-    return tracks.with_columns(
-        kind=pl.when(pl.col("_dev")).then(pl.lit("device")).otherwise(pl.lit("host")),
-        label=base,
-    ).sort(["rank", "_dev", "thread_sort_index", "pid", "tid"], nulls_last=True).select(
-        *keys, "kind", "label", "events", "first_ns")
 
 
 def _span_ns(tr: Trace) -> int:
@@ -69,10 +38,8 @@ def _span_ns(tr: Trace) -> int:
 def summary_facts(tr: Trace) -> dict[str, object]:
     """Cheap facts for the summaries (no nesting): counts, span, start time, devices."""
     ev = tr.collect("events")
-    cats = ev.select(pl.col("cat").cast(pl.String))["cat"]
-    device = _is_device_cat()
-    span_cat = pl.col("cat").cast(pl.String).is_in(list(schema.PROFILER_SPAN_CATEGORIES)).fill_null(False)
-    tracks = ev.filter(~span_cat).group_by(schema.TRACK_KEYS).agg(device.any().alias("dev"))
+    device = kinds.is_device()
+    tracks = ev.filter(~kinds.is_profiler_span()).group_by(schema.TRACK_KEYS).agg(device.any().alias("dev"))
     start_utc = None
     if not ev.is_empty():
         rank0, base0 = tr.files.row(0, named=True)["rank"], tr.files.row(0, named=True)["base_time_ns"]
@@ -94,7 +61,7 @@ def summary_facts(tr: Trace) -> dict[str, object]:
         "events": ev.height, "instants": tr.collect("instants").height, "flows": tr.collect("flows").height,
         "counters": tr.collect("counters").height, "rejected": tr.collect("rejected").height,
         "threads": int((~tracks["dev"]).sum()), "streams": int(tracks["dev"].sum()),
-        "device_events": int(cats.is_in(list(schema.DEVICE_CATEGORIES)).sum()),
+        "device_events": int(ev.select(kinds.is_device().sum()).item()),
         "span_ns": _span_ns(tr), "start_utc": start_utc, "devices": devices, "steps": steps,
     }
 
@@ -111,15 +78,13 @@ def top_ops(tr: Trace, n: int = 5, *, python: bool = False) -> tuple[pl.DataFram
 
     nested = tr.collect("nested")
     nested = nested if python else without_python(nested)
-    cat = pl.col("cat").cast(pl.String)
-    host = nested.filter(~cat.is_in(list(schema.DEVICE_CATEGORIES | schema.PROFILER_SPAN_CATEGORIES))
-                         .fill_null(True))
+    host = nested.filter(kinds.is_host_op())
     total = int(host["self_ns"].sum() or 0)
     top_host = (host.group_by(torch_name_expr().alias("name"))
                 .agg(pl.len().alias("calls"), pl.col("self_ns").sum(), pl.col("dur_ns").sum().alias("total_ns"))
                 .with_columns(share=pl.col("self_ns") / total if total else pl.lit(None, pl.Float64))
                 .sort(["self_ns", "name"], descending=[True, False]).head(n))
-    dev = nested.filter(cat.is_in(list(schema.DEVICE_WORK_CATEGORIES)).fill_null(False))
+    dev = nested.filter(kinds.is_device_work())
     dtotal = int(dev["dur_ns"].sum() or 0)
     top_dev = (dev.group_by("name").agg(pl.len().alias("calls"), pl.col("dur_ns").sum().alias("total_ns"))
                .with_columns(share=pl.col("total_ns") / dtotal if dtotal else pl.lit(None, pl.Float64))

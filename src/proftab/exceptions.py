@@ -6,7 +6,7 @@ also a `ValueError` so that callers catching the stdlib type keep working.
 
 from __future__ import annotations
 
-__all__ = ["ProftabError", "ProftabWarning", "TraceError"]
+__all__ = ["MissingDependencyError", "ProftabError", "ProftabWarning", "TraceError", "UsageError"]
 
 
 class ProftabError(Exception):
@@ -37,6 +37,14 @@ class TraceError(ProftabError, ValueError):
         self.offset = offset
         self.excerpt = excerpt
         self.recoverable_events = recoverable_events
+
+
+class UsageError(ProftabError, ValueError):
+    """An argument or option has a value proftab cannot use (a bad sort key, an unknown step...)."""
+
+
+class MissingDependencyError(ProftabError, ImportError):
+    """An optional dependency a feature needs is not installed; the message names the extra."""
 
 
 class ProftabWarning(UserWarning):

@@ -160,8 +160,8 @@ def overlaps(left: Frame, right: Frame, *, by: str | Sequence[str] | Mapping[str
     if missing:
         msg = f"overlaps: key column(s) {missing} not found"
         raise ProftabError(msg)
-    lt = _fix_negative(lt, *left_on, "overlaps left")
-    rt = _fix_negative(rt, *right_on, "overlaps right")
+    lt = _fix_negative(lt, left_on[0], left_on[1], "overlaps left")
+    rt = _fix_negative(rt, right_on[0], right_on[1], "overlaps right")
     # the engine sees Int64 bounds under private names; the user's columns pass through
     lb = ldf.with_columns(lt.get_column(left_on[0]).alias("_ov_s"), lt.get_column(left_on[1]).alias("_ov_e"))
     rb = rdf.with_columns(rt.get_column(right_on[0]).alias("_ov_s"), rt.get_column(right_on[1]).alias("_ov_e"))
@@ -258,10 +258,11 @@ def join_samples(events: Frame, samples: Frame, *, time: str = "time",
     es = et.get_column(s0).to_numpy()
     ee = et.get_column(e0).to_numpy()
     t = st.get_column(time).to_numpy()
-    for col, what in ((et.get_column(s0), "events start"), (et.get_column(e0), "events end"),
-                      (st.get_column(time), "samples time")):
-        if col.null_count():
-            msg = f"join_samples: {col.null_count()} null value(s) in {what} ({col.name!r}); filter them out first"
+    for series, what in ((et.get_column(s0), "events start"), (et.get_column(e0), "events end"),
+                         (st.get_column(time), "samples time")):
+        if series.null_count():
+            msg = (f"join_samples: {series.null_count()} null value(s) in {what} ({series.name!r}); "
+                   "filter them out first")
             raise ProftabError(msg)
     neg = ee < es
     if neg.any():
@@ -315,7 +316,8 @@ def join_samples(events: Frame, samples: Frame, *, time: str = "time",
     return out.lazy() if lazy else out
 
 
-def _search(groups: np.ndarray, times: np.ndarray, g: np.ndarray, x: np.ndarray, side: str) -> np.ndarray:
+def _search(groups: np.ndarray, times: np.ndarray, g: np.ndarray, x: np.ndarray, side: Literal["left", "right"]
+            ) -> np.ndarray:
     """searchsorted of (g, x) in samples sorted by (group, time)."""
     if not len(times):
         return np.zeros(len(x), np.int64)
@@ -324,7 +326,8 @@ def _search(groups: np.ndarray, times: np.ndarray, g: np.ndarray, x: np.ndarray,
     ngroups = int(max(groups.max(), g.max() if len(g) else 0)) + 2
     if ngroups * span < 2**62:
         key = (groups + 1) * span + (times - base)
-        return np.searchsorted(key, (g + 1) * span + (x - base), side).astype(np.int64)
+        found: np.ndarray = np.searchsorted(key, (g + 1) * span + (x - base), side).astype(np.int64)
+        return found
     out = np.empty(len(x), np.int64)  # keys would overflow: per group (a loop over groups)
     glo = np.searchsorted(groups, g, "left")
     ghi = np.searchsorted(groups, g, "right")

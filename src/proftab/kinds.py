@@ -21,8 +21,11 @@ __all__ = ["device_type", "has_device_rows", "in_categories", "is_device", "is_d
 
 
 def in_categories(categories: Iterable[str], col: str = "cat") -> pl.Expr:
-    """`col` is one of `categories` (False for a null category)."""
-    return pl.col(col).cast(pl.String).is_in(sorted(categories)).fill_null(False)
+    """`col` is one of `categories` (False for a null category).
+
+    Compared on the column as it is (Categorical or String): no per-row string cast.
+    """
+    return pl.col(col).is_in(sorted(categories)).fill_null(False)
 
 
 def is_device(col: str = "cat") -> pl.Expr:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import polars as pl
 
 from proftab import schema
+from proftab._version import __version__
 from proftab.api import register_trace_method
 from proftab.exceptions import ProftabError
 
@@ -25,12 +26,6 @@ F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
 __all__ = ["file_meta", "file_metas", "files_frame", "with_utc"]
 
 
-def _version() -> str:
-    from proftab import __version__
-
-    return __version__
-
-
 def files_frame(metas: Mapping[int, Mapping[str, Any]], *, sha256: Mapping[int, str | None] | None = None,
                 ) -> pl.DataFrame:
     """The `files` table from each rank's metadata dict (`source_file`, `base_time_ns`, ...)."""
@@ -42,7 +37,7 @@ def files_frame(metas: Mapping[int, Mapping[str, Any]], *, sha256: Mapping[int, 
             "rank": rank, "source_file": m.get("source_file"), "source_sha256": (sha256 or {}).get(rank),
             "source_bytes": size if isinstance(size, int) else None,
             "base_time_ns": int(m.get("base_time_ns", 0)), "time_resolution_ns": int(m.get("time_resolution_ns", 1)),
-            "proftab_version": _version(), "schema_version": schema.SCHEMA_VERSION,
+            "proftab_version": __version__, "schema_version": schema.SCHEMA_VERSION,
             "meta_json": json.dumps(dict(m), default=str),
         })
     return pl.DataFrame(rows, schema=schema.FILES_COLUMNS)
@@ -82,12 +77,12 @@ def with_utc_frame(events: F, files: pl.DataFrame, *, offsets_ns: Mapping[int, i
     per-rank clock offset (`offsets_ns={rank: ns}`).
     """
     base = absolute_base(files, offsets_ns)
-    df = events.join(base.lazy() if isinstance(events, pl.LazyFrame) else base, on="rank", how="left",
-                     maintain_order="left")
-    return df.with_columns(  # type: ignore[return-value]
-        start_utc=(pl.col("base_ns") + pl.col("start_ns")).cast(pl.Datetime("ns", "UTC")),
-        end_utc=(pl.col("base_ns") + pl.col("end_ns")).cast(pl.Datetime("ns", "UTC")),
-    ).drop("base_ns")
+    utc = [(pl.col("base_ns") + pl.col("start_ns")).cast(pl.Datetime("ns", "UTC")).alias("start_utc"),
+           (pl.col("base_ns") + pl.col("end_ns")).cast(pl.Datetime("ns", "UTC")).alias("end_utc")]
+    if isinstance(events, pl.LazyFrame):
+        return events.join(base.lazy(), on="rank", how="left", maintain_order="left").with_columns(utc).drop(
+            "base_ns")
+    return events.join(base, on="rank", how="left", maintain_order="left").with_columns(utc).drop("base_ns")
 
 
 @register_trace_method("with_utc")
@@ -97,5 +92,8 @@ def with_utc(trace: Trace, events: pl.DataFrame | pl.LazyFrame | None = None, *,
 
     A LazyFrame stays lazy.
     """
-    df = trace.collect("events") if events is None else events
-    return with_utc_frame(df, trace.collect("files"), offsets_ns=offsets_ns)
+    if events is None:
+        return with_utc_frame(trace.collect("events"), trace.files, offsets_ns=offsets_ns)
+    if isinstance(events, pl.LazyFrame):
+        return with_utc_frame(events, trace.files, offsets_ns=offsets_ns)
+    return with_utc_frame(events, trace.files, offsets_ns=offsets_ns)

@@ -19,7 +19,9 @@ import numpy as np
 import polars as pl
 
 from proftab import schema
+from proftab._dependencies import import_optional
 from proftab.api import register_trace_namespace
+from proftab.exceptions import UsageError
 from proftab.intervals.tree import depth_levels
 from proftab.steps import step_windows
 
@@ -55,12 +57,7 @@ def category_scale(categories: list[str]) -> Any:
 
 
 def _alt() -> Any:
-    try:
-        import altair as alt
-    except ImportError as exc:  # pragma: no cover - exercised without altair
-        msg = "plotting needs the altair package: pip install 'proftab[plot]'"
-        raise ImportError(msg) from exc
-    return alt
+    return import_optional("altair", extra="plot", what="plotting")
 
 
 def _data(df: pl.DataFrame) -> Any:
@@ -95,7 +92,7 @@ def top_ops(tr: Trace, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu",
             "name", "calls", pl.col("self_device_ns").alias("self_ns"), pl.col("device_total_ns").alias("total_ns"))
     else:
         msg = f"unknown metric {metric!r}; valid: 'cpu', 'device'"
-        raise ValueError(msg)
+        raise UsageError(msg)
     rows = rows.sort(["self_ns", "name"], descending=[True, False]).head(n)
     order = rows["name"].to_list()
     long = rows.unpivot(index=["name", "calls"], on=["self_ns", "total_ns"], variable_name="measure",
@@ -119,7 +116,7 @@ def step_window(tr: Trace, step: int | None = None, rank: int | None = None) -> 
     rank = ranks[0] if rank is None else rank
     if rank not in ranks:
         msg = f"rank {rank} not in the trace (ranks: {ranks})"
-        raise ValueError(msg)
+        raise UsageError(msg)
     ev = tr.collect("events").filter(pl.col("rank") == rank)
     steps_ = step_windows(ev)
     if step is not None:
@@ -129,7 +126,7 @@ def step_window(tr: Trace, step: int | None = None, rank: int | None = None) -> 
             shown = ", ".join(map(str, have[:20])) + (f", ... ({len(have)} steps)" if len(have) > 20 else "")
             msg = (f"no ProfilerStep#{step} on rank {rank}; steps on rank {rank}: {shown}" if have
                    else f"no ProfilerStep#{step} on rank {rank}: the rank has no ProfilerStep#N events")
-            raise ValueError(msg)
+            raise UsageError(msg)
     if steps_.is_empty():
         return rank, int(ev["start_ns"].min() or 0), int(ev["end_ns"].max() or 0), "whole trace"
     r = steps_.row(0, named=True)
@@ -155,7 +152,8 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
         Keep at most this many events (the longest).
     """
     alt = _alt()
-    from proftab.display import fmt_ns, track_labels
+    from proftab.render.text import fmt_ns
+    from proftab.tracks import track_labels
 
     rank, t0, t1, label = step_window(tr, step, rank)
     cat = pl.col("cat").cast(pl.String)
@@ -169,7 +167,8 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
     ev = ev.filter(pl.col("depth") <= max_depth)
     if ev.height > max_events:
         ev = ev.sort("dur_ns", descending=True).head(max_events)
-    labels = track_labels(tr).filter(pl.col("rank") == rank).with_row_index("_track")
+    labels = track_labels(tr.collect("events"), tr.collect("threads"))
+    labels = labels.filter(pl.col("rank") == rank).with_row_index("_track")
     ev = ev.join(labels.select(*schema.TRACK_KEYS, "label", "kind", "_track"), on=schema.TRACK_KEYS, how="left",
                  nulls_equal=True)
     data = ev.select(
@@ -282,7 +281,7 @@ def rank_trace(tr: Trace, rank: int) -> Trace:
     ranks = tr.files["rank"].to_list()
     if rank not in ranks:
         msg = f"rank {rank} not in the trace (ranks: {ranks})"
-        raise ValueError(msg)
+        raise UsageError(msg)
     tables = {name: frame.filter(pl.col("rank") == rank) for name, frame in tr.tables.items()
               if "rank" in frame.collect_schema().names()}
     return Trace(tables, tr.files.filter(pl.col("rank") == rank))
@@ -311,7 +310,7 @@ def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", py
         ka = tr.key_averages(by_step=True, include_python_functions=python).filter(pl.col("step").is_not_null())
     if ka.is_empty():
         msg = "the trace has no ProfilerStep#N events"
-        raise ValueError(msg)
+        raise UsageError(msg)
     if metric == "cpu":
         rows = ka.filter(pl.col("device_type") == "CPU").select("step", "name", pl.col("self_cpu_ns").alias("ns"))
     elif metric == "device":
@@ -319,7 +318,7 @@ def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", py
             "step", "name", pl.col("self_device_ns").alias("ns"))
     else:
         msg = f"unknown metric {metric!r}; valid: 'cpu', 'device'"
-        raise ValueError(msg)
+        raise UsageError(msg)
     top = (rows.group_by("name").agg(pl.col("ns").sum()).sort(["ns", "name"], descending=[True, False])
            .head(n)["name"])
     data = (rows.with_columns(op=pl.when(pl.col("name").is_in(top.implode())).then(pl.col("name"))
@@ -341,18 +340,14 @@ def save(chart: Any, path: str | os.PathLike[str]) -> None:
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
     if ext in (".png", ".svg", ".pdf"):
-        try:
-            import vl_convert  # noqa: F401
-        except ImportError as exc:
-            msg = f"writing {ext} needs the vl-convert-python package: pip install 'proftab[plot]' (or write .html)"
-            raise ImportError(msg) from exc
+        import_optional("vl_convert", extra="plot", what=f"writing {ext} (or write .html)")
     elif ext == ".html":
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(to_html(chart))
         return
     elif ext != ".json":
         msg = f"unknown chart file type {ext!r}; use .html, .json, .png, .svg or .pdf"
-        raise ValueError(msg)
+        raise UsageError(msg)
     chart.save(path)
 
 

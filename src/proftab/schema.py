@@ -10,6 +10,9 @@ import enum
 
 import polars as pl
 
+#: a column dtype as the tables declare it (a dtype class such as `pl.Int64`, or an instance)
+DType = pl.DataType | type[pl.DataType]
+
 __all__ = ["EVENT_COLUMNS", "Flag", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS"]
 
 
@@ -87,7 +90,7 @@ _DTYPES = {_I64: pl.Int64, _U64: pl.UInt64, _F64: pl.Float64, _STR: pl.String, _
            _BOOL: pl.Boolean}
 
 #: typed column name -> (polars dtype, kind code), in first-appearance order
-TYPED_COLUMNS: dict[str, tuple[pl.DataType, int]] = {}
+TYPED_COLUMNS: dict[str, tuple[DType, int]] = {}
 for _key, _col, _kind in TYPED_ARGS:
     TYPED_COLUMNS.setdefault(_col, (_DTYPES[_kind], _kind))
 
@@ -106,7 +109,7 @@ _COMMON = {
 }
 
 #: the columns of `Trace.events`, in order
-EVENT_COLUMNS: dict[str, pl.DataType] = {
+EVENT_COLUMNS: dict[str, DType] = {
     **_COMMON,
     "ph": pl.Categorical,
     "start_ns": pl.Int64,
@@ -119,7 +122,7 @@ EVENT_COLUMNS: dict[str, pl.DataType] = {
     "extra": pl.String,
 }
 
-INSTANT_COLUMNS: dict[str, pl.DataType] = {
+INSTANT_COLUMNS: dict[str, DType] = {
     **_COMMON,
     "ts_ns": pl.Int64,
     "scope": pl.Categorical,
@@ -135,7 +138,7 @@ INSTANT_COLUMNS: dict[str, pl.DataType] = {
     "extra": pl.String,
 }
 
-FLOW_COLUMNS: dict[str, pl.DataType] = {
+FLOW_COLUMNS: dict[str, DType] = {
     **_COMMON,
     "ph": pl.Categorical,
     "ts_ns": pl.Int64,
@@ -145,14 +148,14 @@ FLOW_COLUMNS: dict[str, pl.DataType] = {
     "args": pl.String,
 }
 
-COUNTER_COLUMNS: dict[str, pl.DataType] = {
+COUNTER_COLUMNS: dict[str, DType] = {
     **_COMMON,
     "ts_ns": pl.Int64,
     "series": pl.String,
     "value": pl.Float64,
 }
 
-THREAD_COLUMNS: dict[str, pl.DataType] = {
+THREAD_COLUMNS: dict[str, DType] = {
     "rank": pl.Int32,
     "pid": pl.Int64,
     "pid_text": pl.String,
@@ -165,7 +168,7 @@ THREAD_COLUMNS: dict[str, pl.DataType] = {
     "thread_sort_index": pl.Int64,
 }
 
-REJECTED_COLUMNS: dict[str, pl.DataType] = {
+REJECTED_COLUMNS: dict[str, DType] = {
     "rank": pl.Int32,
     "event_id": pl.Int64,
     "byte_offset": pl.Int64,
@@ -173,7 +176,7 @@ REJECTED_COLUMNS: dict[str, pl.DataType] = {
     "excerpt": pl.String,
 }
 
-ACCOUNTING_COLUMNS: dict[str, pl.DataType] = {
+ACCOUNTING_COLUMNS: dict[str, DType] = {
     "path": pl.String,
     "rank": pl.Int32,
     "trace_events": pl.Int64,
@@ -186,7 +189,7 @@ ACCOUNTING_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
-def empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:
+def empty(columns: dict[str, DType]) -> pl.DataFrame:
     """An empty frame with these columns."""
     return pl.DataFrame(schema=columns)
 
@@ -212,7 +215,7 @@ DEVICE_MEMORY_DEVICE_TYPES = (1, 6, 12, 20)
 
 #: the `files` table: one row per trace file (rank) of a Trace; `meta_json` holds the file's
 #: top-level keys and derived facts (`proftab.meta.file_meta`)
-FILES_COLUMNS: dict[str, pl.DataType] = {
+FILES_COLUMNS: dict[str, DType] = {
     "rank": pl.Int32,
     "source_file": pl.String,
     "source_sha256": pl.String,

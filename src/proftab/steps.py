@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from proftab import schema
+from proftab import kinds
 
 __all__ = ["assign_steps", "step_windows"]
 
@@ -19,7 +19,7 @@ _PREFIX = "ProfilerStep#"
 def step_windows(events: pl.DataFrame) -> pl.DataFrame:
     """One row per host `ProfilerStep#N`: `rank`, `step` (N), `name`, `start_ns`, `end_ns`,
     `dur_ns`, `event_id`; sorted by rank and start."""
-    host = ~pl.col("cat").is_in(sorted(schema.DEVICE_CATEGORIES)).fill_null(False)
+    host = kinds.is_host()
     return (
         events.filter(pl.col("name").str.starts_with(_PREFIX) & host)
         .select("rank", pl.col("name").str.strip_prefix(_PREFIX).cast(pl.Int64, strict=False).alias("step"),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proftab import api, schema
+from proftab.exceptions import UsageError
 from proftab.intervals import nest
 from proftab.meta import file_meta
 
@@ -39,18 +40,20 @@ class Trace:
         One row per file (`schema.FILES_COLUMNS`).
     """
 
-    __slots__ = ("_cache", "_tables", "files")
+    __slots__ = ("_cache", "_files", "_tables")
 
     def __init__(self, tables: Mapping[str, Frame], files: pl.DataFrame) -> None:
-        missing = [t for t in TABLES if t not in tables]
-        if missing:
+        if missing := [t for t in TABLES if t not in tables]:
             msg = f"a Trace needs the tables {list(TABLES)}; missing {missing}"
-            raise ValueError(msg)
+            raise UsageError(msg)
         self._tables: dict[str, Frame] = dict(tables)
-        self.files: pl.DataFrame = files.sort("rank")
+        self._files = files.sort("rank")
         self._cache: dict[str, Any] = {}
 
-    # ------------------------------------------------------------------ tables
+    @property
+    def files(self) -> pl.DataFrame:
+        """One row per file / rank (`schema.FILES_COLUMNS`)."""
+        return self._files
 
     @property
     def tables(self) -> dict[str, Frame]:
@@ -126,15 +129,15 @@ class Trace:
     @property
     def meta(self) -> dict[str, Any]:
         """Top-level keys and derived facts of the lowest-rank file (`files.meta_json`)."""
-        return self.cached("meta", lambda: file_meta(self.files))
+        meta: dict[str, Any] = self.cached("meta", lambda: file_meta(self.files))
+        return meta
 
     @property
     def categories(self) -> frozenset[str]:
         """The event categories present."""
-        return self.cached("categories", lambda: frozenset(
+        cats: frozenset[str] = self.cached("categories", lambda: frozenset(
             self.collect("events", ["cat"])["cat"].unique().drop_nulls().cast(pl.String).to_list()))
-
-    # ------------------------------------------------------------------ namespaces
+        return cats
 
     def __getattr__(self, name: str) -> Any:
         entry = api.resolve(name) if not name.startswith("_") else None

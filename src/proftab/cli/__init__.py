@@ -8,8 +8,10 @@ returns the exit status. To add one, write the module and append its name to
 `BUILTIN_COMMANDS`. Modules import heavy libraries inside ``run`` only, so that
 ``proftab --help`` stays fast.
 
-Exit statuses: 0 success; 1 findings (``check --strict``); 2 bad input or usage (one line
-``proftab: error: ...`` on stderr, no traceback); 130 interrupted.
+Exit statuses: 0 success; 1 findings (``check --strict``) or a bug (any exception that is not
+a `ProftabError` or an `OSError`: one line saying so, the traceback with ``--debug``); 2 bad
+input or usage (`ProftabError`, a file that cannot be read: one line ``proftab: error: ...``
+on stderr, no traceback); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["BUILTIN_COMMANDS", "Command", "build_parser", "commands", "main"]
 
 #: modules under `proftab.cli` that define a subcommand, in `--help` order
-BUILTIN_COMMANDS: list[str] = ["summary", "check", "plot", "diff", "convert"]
+BUILTIN_COMMANDS: list[str] = ["summary", "check", "plot", "diff", "convert", "modules"]
 
 _DESCRIPTION = """\
 Exact, columnar tables from PyTorch profiler (Kineto / Chrome JSON) traces.
@@ -82,17 +85,18 @@ def _common_parser() -> argparse.ArgumentParser:
     """Options every subcommand accepts (after the subcommand word)."""
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("output control")
+    g.add_argument("--debug", action="store_true", help="print the traceback of an error")
     g.add_argument("-q", "--quiet", action="store_true",
                    help="no progress bar and no warnings on stderr (errors still print)")
     g.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
-                   help="progress bar on stderr while reading: auto = on a terminal for inputs "
-                        "of 50 MB or more, 16 MiB for convert (default: auto)")
+                   help="progress bar on stderr: auto = on a terminal for inputs of 16 MiB or more "
+                        "(default: auto)")
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full `proftab` argument parser."""
-    from proftab import __version__
+    from proftab._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="proftab", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,9 +144,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except (ProftabError, ValueError, OSError, ImportError) as exc:
+    except (ProftabError, OSError) as exc:  # the user's input, options or files
+        if getattr(args, "debug", False):
+            traceback.print_exc()
         print(f"proftab: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("proftab: interrupted", file=sys.stderr)
         return 130
+    except BaseException as exc:  # noqa: BLE001 - a bug (a Rust panic is a BaseException too)
+        if isinstance(exc, SystemExit):
+            raise
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"proftab: internal error: {type(exc).__name__}: {_one_line(exc)} (this is a bug in proftab; "
+              "rerun with --debug for the traceback and report it)", file=sys.stderr)
+        return 1

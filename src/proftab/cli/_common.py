@@ -9,6 +9,8 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
+from proftab.exceptions import UsageError
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -71,7 +73,7 @@ def guess_format(args: argparse.Namespace) -> str:
             msg = (f"cannot write {ext!r} files: use {valid} (Excel opens .csv), or --format to force one"
                    if ext not in (".xlsx", ".xls") else
                    f"proftab does not write Excel workbooks ({ext!r}): write .csv (Excel opens it) or .parquet")
-            raise ValueError(msg)
+            raise UsageError(msg)
     return "text"
 
 
@@ -96,15 +98,15 @@ def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool
     ``proftab: warning: ...`` lines on stderr unless `--quiet`.
     """
     import proftab as pt
-    from proftab.cli._progress import ReadProgress
     from proftab.io.files import dataset_root, expand_sources
+    from proftab.progress import Progress
 
     items = [sources] if isinstance(sources, str) else list(sources)
     if len(items) == 1 and (root := dataset_root(items[0])) is not None:
         with shown_warnings(args):
             return pt.scan(root)
     paths = expand_sources(sources)
-    with shown_warnings(args), ReadProgress(paths, "never" if args.quiet else args.progress) as progress:
+    with shown_warnings(args), Progress(paths, "never" if args.quiet else args.progress) as progress:
         tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)),
                      ranks=getattr(args, "ranks", None))
         if nest:
@@ -155,7 +157,7 @@ def write_frame(df: pl.DataFrame, fmt: str, output: str | None) -> None:
     if fmt == "parquet":
         if output is None:
             msg = "--format parquet needs -o FILE"
-            raise ValueError(msg)
+            raise UsageError(msg)
         df.write_parquet(output)
         return
     if fmt == "csv":
@@ -166,7 +168,7 @@ def write_frame(df: pl.DataFrame, fmt: str, output: str | None) -> None:
         text = markdown_table(df)
     else:  # pragma: no cover - callers handle text
         msg = f"unknown format {fmt!r}"
-        raise ValueError(msg)
+        raise UsageError(msg)
     write_text(text, output)
 
 

@@ -6,6 +6,7 @@ import argparse
 
 from proftab.cli import Command
 from proftab.cli._common import add_trace_arguments, load_trace
+from proftab.exceptions import UsageError
 
 EXAMPLES = """\
   proftab plot top trace.json.gz -o top.html                 top 20 ops, self vs total CPU time
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.output.lower()
     if not out.endswith((".html", ".json", ".png", ".svg", ".pdf")):
         msg = f"unknown chart file type for {args.output!r}; use .html, .json, .png, .svg or .pdf"
-        raise ValueError(msg)
+        raise UsageError(msg)
     tr = load_trace(args.trace, args)
     if args.kind == "top":
         chart = plot.top_ops(tr, args.limit or 20, metric=args.metric, python=args.python)

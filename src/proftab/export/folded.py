@@ -35,13 +35,13 @@ def folded_lines(tr: Trace, *, device: bool = False, by_thread: bool = False,
         As in `Trace.call_tree`. With `by_thread` each stack starts with the thread's
         label (``rank 0 · thread 123 (python3)``).
     """
-    from proftab.display import track_labels
+    from proftab.tracks import track_labels
 
     ct = calltree.call_tree(tr.collect("nested"), device=device, by_thread=by_thread, merge_steps=merge_steps)
     ct = ct.filter(pl.col("self_ns") > 0)
     stack = pl.col("path").list.eval(_safe(pl.element())).list.join(";")
     if by_thread:
-        labels = track_labels(tr).select(*schema.TRACK_KEYS, "label")
+        labels = track_labels(tr.collect("events"), tr.collect("threads")).select(*schema.TRACK_KEYS, "label")
         ct = ct.join(labels, on=schema.TRACK_KEYS, how="left", nulls_equal=True, maintain_order="left")
         stack = _safe(pl.col("label").fill_null("?")) + pl.lit(";") + stack
     return ct.select(stack.alias("stack"), "self_ns")

@@ -99,7 +99,7 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
     Use `write_speedscope` to write a file; this returns ``{"doc": ..., "events": [...]}``
     where ``events[k]`` is the JSON text of profile k's event array.
     """
-    from proftab.display import track_labels
+    from proftab.tracks import track_labels
 
     ev = calltree._select(tr.collect("nested"), device=device).with_columns(pl.col("name").fill_null(""))
     base = tr.files.select("rank", pl.col("base_time_ns").alias("_base"))
@@ -112,7 +112,8 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
     frame_id = pl.DataFrame({"name": frames, "_frame": np.arange(len(frames), dtype=np.int64)})
     ev = ev.join(frame_id, on="name", how="left").sort(
         [*schema.TRACK_KEYS, "_s", "_e", "event_id"], descending=[False] * 5 + [False, True, False], nulls_last=True)
-    labels = {tuple(r[:-1]): r[-1] for r in track_labels(tr).select(*schema.TRACK_KEYS, "label").iter_rows()}
+    tracks = track_labels(tr.collect("events"), tr.collect("threads")).select(*schema.TRACK_KEYS, "label")
+    labels = {tuple(r[:-1]): r[-1] for r in tracks.iter_rows()}
     shared = []
     for f in frames.to_list():
         m = _PY_FRAME.match(f)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proftab.intervals.merge import merge_intervals
-from proftab.intervals.nest import NestStats, nest, nest_stats, union_ns
+from proftab.intervals.merge import merge_intervals, union_ns
+from proftab.intervals.nest import NestStats, nest, nest_stats
 
 __all__ = ["NestStats", "merge_intervals", "nest", "nest_stats", "union_ns"]

@@ -58,13 +58,19 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-__all__ = ["NestStats", "nest", "nest_stats", "union_ns"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["NestStats", "nest", "nest_stats"]
+
+#: (perm, parent, depth, self, n_crossing, n_slow, passes, end) of `_nest_arrays`
+_Result = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int, np.ndarray]
 
 _EVENT_ID = "event_id"
 _START = "start_ns"
@@ -121,21 +127,25 @@ def nest_stats() -> NestStats | None:
 def _validate(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, ...]:
     missing = [c for c in (_EVENT_ID, _START, _END, *by) if c not in events.columns]
     if missing:
-        raise ValueError(f"nest: missing columns {missing}")
+        msg = f"nest: missing columns {missing}"
+        raise ValueError(msg)
     cols = events.select(
         pl.col(_EVENT_ID).cast(pl.Int64),
         pl.col(_START).cast(pl.Int64),
         pl.col(_END).cast(pl.Int64),
     )
-    nulls = {c: n for c, n in zip(cols.columns, cols.null_count().row(0)) if n}
+    nulls = {c: n for c, n in zip(cols.columns, cols.null_count().row(0), strict=False) if n}
     if nulls:
-        raise ValueError(f"nest: null values in {nulls}")
+        msg = f"nest: null values in {nulls}"
+        raise ValueError(msg)
     eid, s, e = (cols.get_column(c).to_numpy() for c in (_EVENT_ID, _START, _END))
     if (e < s).any():
         bad = int(np.flatnonzero(e < s)[0])
-        raise ValueError(f"nest: end_ns < start_ns for event_id {int(eid[bad])}")
+        msg = f"nest: end_ns < start_ns for event_id {int(eid[bad])}"
+        raise ValueError(msg)
     if len(s) and ((e - s) < 0).any():
-        raise ValueError("nest: a duration end_ns - start_ns overflows int64")
+        msg = "nest: a duration end_ns - start_ns overflows int64"
+        raise ValueError(msg)
     return eid, s, e
 
 
@@ -176,7 +186,8 @@ def _argsort_keys(k: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
     return perm, k[perm]
 
 
-def _order(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray, mult: int, base: int):
+def _order(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray, mult: int, base: int
+           ) -> tuple[np.ndarray, np.ndarray]:
     """Permutation into (track, start asc, end desc, id asc) order and sorted start keys."""
     perm, ks = _argsort_keys(tid * mult + (s - base), (int(tid.max()) + 1) * mult)
     if len(ks) < 2:
@@ -226,8 +237,9 @@ def _depth(ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
     merged = np.concatenate((ke[positive] << 1, (ks << 1) | 1))
     merged.sort()
     at = np.flatnonzero(merged & 1)  # where the j-th start landed
-    before = np.cumsum(positive) - positive
-    return before - (at - np.arange(m))
+    before: np.ndarray = np.cumsum(positive) - positive
+    out: np.ndarray = before - (at - np.arange(m))
+    return out
 
 
 def _candidate_parent(depth: np.ndarray) -> np.ndarray:
@@ -251,13 +263,15 @@ def _candidate_parent(depth: np.ndarray) -> np.ndarray:
     return out
 
 
-def _uncertified(pos, q, depth, s_, e_) -> np.ndarray:
+def _uncertified(pos: np.ndarray, q: np.ndarray, depth: np.ndarray, s_: np.ndarray, e_: np.ndarray) -> np.ndarray:
     """Events whose candidate parent is not provably their parent (see module docs)."""
     qq = np.maximum(q, 0)
-    return (depth > 0) & ((q < 0) | (e_[qq] <= s_[pos]) | (e_[pos] > e_[qq]))
+    out: np.ndarray = (depth > 0) & ((q < 0) | (e_[qq] <= s_[pos]) | (e_[pos] > e_[qq]))
+    return out
 
 
-def _sweep(ks, ke, is_x, groups):
+def _sweep(ks: list[int], ke: list[int], is_x: list[bool], groups: list[tuple[int, int, list[tuple[int, int]]]]
+           ) -> tuple[list[int], list[int], list[int]]:
     """Exact parents and self times of a small set of events, per track.
 
     ``ks``/``ke``: (track, time) keys of the events, each track's events contiguous and
@@ -312,7 +326,7 @@ def _sweep(ks, ke, is_x, groups):
 # --------------------------------------------------------------------------- core
 
 
-def _nest_arrays(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray):
+def _nest_arrays(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray) -> _Result | None:
     """Core on raw arrays.
 
     Returns None if the composite keys would overflow, else ``(perm, parent, depth,
@@ -412,11 +426,12 @@ def _nest_arrays(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray)
     w_hi = np.searchsorted(w_track, g_track, side="right")
     wl_l, wr_l = wl.tolist(), wr.tolist()
     groups = [
-        (int(g_bounds[i]), int(g_bounds[i + 1]), list(zip(wl_l[w_lo[i] : w_hi[i]], wr_l[w_lo[i] : w_hi[i]])))
+        (int(g_bounds[i]), int(g_bounds[i + 1]),
+         list(zip(wl_l[w_lo[i] : w_hi[i]], wr_l[w_lo[i] : w_hi[i]], strict=True)))
         for i in range(len(g_first))
     ]
-    lp, st_all, st_nested = _sweep(ks[spos].tolist(), ke[spos].tolist(), cross[spos].tolist(), groups)
-    lp = np.asarray(lp, dtype=np.int64)
+    local, st_all, st_nested = _sweep(ks[spos].tolist(), ke[spos].tolist(), cross[spos].tolist(), groups)
+    lp = np.asarray(local, dtype=np.int64)
     parent[spos] = np.where(lp >= 0, spos[np.maximum(lp, 0)], -1)
     fix = cross[spos] | chain[spos]
     delta = np.asarray(st_all, dtype=np.int64) - np.asarray(st_nested, dtype=np.int64)
@@ -501,7 +516,7 @@ def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
     )
 
 
-def _nest_per_track(tid: np.ndarray, n_tracks: int, s: np.ndarray, e: np.ndarray, eid: np.ndarray):
+def _nest_per_track(tid: np.ndarray, n_tracks: int, s: np.ndarray, e: np.ndarray, eid: np.ndarray) -> _Result:
     """Fallback when (track, time) keys do not fit in int64: solve each track alone."""
     n = len(s)
     order = np.argsort(tid, kind="stable")
@@ -526,83 +541,19 @@ def _nest_per_track(tid: np.ndarray, n_tracks: int, s: np.ndarray, e: np.ndarray
     return perm, parent, depth, self_t, n_cross, n_slow, passes, e[perm]
 
 
-def _nest_sweep_track(s: np.ndarray, e: np.ndarray, eid: np.ndarray):
+def _nest_sweep_track(s: np.ndarray, e: np.ndarray, eid: np.ndarray) -> _Result:
     """Whole track by the Python sweep (only for absurd time spans)."""
     perm = np.lexsort((eid, np.invert(e), s)).astype(np.int64)
     ss, ee = s[perm].tolist(), e[perm].tolist()
     lo, hi = (min(ss), max(ee)) if ss else (0, 0)
     parent, self_t, _ = _sweep(ss, ee, [True] * len(ss), [(0, len(ss), [(lo, hi)])])
-    depth = []
+    depth: list[int] = []
     active: list[int] = []
     for i, si in enumerate(ss):
         active = [j for j in active if ee[j] > si]
         depth.append(len(active))
         if ee[i] > si:
             active.append(i)
-    as64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+    def as64(x: list[int]) -> np.ndarray:
+        return np.asarray(x, dtype=np.int64)
     return perm, as64(parent), as64(depth), as64(self_t), 0, len(ss), 1, as64(ee)
-
-
-def union_ns(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
-    """Length of the union of the intervals of each track.
-
-    Parameters
-    ----------
-    events : pl.DataFrame
-        ``start_ns``, ``end_ns`` (Int64, ``end >= start``) and the ``by`` columns
-        (``event_id`` is not needed).
-    by : sequence of str
-        Track key columns (nulls are ordinary key values).
-
-    Returns
-    -------
-    pl.DataFrame
-        One row per track: the ``by`` columns and ``union_ns`` (Int64), sorted by ``by``
-        (nulls last).
-    """
-    by = list(by)
-    cols = events.select(pl.col(_START).cast(pl.Int64), pl.col(_END).cast(pl.Int64))
-    if cols.null_count().sum_horizontal().item():
-        raise ValueError("union_ns: null start_ns/end_ns")
-    s = cols.get_column(_START).to_numpy()
-    e = cols.get_column(_END).to_numpy()
-    if (e < s).any():
-        raise ValueError("union_ns: end_ns < start_ns")
-    n = len(s)
-    tid, n_tracks = _track_ids(events, by)
-    if n == 0:
-        return events.select(by).head(0).with_columns(pl.lit(0, pl.Int64).alias("union_ns"))
-    if ((e - s) < 0).any():
-        raise ValueError("union_ns: a duration end_ns - start_ns overflows int64")
-    counts = np.bincount(tid, minlength=n_tracks)
-    first = np.cumsum(counts) - counts  # track k's events start here in key order
-    rep = np.empty(n_tracks, dtype=np.int64)
-    rep[tid] = np.arange(n)  # one row of each track, for its key values
-    base = int(s.min())
-    span = int(e.max()) - base + 1
-    if n_tracks * span < _KEY_LIMIT:
-        o, ks = _argsort_keys(tid * span + (s - base), n_tracks * span)
-        ke = ks + (e - s)[o]
-        prev = np.empty(n, dtype=np.int64)
-        prev[0] = np.iinfo(np.int64).min
-        prev[1:] = np.maximum.accumulate(ke)[:-1]
-        contrib = np.maximum(ke - np.maximum(ks, prev), 0)
-        totals = np.add.reduceat(contrib, first)
-    else:  # keys would overflow: a plain sweep per track
-        order = np.argsort(tid, kind="stable")
-        totals = np.zeros(n_tracks, dtype=np.int64)
-        for k in range(n_tracks):
-            rows = order[first[k] : first[k] + counts[k]]
-            o = np.argsort(s[rows])
-            tot, reach = 0, None
-            for a, b in zip(s[rows][o].tolist(), e[rows][o].tolist()):
-                if reach is None or a >= reach:
-                    tot, reach = tot + b - a, b
-                elif b > reach:
-                    tot, reach = tot + b - reach, b
-            totals[k] = tot
-    totals_s = pl.Series("union_ns", totals, dtype=pl.Int64)
-    if not by:
-        return pl.DataFrame([totals_s])
-    out = events.select(by)[rep.tolist()].with_columns(totals_s)
-    return out.sort(by, nulls_last=True)

@@ -28,11 +28,13 @@ The cost is ``O((n + m) log(n + m) + pairs)``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["overlap_join", "overlap_pairs"]
 
@@ -48,7 +50,8 @@ def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return owner, np.arange(total, dtype=np.int64) + shift
 
 
-def _pairs_one_key(ls, le, lg, rs, re, rg) -> tuple[np.ndarray, np.ndarray]:
+def _pairs_one_key(ls: np.ndarray, le: np.ndarray, lg: np.ndarray, rs: np.ndarray, re: np.ndarray,
+                   rg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pairs when ``(group, time)`` fits one int64 key; ends already made >= start + 1."""
     base = int(min(ls.min(), rs.min()))
     span = int(max(le.max(), re.max())) - base + 1
@@ -118,12 +121,12 @@ def overlap_pairs(left_start: np.ndarray, left_end: np.ndarray, right_start: np.
     return li[order], ri[order]
 
 
-def _fits(ls, le, rs, re) -> bool:
+def _fits(ls: np.ndarray, le: np.ndarray, rs: np.ndarray, re: np.ndarray) -> bool:
     lo = min(int(ls.min()), int(rs.min()))
     return max(int(le.max()), int(re.max())) - lo + 1 < _KEY_LIMIT
 
 
-def _pairs_sweep(ls, le, rs, re) -> tuple[np.ndarray, np.ndarray]:
+def _pairs_sweep(ls: np.ndarray, le: np.ndarray, rs: np.ndarray, re: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pairs of one group spanning >= 2**62 ns (absurd inputs): Python integers."""
     li, ri = [], []
     for j, (a, b) in enumerate(zip(rs.tolist(), re.tolist(), strict=True)):

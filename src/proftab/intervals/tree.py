@@ -93,7 +93,7 @@ def subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np
 
 def nearest_ancestor(parent: np.ndarray, start: np.ndarray, target: np.ndarray) -> np.ndarray:
     """For rows `start`, the nearest strict ancestor (via `parent` rows, -1 = none) with `target`."""
-    cur = parent[start].copy()
+    cur: np.ndarray = parent[start].copy()
     while True:
         bad = (cur >= 0) & ~target[np.maximum(cur, 0)]
         if not bad.any():

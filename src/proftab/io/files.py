@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab.exceptions import TraceError
-from proftab.io.kineto import FileTables, read_kineto
 from proftab.meta import files_frame
 from proftab.trace import TABLES, Trace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["dataset_root", "expand_sources", "read_files", "trace_from_files"]
+    from proftab.io.kineto import FileTables
+
+__all__ = ["dataset_root", "expand_sources", "load", "read_files", "trace_from_files"]
 
 TRACE_SUFFIXES = (".json", ".json.gzip", ".gz")  # ".gz" covers ".json.gz"
 DATASET_MANIFEST = "_proftab.json"  # proftab.io.parquet.MANIFEST (not imported: pyarrow-free here)
@@ -80,6 +81,8 @@ def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[s
 def read_files(paths: list[str], *, salvage: bool = False, ranks: Sequence[int] | None = None,
                max_workers: int | None = None) -> list[FileTables]:
     """Read several trace files concurrently (the scanner releases the GIL)."""
+    from proftab.io.kineto import read_kineto
+
     if ranks is not None and len(ranks) != len(paths):
         msg = f"ranks has {len(ranks)} entries for {len(paths)} files"
         raise TraceError(msg)
@@ -108,6 +111,31 @@ def trace_from_files(files: Sequence[FileTables]) -> Trace:
     """One Trace of per-file tables (ranks already assigned), tables concatenated in file order."""
 
     def cat(name: str) -> pl.DataFrame:
-        frames = [getattr(f, name) for f in files]
+        frames: list[pl.DataFrame] = [getattr(f, name) for f in files]
         return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
     return Trace({name: cat(name) for name in TABLES}, files_frame({f.rank: f.meta for f in files}))
+
+
+def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, salvage: bool = False,
+         ranks: Sequence[int] | None = None) -> Trace:
+    """Load a trace: a file, a directory or glob of rank files, or a list of files.
+
+    Parameters
+    ----------
+    source
+        A `.json` / `.json.gz` trace (gzip is detected from the bytes, not the name), a
+        directory of them, a glob pattern, or a list of those.
+    salvage
+        Keep the complete events of a damaged or truncated file (with a `ProftabWarning`
+        stating what was lost) instead of raising `TraceError`.
+    ranks
+        Explicit rank per file (in the sorted file order); by default `distributedInfo.rank`,
+        else a `rank-N` pattern in the file name, else the file's position.
+
+    Raises
+    ------
+    TraceError
+        A file is missing, not a trace, or damaged (names the file, byte offset, excerpt).
+    """
+    paths = expand_sources(source)
+    return trace_from_files(read_files(paths, salvage=salvage, ranks=ranks))

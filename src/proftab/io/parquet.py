@@ -34,16 +34,18 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proftab import schema
+from proftab._version import __version__
 from proftab.api import register_trace_method
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.meta import files_frame
+from proftab.progress import Progress
 from proftab.trace import TABLES as TRACE_TABLES
 from proftab.trace import Trace
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "convert", "scan", "write_parquet"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "convert", "read_parquet", "scan", "write_parquet"]
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 MANIFEST = "_proftab.json"
@@ -55,13 +57,9 @@ NEST_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
 DERIVED_KEY_AVERAGES = schema.STORED_KEY_AVERAGES
 #: the dataset's `meta` table is the Trace's `files` table
 META_COLUMNS = schema.FILES_COLUMNS
-#: total input size above which `convert` draws a progress bar
-PROGRESS_MIN_BYTES = 16 << 20
 
 
 def _version() -> str:
-    from proftab import __version__
-
     return __version__
 
 
@@ -251,45 +249,8 @@ def _write_key_averages(root: Path, trace: Trace) -> None:
 # ----------------------------------------------------------------------------- convert
 
 
-class _Progress:
-    """A one-line progress bar on stderr (a line per step when stderr is not a terminal)."""
-
-    def __init__(self, total_bytes: int, n_files: int, mode: bool | str) -> None:
-        self.total, self.n, self.done_bytes, self.done = total_bytes, n_files, 0, 0
-        self.tty = sys.stderr.isatty()
-        mode = {True: "auto", False: "never"}.get(mode, mode) if isinstance(mode, bool) else mode
-        if mode not in ("auto", "always", "never"):
-            msg = f"progress must be True, False, 'auto', 'always' or 'never', not {mode!r}"
-            raise ProftabError(msg)
-        self.enabled = mode == "always" or (mode == "auto" and self.tty and total_bytes >= PROGRESS_MIN_BYTES)
-        self.t0 = time.monotonic()
-
-    def show(self, note: str) -> None:
-        if not self.enabled:
-            return
-        frac = self.done_bytes / self.total if self.total else 1.0
-        bar = "#" * int(frac * 24) + "." * (24 - int(frac * 24))
-        line = (f"proftab convert [{bar}] {self.done}/{self.n} files {self.done_bytes / 1e6:,.1f}/"
-                f"{self.total / 1e6:,.1f} MB {time.monotonic() - self.t0:5.1f}s {note}")
-        if self.tty:
-            sys.stderr.write("\r\x1b[K" + line)
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    def file_done(self, nbytes: int, note: str) -> None:
-        self.done += 1
-        self.done_bytes += nbytes
-        self.show(note)
-
-    def close(self) -> None:
-        if self.enabled and self.tty:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
 def _convert_one(path: str, position: int, rank: int | None, salvage: bool, staging: str,
-                 progress: _Progress | None = None, *, key_averages: bool = False) -> dict[str, Any]:
+                 progress: Progress | None = None, *, key_averages: bool = False) -> dict[str, Any]:
     """Read one trace file, nest it and write its rank partition under `staging`
     (and its `key_averages()` when `key_averages`: the single-file case).
 
@@ -352,9 +313,9 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
     force
         Replace an existing dataset at `out`.
     progress
-        Progress bar on stderr: ``"auto"`` (or True) on a terminal when the input files
-        total at least 16 MiB; ``"always"`` (one line per step when stderr is not a
-        terminal); ``"never"`` (or False).
+        Progress bar on stderr (`proftab.progress`): ``"auto"`` (or True) on a terminal when
+        the input files total at least `PROGRESS_MIN_BYTES`; ``"always"`` (one line per step
+        when stderr is not a terminal); ``"never"`` (or False).
     salvage, ranks
         As for :func:`proftab.load`.
     max_workers
@@ -379,7 +340,7 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         msg = f"ranks has {len(ranks)} entries for {len(paths)} files"
         raise TraceError(msg)
     sizes = [os.path.getsize(p) for p in paths]
-    bar = _Progress(sum(sizes), len(paths), progress)
+    bar = Progress(paths, progress, title="proftab convert", poll=False)
     with atomic_dir(out, force=force) as tmp:
         staging = [tmp / f".staging-{i}" for i in range(len(paths))]
         results: list[dict[str, Any]] = [{}] * len(paths)
@@ -516,3 +477,17 @@ def scan(path: str | os.PathLike[str]) -> Trace:
         tables[DERIVED_KEY_AVERAGES] = stored
     files = lazy("meta").collect().select(list(META_COLUMNS))
     return Trace(tables, files)
+
+
+def read_parquet(path: str | os.PathLike[str]) -> Trace:
+    """Read a Parquet dataset written by `to_parquet` / `convert` into an eager Trace.
+
+    The same tables as `scan`, each read whole into a DataFrame now (one chunk per column).
+
+    Raises
+    ------
+    ProftabError
+        `path` is not a proftab dataset, or was written by a newer schema version.
+    """
+    lazy = scan(path)
+    return Trace({name: lazy.collect(name) for name in lazy.tables}, lazy.files)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from proftab import schema
+from proftab import kinds
 from proftab.exceptions import ProftabError
 from proftab.io.files import trace_from_files
 from proftab.io.kineto import read_kineto
@@ -80,7 +80,7 @@ def from_profiler(prof: Any, *, json_path: str | os.PathLike[str] | None = None)
     tables.meta["source_file"] = f"<live profile {type(prof).__module__}.{type(prof).__qualname__}>"
     base = tables.meta["base_time_ns"]
     raw = _raw_events(results).unique(["name", "_corr"], keep="none")  # ambiguous pairs keep JSON times
-    device = pl.col("cat").cast(pl.String).is_in(list(schema.DEVICE_CATEGORIES))
+    device = kinds.is_device()
     key = pl.when(device).then(pl.col("correlation")).otherwise(pl.col("external_id"))
     ev = tables.events.with_columns(_corr=key).join(raw, on=["name", "_corr"], how="left", maintain_order="left")
     exact = pl.col("_start").is_not_null()

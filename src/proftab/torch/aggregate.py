@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from proftab import schema
+from proftab import kinds, schema
 from proftab.intervals.tree import containing_ancestor, depth_levels, row_positions, subtree_sum, tree_depth
 from proftab.steps import assign_steps, step_windows
 
@@ -112,8 +112,7 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     the event it is folded into by `_remove_dup_nodes`, itself if none), `name_code` (torch's
     grouping name as an index into the returned list of names) and `tree_depth`.
     """
-    host_mask = ~pl.col("cat").is_in(sorted(schema.DEVICE_CATEGORIES | schema.PROFILER_SPAN_CATEGORIES))
-    host = nested.select([*_TREE_COLUMNS, "depth", *extra_columns]).filter(host_mask.fill_null(True))
+    host = nested.select([*_TREE_COLUMNS, "depth", *extra_columns]).filter(kinds.is_host_op())
     names, dropped_np, code_names = _name_codes(host["name"])
     if not include_python_functions:
         dropped_np |= (host["cat"] == "python_function").fill_null(False).to_numpy()
@@ -343,7 +342,7 @@ def key_averages(
         host_keys.append("overload_name")
 
     cat = pl.col("cat")
-    dev = nested.filter(cat.is_in(sorted(schema.DEVICE_CATEGORIES)))
+    dev = nested.filter(kinds.is_device())
     if device_self is not None:  # device events' own durations: annotation margin undone, never < 0
         dev = dev.join(device_self.select("rank", "event_id", pl.col("self_device_ns").alias("_dev_ns")),
                        on=["rank", "event_id"], how="left", maintain_order="left").with_columns(

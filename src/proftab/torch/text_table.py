@@ -17,6 +17,7 @@ import math
 
 import polars as pl
 
+from proftab.exceptions import UsageError
 from proftab.render.text import distinct_cuts
 
 __all__ = ["render_table", "SORT_KEYS"]
@@ -99,7 +100,7 @@ def _sort_column(sort_by: str) -> str:
     if sort_by in SORT_KEYS.values():
         return sort_by
     valid = ", ".join(sorted(SORT_KEYS) + sorted(set(SORT_KEYS.values()) - set(SORT_KEYS)))  # each name once
-    raise ValueError(
+    raise UsageError(
         f"unknown sort_by {sort_by!r}; valid keys: {valid} "
         "(and the cuda_/xpu_/privateuse1_ spellings of the device keys)"
     )
@@ -165,7 +166,7 @@ def render_table(
     """
     sort_col = _sort_column(sort_by) if sort_by is not None else None
     if time_unit not in _TIME_UNITS:
-        raise ValueError(f"unknown time_unit {time_unit!r}; valid: 's', 'ms', 'us' or None")
+        raise UsageError(f"unknown time_unit {time_unit!r}; valid: 's', 'ms', 'us' or None")
     if rows.height == 0:
         return ""
 
@@ -177,7 +178,7 @@ def render_table(
     has_device_mem = bool((rows["self_device_mem_bytes"] > 0).any())
     device = _device_name(rows, use_device)
     if has_device_time and not device:
-        raise ValueError("rows have device time but no device is known; pass use_device")
+        raise UsageError("rows have device time but no device is known; pass use_device")
     dev = device.upper() if device else "None"
     has_shapes = bool(rows["input_shapes"].is_in(["", "[]"]).not_().any())
     has_overload = bool((rows["overload_name"].str.len_chars() > 0).any())

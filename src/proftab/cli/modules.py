@@ -1,0 +1,81 @@
+"""`proftab modules TRACE`: host and device time per nn.Module, forward and backward."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from proftab.cli import Command
+from proftab.cli._common import (
+    add_output_arguments,
+    add_trace_arguments,
+    guess_format,
+    load_trace,
+    write_frame,
+    write_text,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+EXAMPLES = """\
+  proftab modules trace.json.gz                 the module tree (with_stack / with_modules traces)
+  proftab modules trace.json.gz --depth 2       modules down to depth 2 (0: the root modules)
+  proftab modules trace.json.gz --by type       one row per module class (Linear, LayerNorm, ...)
+  proftab modules trace.json.gz --step 6        one ProfilerStep#6
+  proftab modules trace.json.gz -o modules.csv  every column (also .json, .md, .parquet)
+  proftab modules trace.json.gz --source user_annotation   record_function ranges as the tree
+  proftab modules trace.json.gz --chart modules.html --metric device   icicle of the tree
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    from proftab.modules import SOURCES
+
+    add_trace_arguments(p)
+    p.add_argument("--depth", type=int, default=None, metavar="N", help="deepest module level shown (0: roots)")
+    p.add_argument("--by", choices=["path", "type"], default="path", help="per module path (default) or class")
+    p.add_argument("--step", type=int, default=None, metavar="N", help="only ProfilerStep#N")
+    p.add_argument("--source", choices=["auto", *SOURCES], default="auto",
+                   help="module frames: nn.Module frames (auto when present), else user annotations")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="rows shown (default: all)")
+    p.add_argument("--chart", metavar="FILE", default=None,
+                   help="also write the module icicle (.html, .json; .png/.svg with vl-convert)")
+    p.add_argument("--metric", choices=["host", "device", "bwd_host", "bwd_device"], default="host",
+                   help="--chart: the time drawn (default: host)")
+    add_output_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print or write the module table."""
+    from proftab.exceptions import ProftabError
+    from proftab.modules._render import render_modules
+
+    if args.depth is not None and args.by != "path":
+        msg = "--depth applies to --by path"
+        raise ProftabError(msg)
+    fmt = guess_format(args)
+    tr = load_trace(args.trace, args)
+    table = tr.modules.modules(by=args.by, depth=args.depth, step=args.step, source=args.source)
+    if table.is_empty():
+        msg = (f"no module frames in {', '.join(args.trace)} (record with with_stack=True or with_modules=True, "
+               "or use record_function ranges)")
+        raise ProftabError(msg)
+    if args.chart:
+        from proftab.plot import save
+
+        save(tr.modules.icicle(args.metric, max_depth=8 if args.depth is None else args.depth, step=args.step,
+                               source=args.source), args.chart)
+    if fmt != "text":
+        write_frame(table if args.limit is None else table.head(args.limit), fmt, args.output)
+        return 0
+    write_text(render_modules(table, tr.modules.tree(args.source), by=args.by, limit=args.limit), args.output)
+    return 0
+
+
+COMMAND = Command(
+    name="modules",
+    help="time per nn.Module (host, device, forward, backward) from with_stack / with_modules traces",
+    examples=EXAMPLES,
+    add_arguments=_add_arguments,
+    run=run,
+)

@@ -1,0 +1,174 @@
+"""The module table: host and device time per module path (or type), forward and backward.
+
+Free functions over frames: `module_frames`, `assign` and `backward_links` outputs, the
+device activities (`Trace.device.activities()`) and the steps. docs/modules.md has the rules.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from proftab.exceptions import ProftabError
+from proftab.intervals.merge import merge_intervals
+from proftab.intervals.tree import ancestor_pairs, row_positions
+from proftab.steps import assign_steps
+
+__all__ = ["MODULE_COLUMNS", "frame_ancestors", "modules"]
+
+By = Literal["path", "type"]
+
+#: columns of `modules(by="path")`; `by="type"` drops `path`, `parent`, `depth`, `instance`
+MODULE_COLUMNS = [
+    "rank", "path", "parent", "depth", "instance", "type", "calls", "host_total_ns", "host_self_ns",
+    "device_total_ns", "device_self_ns", "bwd_calls", "bwd_host_total_ns", "bwd_host_self_ns", "bwd_device_total_ns",
+    "bwd_device_self_ns", "recompute_calls", "recompute_ns", "recompute_device_ns", "ops",
+]
+
+
+def frame_ancestors(frames: pl.DataFrame) -> pl.DataFrame:
+    """(frame, ancestor-or-self) pairs: `rank`, `frame_id`, `anc_path`, `anc_type`."""
+    rank = frames["rank"].to_numpy()
+    ids = frames["frame_id"].to_numpy()
+    fparent = row_positions(rank, ids, rank, frames["parent_frame"].fill_null(-1).to_numpy())
+    item, anc = ancestor_pairs(fparent, np.arange(len(frames)), include_first=True)
+    return pl.DataFrame({
+        "rank": frames["rank"].gather(item), "frame_id": frames["frame_id"].gather(item),
+        "anc_path": frames["path"].gather(anc), "anc_type": frames["type"].gather(anc)})
+
+
+def _union_ns(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    merged = merge_intervals(df, by=by)
+    return merged.group_by(by).agg(((pl.col("end_ns") - pl.col("start_ns")).sum()).alias("_u"))
+
+
+def _charged(rows: pl.DataFrame, anc: pl.DataFrame, key: str, value: str, name: str) -> pl.DataFrame:
+    """Σ `value` of `rows` (with `rank`, `frame_id`, a row key `_k`) per module `key`:
+    `name`_self over the innermost frame, `name`_total over every distinct ancestor.
+    """
+    own = rows.join(anc.filter(pl.col("_self")), on=["rank", "frame_id"]).group_by("rank", key).agg(
+        pl.col(value).sum().alias(f"{name}_self"))
+    total = (rows.join(anc, on=["rank", "frame_id"]).unique(["rank", "_k", key])
+             .group_by("rank", key).agg(pl.col(value).sum().alias(f"{name}_total")))
+    return own.join(total, on=["rank", key], how="full", coalesce=True)
+
+
+def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, activities: pl.DataFrame,
+            nested: pl.DataFrame, *, by: By = "path", step: int | None = None) -> pl.DataFrame:
+    """Host and device time per module, forward and backward side by side.
+
+    Parameters
+    ----------
+    frames
+        `module_frames(nested)`.
+    assigned
+        `assign(nested, frames, links)`.
+    links
+        `backward_links(nested)`.
+    activities
+        `Trace.device.activities()` (empty for a host-only trace): `rank`, `event_id`,
+        `kind`, `dur_ns`, `launch_id`, `op_id`.
+    nested
+        `Trace.nested` (`rank`, `event_id`, `cat`, `name`, `start_ns`; steps come from it).
+    by
+        `path` (one row per module path, the tree) or `type` (one row per module class).
+    step
+        Only the frames, ops and activities of `ProfilerStep#<step>` (by their start).
+
+    Returns
+    -------
+    pl.DataFrame
+        `MODULE_COLUMNS` (`by="type"`: without `path`, `parent`, `depth`, `instance`), sorted
+        by `host_total_ns` descending. `host_total_ns` is the union of the forward frames'
+        spans; `host_self_ns` Σ their `self_ns`; device columns Σ `dur_ns` of kernels,
+        memcpy and memset launched inside (`_self`: with this module innermost); `bwd_*` the
+        same for backward ops linked to a forward op inside the module (host: each backward
+        op's time minus the backward ops nested in it); `recompute_*` the recomputed frames
+        (calls, union of their spans, the device time launched in them);
+        `ops` the host ops whose innermost frame is a forward frame of the module;
+        `bwd_calls` the autograd nodes (distinct forward thread and sequence number) run.
+    """
+    if by not in ("path", "type"):
+        msg = f"by must be 'path' or 'type', not {by!r}"
+        raise ProftabError(msg)
+    if step is not None:
+        frames, assigned, links, activities = _one_step(nested, step, frames, assigned, links, activities)
+    key = "path" if by == "path" else "type"
+    anc = frame_ancestors(frames).join(frames.select("rank", "frame_id", "path", "type"), on=["rank", "frame_id"])
+    anc = anc.with_columns(_self=pl.col("anc_path") == pl.col("path")).select(
+        "rank", "frame_id", pl.col(f"anc_{key}").alias(key), "_self")
+    fwd = frames.filter(pl.col("phase") == "forward")
+    rec = frames.filter(pl.col("phase") == "recompute")
+    host = (fwd.group_by("rank", key).agg(calls=pl.len(), host_self_ns=pl.col("self_ns").sum())
+            .join(_union_ns(fwd, ["rank", key]).rename({"_u": "host_total_ns"}), on=["rank", key]))
+    recomp = rec.group_by("rank", key).agg(recompute_calls=pl.len()).join(
+        _union_ns(rec, ["rank", key]).rename({"_u": "recompute_ns"}), on=["rank", key])
+    # the backward ops charged to each frame: host time = each op's exclusive backward time
+    bwd_ops = links.select("rank", "event_id", "excl_ns").join(
+        assigned.select("rank", "event_id", "frame_id"), on=["rank", "event_id"]).filter(
+        pl.col("frame_id").is_not_null()).rename({"event_id": "_k"})
+    bwd_host = _charged(bwd_ops, anc, key, "excl_ns", "bwd_host")
+    # one call per autograd node run: (forward thread, sequence number) of the charged backward ops
+    bwd_calls = (links.filter(pl.col("sequence_number").is_not_null())
+                 .select("rank", "event_id", "fwd_thread_id", "sequence_number")
+                 .join(assigned.select("rank", "event_id", "frame_id"), on=["rank", "event_id"])
+                 .join(anc.filter(pl.col("_self")), on=["rank", "frame_id"])
+                 .group_by("rank", key).agg(bwd_calls=pl.struct("fwd_thread_id", "sequence_number").n_unique()))
+    # device activities: charged through their launch (else their op) row
+    acts = _device_rows(activities, assigned)
+    dev_f = _charged(acts.filter(pl.col("phase") == "forward"), anc, key, "dur_ns", "device")
+    dev_b = _charged(acts.filter(pl.col("phase") == "backward"), anc, key, "dur_ns", "bwd_device")
+    dev_r = _charged(acts.filter(pl.col("phase") == "recompute"), anc, key, "dur_ns", "recompute_device").select(
+        "rank", key, pl.col("recompute_device_total").alias("recompute_device_ns"))
+    host_ops = nested.select("rank", "event_id", "cat").join(assigned, on=["rank", "event_id"]).filter(
+        pl.col("cat").cast(pl.String).is_in(["cpu_op", "Operator"]) & (pl.col("phase") == "forward"))
+    ops = host_ops.join(anc.filter(pl.col("_self")), on=["rank", "frame_id"]).group_by("rank", key).agg(
+        ops=pl.len())
+    keys = pl.concat([d.select("rank", key) for d in (host, recomp, bwd_host, dev_f)], how="vertical").unique()
+    out = keys
+    for part in (host, bwd_calls, bwd_host, recomp, dev_r, dev_f, dev_b, ops):
+        out = out.join(part, on=["rank", key], how="left")
+    out = out.with_columns(
+        [pl.col(c).fill_null(0).cast(pl.Int64) for c in MODULE_COLUMNS if c in out.columns and c.endswith(
+            ("_ns", "calls", "ops"))]
+        + [pl.col(f"{p}_{s}").alias(f"{p}_{s}_ns").fill_null(0).cast(pl.Int64)
+           for p in ("device", "bwd_host", "bwd_device") for s in ("self", "total") if f"{p}_{s}" in out.columns])
+    out = out.drop([f"{p}_{s}" for p in ("device", "bwd_host", "bwd_device") for s in ("self", "total")])
+    if by == "path":
+        meta = frames.unique(["rank", "path"], keep="first").select("rank", "path", "depth", "instance", "type")
+        out = out.join(meta, on=["rank", "path"], how="left").with_columns(
+            parent=pl.when(pl.col("depth") > 0).then(pl.col("path").str.replace(r"\.[^.]*$", "")))
+        cols = MODULE_COLUMNS
+    else:
+        cols = [c for c in MODULE_COLUMNS if c not in ("path", "parent", "depth", "instance")]
+    return out.select(cols).sort(["host_total_ns", "rank", key], descending=[True, False, False])
+
+
+def _device_rows(activities: pl.DataFrame, assigned: pl.DataFrame) -> pl.DataFrame:
+    """Device work rows with the frame and phase of their launch row (else their op row)."""
+    a = activities.filter(pl.col("kind").cast(pl.String) != "sync").select(
+        "rank", pl.col("event_id").alias("_k"), pl.col("dur_ns").clip(0),
+        pl.coalesce("launch_id", "op_id").alias("event_id"))
+    return a.join(assigned.select("rank", "event_id", "frame_id", "phase"), on=["rank", "event_id"]).filter(
+        pl.col("frame_id").is_not_null())
+
+
+def _one_step(nested: pl.DataFrame, step: int, frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame,
+              activities: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    from proftab.steps import step_windows
+
+    windows = step_windows(nested.select("rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id"))
+    if windows.filter(pl.col("step") == step).is_empty():
+        msg = f"no step {step!r}; steps: {sorted(windows['step'].unique().to_list())}"
+        raise ProftabError(msg)
+    rows = assign_steps(nested.select("rank", "event_id", "start_ns"), windows).filter(pl.col("step") == step)
+    keep = rows.select("rank", "event_id")
+    frames = frames.join(keep.rename({"event_id": "frame_id"}), on=["rank", "frame_id"], how="semi")
+    assigned = assigned.join(keep, on=["rank", "event_id"], how="semi")
+    links = links.join(keep, on=["rank", "event_id"], how="semi")
+    launch = pl.coalesce("launch_id", "op_id")
+    activities = activities.with_columns(_row=launch).join(
+        keep.rename({"event_id": "_row"}), on=["rank", "_row"], how="semi").drop("_row")
+    return frames, assigned, links, activities
