@@ -31,20 +31,28 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> str:
     mp.undo()
 
 
+@pytest.mark.parametrize("cwd", ["root", "notebooks"])
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path: Path, kernel_name: str, tmp_path: Path) -> None:
+def test_notebook_runs(path: Path, cwd: str, kernel_name: str, tmp_path: Path,
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every notebook of notebooks/, from the repository root and from notebooks/ (Jupyter's cwd)."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(path, as_version=4)
     assert all(not c.get("outputs") and not c.get("execution_count") for c in nb.cells if c.cell_type == "code"), (
         f"{path.name}: strip outputs before committing")
     # notebooks write their files to OUT_DIR when the runner provides it
-    nb.cells.insert(0, nbformat.v4.new_code_cell(f"OUT_DIR = {str(tmp_path)!r}"))
+    out_dir, tmp_dir = tmp_path / "out", tmp_path / "tmp"
+    out_dir.mkdir()
+    tmp_dir.mkdir()
+    nb.cells.insert(0, nbformat.v4.new_code_cell(f"OUT_DIR = {str(out_dir)!r}"))
+    monkeypatch.setenv("TMPDIR", str(tmp_dir))  # the kernel's temporary files
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name=kernel_name,
-                                     resources={"metadata": {"path": str(ROOT)}})
+                                     resources={"metadata": {"path": str(ROOT if cwd == "root" else path.parent)}})
     client.execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors
+    assert not errors, "\n".join(f"{o['ename']}: {o['evalue']}" for o in errors)
+    assert not list(tmp_dir.glob("proftab-nb-*")), "the notebook left temporary directories behind"
 
 
 def test_repr_and_html_card_escape_names(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import polars as pl
@@ -70,7 +71,7 @@ def test_timeline_step_per_thread_and_stream(h100: pt.Trace, tmp_path: Path) -> 
     assert any(v["cat"] == "python_function" for v in _values(plot.timeline(h100, python=True, max_depth=1)))
     out = tmp_path / "timeline.json"
     plot.save(chart, out)
-    assert json.loads(out.read_text())["mark"]["type"] == "bar"
+    assert [layer["mark"]["type"] for layer in json.loads(out.read_text())["layer"]] == ["bar", "text"]
     with pytest.raises(ValueError, match="no ProfilerStep#99"):
         plot.timeline(h100, 99)
 
@@ -116,3 +117,76 @@ def test_save_png_when_renderer_installed(cnn: pt.Trace, tmp_path: Path) -> None
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="unknown chart file type"):
         plot.save(plot.top_ops(cnn, 5), tmp_path / "top.txt")
+
+
+# ---------------------------------------------------------------------------- offline HTML (issue 11.3)
+
+_NOT_FETCHED = {  # URLs inside the inlined Vega code and spec that are names, not requests
+    "http://www.w3.org/1999/xlink", "http://www.w3.org/2000/svg", "http://www.w3.org/2000/xmlns/",
+    "https://github.com/vega/vega-lite/issues/2415", "https://vega.github.io/editor/",
+}
+
+
+def _offline_page(tmp_path: Path) -> tuple[Path, str]:
+    pytest.importorskip("vl_convert")
+    out = tmp_path / "top.html"
+    plot.save(plot.top_ops(pt.load(H100), 8), out)
+    return out, out.read_text(encoding="utf-8")
+
+
+def test_html_chart_references_no_external_url(tmp_path: Path) -> None:
+    import re
+
+    _, page = _offline_page(tmp_path)
+    assert "<script src" not in page and "<link" not in page and "cdn." not in page
+    urls = set(re.findall(r"https?://[^\s\"'`)\\]+", page))
+    schema_ids = {u for u in urls if re.fullmatch(r"https://vega\.github\.io/schema/vega(-lite)?/v[\d.]+\.json", u)}
+    assert urls - schema_ids <= _NOT_FETCHED, urls - schema_ids - _NOT_FETCHED
+    assert "vegaEmbed(" in page and len(page) > 500_000  # the libraries are inline
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium (apt-get install chromium)")
+def test_html_chart_renders_in_headless_chromium_without_network(tmp_path: Path) -> None:
+    out, _ = _offline_page(tmp_path)
+    # every request goes to a dead proxy: a page that needed the network would stay blank
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=http://127.0.0.1:9",
+           "--proxy-bypass-list=<-loopback>", "--virtual-time-budget=15000", "--dump-dom", out.as_uri()]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    dom = res.stdout
+    assert "<svg" in dom, res.stderr[-2000:]
+    assert "aten::addmm" in dom  # an axis label drawn by Vega
+
+
+def test_category_colours_are_the_same_in_every_chart(cnn: pt.Trace) -> None:
+    h100 = pt.load(H100)
+
+    def colours(chart: object) -> dict[str, str]:
+        layer = chart.to_dict()["layer"][0]  # type: ignore[attr-defined]
+        scale = layer["encoding"]["color"]["scale"]
+        return dict(zip(scale["domain"], scale["range"], strict=True))
+
+    a, b = colours(plot.timeline(cnn)), colours(plot.timeline(h100))
+    assert a["cpu_op"] == b["cpu_op"] == plot.CATEGORY_COLORS["cpu_op"]
+    assert set(a) < set(b) and all(a[c] == b[c] for c in a)  # the GPU trace adds categories, changes none
+    assert b["kernel"] == plot.CATEGORY_COLORS["kernel"]
+
+
+def test_timeline_png_has_labels(tmp_path: Path) -> None:
+    chart = plot.timeline(pt.load(H100))
+    spec = chart.to_dict()
+    marks = [layer["mark"]["type"] for layer in spec["layer"]]
+    assert marks == ["bar", "text"]
+    texts = {r["text"] for r in _values(chart) if r["text"]}
+    assert "ProfilerStep#6" in texts  # the step bar is wide enough to carry its name
+    pytest.importorskip("vl_convert")
+    out = tmp_path / "tl.png"
+    plot.save(chart, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

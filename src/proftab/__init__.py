@@ -31,6 +31,7 @@ try:
     from proftab.io.files import load
     from proftab.io.parquet import convert, read_parquet, scan
     from proftab.joins import join_samples, overlaps
+    from proftab.paths import data_path
     from proftab.schema import Flag
     from proftab.trace import Trace
 except KeyboardInterrupt:
@@ -39,10 +40,12 @@ except KeyboardInterrupt:
 
 if _TYPE_CHECKING:
     import os
+del annotations  # keep dir(proftab) to the API
 
 __all__ = [
-    "Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "convert", "diff",
-    "from_profiler", "join_samples", "load", "overlaps", "read_parquet", "register_trace_method", "register_trace_namespace", "scan",
+    "Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "convert", "data_path",
+    "diff", "from_profiler", "join_samples", "load", "overlaps", "read_parquet", "register_trace_method",
+    "register_trace_namespace", "scan",
 ]
 
 

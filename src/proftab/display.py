@@ -66,11 +66,18 @@ def summary_facts(tr: Trace) -> dict[str, object]:
     }
 
 
-def top_ops(tr: Trace, n: int = 5) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Top `n` host ops by self time and top `n` device activities by time (from `tr.collect("nested")`)."""
+def top_ops(tr: Trace, n: int = 5, *, python: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Top `n` host ops by self time and top `n` device activities by time (from `tr.collect("nested")`).
+
+    Without `python`, ``python_function`` frames are left out and their self time goes to the
+    op above them (`proftab.views.without_python`): a helper thread's sleeping frame does not
+    top the list.
+    """
     from proftab.torch.aggregate import torch_name_expr
+    from proftab.views import without_python
 
     nested = tr.collect("nested")
+    nested = nested if python else without_python(nested)
     host = nested.filter(kinds.is_host_op())
     total = int(host["self_ns"].sum() or 0)
     top_host = (host.group_by(torch_name_expr().alias("name"))
@@ -163,7 +170,8 @@ def trace_repr_html(tr: Trace, n: int = 5) -> str:
         head = ("<tr><th style='text-align:left'>{}</th><th style='text-align:right'>{}</th>"
                 "<th style='text-align:right'>%</th><th style='text-align:right'>calls</th></tr>")
         if not host.is_empty():
-            parts.append(f"<details open><summary>top {len(host)} host ops by self time</summary>"
+            parts.append(f"<details open><summary>top {len(host)} host ops by self time "
+                         "(Python frames folded into their ops)</summary>"
                          f"<table>{head.format('name', 'self')}{_rows_html(host, 'self_ns')}</table></details>")
         if not dev.is_empty():
             parts.append(f"<details open><summary>top {len(dev)} device activities by time</summary>"

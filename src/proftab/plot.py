@@ -33,6 +33,28 @@ __all__ = ["KINDS", "icicle", "save", "steps", "timeline", "top_ops"]
 #: chart kinds by name (the `proftab plot KIND` words)
 KINDS = ("top", "timeline", "tree", "steps")
 
+#: one colour per event category, the same in every chart (Tableau 10, then greys)
+CATEGORY_COLORS = {
+    "cpu_op": "#4e79a7", "user_annotation": "#f28e2b", "python_function": "#bab0ac",
+    "cuda_runtime": "#e15759", "cuda_driver": "#ff9d9a", "kernel": "#59a14f", "gpu_memcpy": "#edc948",
+    "gpu_memset": "#b07aa1", "gpu_user_annotation": "#ff9da7", "ac2g": "#9c755f", "fwdbwd": "#76b7b2",
+    "cpu_instant_event": "#d4a6c8", "Trace": "#79706e",
+}
+_OTHER_COLORS = ("#86bcb6", "#8cd17d", "#b6992d", "#499894", "#d37295", "#fabfd2", "#a0cbe8", "#ffbe7d")
+
+
+def category_scale(categories: list[str]) -> Any:
+    """An Altair colour scale giving each category its fixed colour (`CATEGORY_COLORS`).
+
+    Categories proftab does not know get a colour from their name's checksum, so they too keep
+    it from chart to chart.
+    """
+    import zlib
+
+    cats = sorted(set(categories))
+    colors = [CATEGORY_COLORS.get(c) or _OTHER_COLORS[zlib.crc32(c.encode()) % len(_OTHER_COLORS)] for c in cats]
+    return _alt().Scale(domain=cats, range=colors)
+
 
 def _alt() -> Any:
     return import_optional("altair", extra="plot", what="plotting")
@@ -49,16 +71,19 @@ def _title(tr: Trace, what: str) -> str:
     return f"{what} · {shown}"
 
 
-def top_ops(tr: Trace, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+def top_ops(tr: Trace, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False) -> Any:
     """Horizontal bars of the top `n` key_averages rows by self time, self next to total.
 
     Parameters
     ----------
     metric
         ``"cpu"``: host rows by Self CPU; ``"device"``: device rows by Self device time.
+    python
+        Keep ``python_function`` rows (torch's default); by default their time is their op's
+        self time, so a sleeping helper thread's frame does not top the chart.
     """
     alt = _alt()
-    ka = tr.key_averages()
+    ka = tr.key_averages(include_python_functions=python)
     if metric == "cpu":
         rows = ka.filter(pl.col("device_type") == "CPU").select(
             "name", "calls", pl.col("self_cpu_ns").alias("self_ns"), pl.col("cpu_total_ns").alias("total_ns"))
@@ -95,9 +120,12 @@ def step_window(tr: Trace, step: int | None = None, rank: int | None = None) -> 
     ev = tr.collect("events").filter(pl.col("rank") == rank)
     steps_ = step_windows(ev)
     if step is not None:
+        have = sorted(set(steps_["step"].to_list()))
         steps_ = steps_.filter(pl.col("step") == step)
         if steps_.is_empty():
-            msg = f"no ProfilerStep#{step} on rank {rank}"
+            shown = ", ".join(map(str, have[:20])) + (f", ... ({len(have)} steps)" if len(have) > 20 else "")
+            msg = (f"no ProfilerStep#{step} on rank {rank}; steps on rank {rank}: {shown}" if have
+                   else f"no ProfilerStep#{step} on rank {rank}: the rank has no ProfilerStep#N events")
             raise UsageError(msg)
     if steps_.is_empty():
         return rank, int(ev["start_ns"].min() or 0), int(ev["end_ns"].max() or 0), "whole trace"
@@ -151,14 +179,25 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
     )
     order = labels.filter(pl.col("label").is_in(data["label"].unique().implode()))["label"].to_list()
     lanes = max(int(data["depth"].max() or 0) + 1, 1)
-    return alt.Chart(_data(data), title=_title(tr, f"{label} · rank {rank}")).mark_bar(clip=True).encode(
-        y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=260)),
-        yOffset=alt.YOffset("depth:O"),
-        x=alt.X("start_ms:Q", title="ms since the step started", scale=alt.Scale(domain=[0, (t1 - t0) / 1e6])),
-        x2="end_ms:Q",
-        color=alt.Color("cat:N", title="category"),
+    span_ms = max((t1 - t0) / 1e6, 1e-9)
+    # names on the bars wide enough to hold them, so a PNG (no tooltips) still says what is what
+    data = data.with_columns(_fit("name", ((pl.col("end_ms") - pl.col("start_ms")) / span_ms * _TIMELINE_WIDTH / 6.0)
+                                  .floor().cast(pl.Int64) - 1).alias("text"))
+    step_px = max(6, 60 // lanes)
+    base = alt.Chart(_data(data), title=_title(tr, f"{label} · rank {rank}"))
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=260))
+    x = alt.X("start_ms:Q", title="ms since the step started", scale=alt.Scale(domain=[0, span_ms]))
+    bars = base.mark_bar(clip=True).encode(
+        y=y, yOffset=alt.YOffset("depth:O"), x=x, x2="end_ms:Q",
+        color=alt.Color("cat:N", title="category", scale=category_scale(data["cat"].to_list())),
         tooltip=["name:N", "cat:N", "dur:N", "depth:O", "label:N"],
-    ).properties(width=900, height=alt.Step(max(6, 60 // lanes)))
+    )
+    text = base.mark_text(align="left", baseline="middle", dx=2, fontSize=min(10, step_px - 1), clip=True).encode(
+        y=y, yOffset=alt.YOffset("depth:O"), x=x, text="text:N")
+    return (bars + text).properties(width=_TIMELINE_WIDTH, height=alt.Step(step_px))
+
+
+_TIMELINE_WIDTH = 900
 
 
 _ICICLE_WIDTH = 900
@@ -193,11 +232,15 @@ def icicle_layout(tree: pl.DataFrame) -> pl.DataFrame:
     return tree.with_columns(pl.Series("x0", x0), (pl.Series("x0", x0) + pl.col("total_ns") / grand).alias("x1"))
 
 
-def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False) -> Any:
+def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False,
+           python: bool = False) -> Any:
     """Icicle of the call tree: width = total time, colour = self time (ms).
 
     Parameters
     ----------
+    python
+        Draw ``python_function`` frames too; by default the tree is of ops
+        (`proftab.views.without_python`), not of multiprocessing and threading frames.
     max_depth
         Deepest level drawn.
     min_share
@@ -206,9 +249,12 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
         Include device streams (their own roots).
     """
     alt = _alt()
+    from proftab.calltree import call_tree
     from proftab.render.text import fmt_ns
+    from proftab.views import without_python
 
-    tree = icicle_layout(tr.tree.call_tree(device=device))
+    nested = tr.collect("nested")
+    tree = icicle_layout(call_tree(nested if python else without_python(nested), device=device))
     data = tree.filter((pl.col("depth") <= max_depth) & (pl.col("total_share") >= min_share)).select(
         "name", "depth", "calls", "x0", "x1",
         (pl.col("self_ns") / 1e6).alias("self_ms"),
@@ -228,20 +274,40 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
     return (rect + text).properties(width=_ICICLE_WIDTH, height=alt.Step(22))
 
 
-def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+def rank_trace(tr: Trace, rank: int) -> Trace:
+    """The part of `tr` recorded on `rank` (every table filtered; a stored key_averages dropped)."""
+    from proftab.trace import Trace
+
+    ranks = tr.files["rank"].to_list()
+    if rank not in ranks:
+        msg = f"rank {rank} not in the trace (ranks: {ranks})"
+        raise UsageError(msg)
+    tables = {name: frame.filter(pl.col("rank") == rank) for name, frame in tr.tables.items()
+              if "rank" in frame.collect_schema().names()}
+    return Trace(tables, tr.files.filter(pl.col("rank") == rank))
+
+
+def steps(tr: Trace, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False,
+          rank: int | None = None) -> Any:
     """Stacked bars per profiler step: self time of the top `n` ops, the rest as ``other``.
 
     Parameters
     ----------
+    rank
+        Only this rank's events (default: every rank's, summed per step).
     metric
         ``"cpu"`` (host rows, Self CPU) or ``"device"`` (device rows, Self device time).
+    python
+        Keep ``python_function`` rows (default: their time is their op's self time).
     """
     import warnings
 
     alt = _alt()
+    if rank is not None:
+        tr = rank_trace(tr, rank)
     with warnings.catch_warnings():  # key_averages(by_step) joins as-of by rank; polars 2 notes it cannot check
         warnings.filterwarnings("ignore", message="Sortedness of columns cannot be checked")
-        ka = tr.key_averages(by_step=True).filter(pl.col("step").is_not_null())
+        ka = tr.key_averages(by_step=True, include_python_functions=python).filter(pl.col("step").is_not_null())
     if ka.is_empty():
         msg = "the trace has no ProfilerStep#N events"
         raise UsageError(msg)
@@ -290,28 +356,68 @@ _HTML = """<!DOCTYPE html>
 <head>
 <meta charset="utf-8">
 <title>{title}</title>
-<script src="https://cdn.jsdelivr.net/npm/vega@{vega}"></script>
-<script src="https://cdn.jsdelivr.net/npm/vega-lite@{vegalite}"></script>
-<script src="https://cdn.jsdelivr.net/npm/vega-embed@{embed}"></script>
+{scripts}
 </head>
 <body>
 <div id="vis"></div>
 <script>
-vegaEmbed("#vis", {spec}).catch(console.error);
+vegaEmbed("#vis", {spec}, {{"renderer": "svg"}}).catch(console.error);
 </script>
 </body>
 </html>
 """
+_CDN = """<script src="https://cdn.jsdelivr.net/npm/vega@{vega}"></script>
+<script src="https://cdn.jsdelivr.net/npm/vega-lite@{vegalite}"></script>
+<script src="https://cdn.jsdelivr.net/npm/vega-embed@{embed}"></script>"""
 
 
-def to_html(chart: Any) -> str:
-    """A standalone HTML page for `chart` (Vega from a CDN).
+def _js_bundle() -> str | None:
+    """Vega, Vega-Lite and vega-embed as one script (vl-convert's bundle), or None without vl-convert.
+
+    Bundling takes seconds, so the bundle is kept in ``$XDG_CACHE_HOME/proftab`` (default
+    ``~/.cache/proftab``), one file per vl-convert and Vega-Lite version.
+    """
+    try:
+        import vl_convert as vlc
+    except ImportError:
+        return None
+    alt = _alt()
+    vl = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "proftab")
+    path = os.path.join(cache, f"vega-bundle-vlconvert{vlc.__version__}-vl{vl}.js")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        pass
+    bundle = str(vlc.javascript_bundle(vl_version=vl))
+    try:
+        os.makedirs(cache, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(bundle)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: bundle again next time
+        pass
+    return bundle
+
+
+def to_html(chart: Any, *, offline: bool = True) -> str:
+    """A standalone HTML page for `chart`.
+
+    With `offline` (the default) the page carries Vega, Vega-Lite and vega-embed inline (from
+    vl-convert, ~0.9 MB) and fetches nothing: it renders on an air-gapped machine. Without
+    vl-convert installed, or with ``offline=False``, it loads them from a CDN (a
+    `ProftabWarning` says so in the first case).
 
     Names come from user code: every ``<``, ``>`` and ``&`` in the embedded spec is written as
     a JSON ``\\u`` escape, so a name such as ``</script><script>...`` cannot end the script
     element; the chart shows it unchanged.
     """
     import html
+    import warnings
+
+    from proftab.exceptions import ProftabWarning
 
     alt = _alt()
     spec = chart.to_json(indent=None)
@@ -319,8 +425,16 @@ def to_html(chart: Any) -> str:
     title = chart.to_dict().get("title", "proftab chart")
     if isinstance(title, dict):
         title = title.get("text", "proftab chart")
-    return _HTML.format(title=html.escape(str(title)), vega=alt.VEGA_VERSION, vegalite=alt.VEGALITE_VERSION,
-                        embed=alt.VEGAEMBED_VERSION, spec=safe)
+    bundle = _js_bundle() if offline else None
+    if bundle is not None:
+        # the bundle is trusted library code; only a literal "</script" could end its element
+        scripts = "<script>\n" + bundle.replace("</script", "<\\/script") + "\n</script>"
+    else:
+        if offline:
+            warnings.warn("the HTML chart loads Vega from a CDN (it stays blank offline): "
+                          "pip install vl-convert-python for a self-contained page", ProftabWarning, stacklevel=2)
+        scripts = _CDN.format(vega=alt.VEGA_VERSION, vegalite=alt.VEGALITE_VERSION, embed=alt.VEGAEMBED_VERSION)
+    return _HTML.format(title=html.escape(str(title)), scripts=scripts, spec=safe)
 
 
 @register_trace_namespace("plot")
@@ -330,25 +444,27 @@ class PlotNamespace:
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
 
-    def top_ops(self, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+    def top_ops(self, n: int = 20, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False) -> Any:
         """Top ops by self time (`top_ops`)."""
-        return top_ops(self._trace, n, metric=metric)
+        return top_ops(self._trace, n, metric=metric, python=python)
 
     def timeline(self, step: int | None = None, *, rank: int | None = None, max_depth: int = 3, **kw: Any) -> Any:
         """One step's tracks as a timeline (`timeline`)."""
         return timeline(self._trace, step, rank=rank, max_depth=max_depth, **kw)
 
-    def icicle(self, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False) -> Any:
+    def icicle(self, *, max_depth: int = 8, min_share: float = 0.002, device: bool = False,
+               python: bool = False) -> Any:
         """The call tree as an icicle chart (`icicle`)."""
-        return icicle(self._trace, max_depth=max_depth, min_share=min_share, device=device)
+        return icicle(self._trace, max_depth=max_depth, min_share=min_share, device=device, python=python)
 
     def roofline(self, **kw: Any) -> Any:
         """Roofline of the ops' perf models (`tr.perf.roofline`, `proftab.perf.chart`)."""
         return self._trace.perf.roofline(**kw)
 
-    def steps(self, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu") -> Any:
+    def steps(self, n: int = 8, *, metric: Literal["cpu", "device"] = "cpu", python: bool = False,
+              rank: int | None = None) -> Any:
         """Per-step time split by top op (`steps`)."""
-        return steps(self._trace, n, metric=metric)
+        return steps(self._trace, n, metric=metric, python=python, rank=rank)
 
     def memory(self, *, device: str | None = None, max_points: int = 20_000) -> Any:
         """Allocated and reserved memory over time, peak marked, steps shaded (`tr.memory.chart`)."""

@@ -52,7 +52,8 @@ class ArgKind(enum.IntEnum):
         return self in (ArgKind.STR, ArgKind.JSON)
 
 
-# (json key, column, dtype). JSON-text columns hold the value's JSON text verbatim.
+# (json key, column, dtype). JSON-text columns hold the value in canonical JSON text (torch's
+# `[[512], [141, 512], [], []]`, whatever the file's indentation: io.kineto.canonical_json_columns).
 _I64, _U64, _F64, _STR, _JSON, _BOOL = ArgKind
 TYPED_ARGS: list[tuple[str, str, int]] = [
     ("External id", "external_id", _I64),

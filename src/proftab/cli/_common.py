@@ -29,10 +29,22 @@ _EXTENSIONS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "
 def add_trace_arguments(p: argparse.ArgumentParser, *, many: bool = True, dest: str = "trace") -> None:
     """The TRACE argument(s) and `--salvage`."""
     p.add_argument(dest, nargs="+" if many else None, metavar="TRACE",
-                   help="a .json / .json.gz trace, a directory of rank files or a glob"
+                   help="a .json / .json.gz trace, a directory of rank files, a glob, or a proftab "
+                        "dataset written by `convert`"
                         + (" (several: loaded as one multi-rank trace)" if many else ""))
     p.add_argument("--salvage", action="store_true",
                    help="keep the complete events of a damaged or truncated file (warns what was lost)")
+    p.add_argument("--ranks", type=parse_ranks, default=None, metavar="R,R,...",
+                   help="explicit rank per file, in sorted file order (when files claim the same rank)")
+
+
+def parse_ranks(text: str) -> list[int]:
+    """`--ranks 0,1,2` -> [0, 1, 2]."""
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        msg = f"--ranks takes comma-separated integers, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def add_output_arguments(p: argparse.ArgumentParser, *, default_note: str = "") -> None:
@@ -55,6 +67,13 @@ def guess_format(args: argparse.Namespace) -> str:
         for ext, fmt in _EXTENSIONS.items():
             if name.endswith(ext):
                 return fmt
+        ext = os.path.splitext(name)[1]
+        if ext:  # never text in a file whose name promises something else (an .xlsx that Excel rejects)
+            valid = ", ".join(sorted(_EXTENSIONS))
+            msg = (f"cannot write {ext!r} files: use {valid} (Excel opens .csv), or --format to force one"
+                   if ext not in (".xlsx", ".xls") else
+                   f"proftab does not write Excel workbooks ({ext!r}): write .csv (Excel opens it) or .parquet")
+            raise UsageError(msg)
     return "text"
 
 
@@ -74,16 +93,22 @@ def shown_warnings(args: argparse.Namespace) -> Iterator[None]:
 def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool = True) -> Trace:
     """`pt.load` the sources with the CLI's progress bar and warning display.
 
-    ProftabWarnings (and other warnings) are printed as ``proftab: warning: ...`` lines on
-    stderr unless `--quiet`.
+    A proftab Parquet dataset (the directory `convert` wrote, or its `_proftab.json`) is
+    opened with `pt.scan` instead. ProftabWarnings (and other warnings) are printed as
+    ``proftab: warning: ...`` lines on stderr unless `--quiet`.
     """
     import proftab as pt
-    from proftab.io.files import expand_sources
+    from proftab.io.files import dataset_root, expand_sources
     from proftab.progress import Progress
 
+    items = [sources] if isinstance(sources, str) else list(sources)
+    if len(items) == 1 and (root := dataset_root(items[0])) is not None:
+        with shown_warnings(args):
+            return pt.scan(root)
     paths = expand_sources(sources)
     with shown_warnings(args), Progress(paths, "never" if args.quiet else args.progress) as progress:
-        tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)))
+        tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)),
+                     ranks=getattr(args, "ranks", None))
         if nest:
             progress.phase("nesting")
             _ = tr.collect("nested")

@@ -1,10 +1,18 @@
 """`proftab check`: the anomalies and accounting report of a trace, a CI gate with `--strict`.
 
-Findings: rejected input events, anomalies (`Trace.anomalies`: overruns, negative
-durations, unmatched begins, unfinished ops, repaired names), repaired args, file
-accounting that does not add up, and device time that no host op launched
-(`Trace.device.unattributed`). Timestamps rounded to the ns are reported but are not
-findings.
+Findings are of two sorts:
+
+* **damage** (`DAMAGE`): the file itself is bad or was only partly read: a truncated file
+  loaded with `--salvage`, rejected input events, negative durations, unmatched begins,
+  repaired names or args, accounting that does not add up. `--strict` fails on these
+  (`--allow KIND` tolerates one);
+* **artifacts** (`ARTIFACTS`): what torch's profiler itself writes into sound traces:
+  overruns (a `ProfilerStep#N` or Python frame ending after its parent, with `with_stack`),
+  ops unfinished at the end of the window, device work that no host op in the window
+  launched (kernels launched before profiling started). They are reported and explained;
+  failing on them is opt-in (`--fail-on overrun,unattributed`).
+
+Timestamps rounded to the ns are reported but are not findings.
 """
 
 from __future__ import annotations
@@ -22,20 +30,55 @@ if TYPE_CHECKING:
 
 EXAMPLES = """\
   proftab check trace.json.gz                  report only (exit 0 unless the input is bad)
-  proftab check trace.json.gz --strict         exit 1 when anything is found (CI)
-  proftab check run/ --strict --allow overrun  tolerate overruns, fail on everything else
+  proftab check trace.json.gz --strict         exit 1 on damage: truncation, rejected events, repairs... (CI)
+  proftab check run/ --strict --fail-on overrun,unattributed
+                                               also fail on these torch artifacts
+  proftab check run/ --strict --allow name_repaired
+                                               tolerate one kind of damage
   proftab check trace.json.gz --format json    the report as JSON (for scripts)
 """
 
-KINDS = ("rejected", "overrun", "negative_dur", "unmatched_begin", "unfinished", "name_repaired",
-         "args_repaired", "accounting", "unattributed_device")
+#: damage: the input is bad or was only partly read; `--strict` fails on these
+DAMAGE = ("truncated", "rejected", "negative_dur", "unmatched_begin", "name_repaired", "args_repaired",
+          "accounting")
+#: artifacts of torch's profiler in sound traces: reported, failing on them is opt-in (`--fail-on`)
+ARTIFACTS = ("overrun", "unfinished", "unattributed_device")
+KINDS = (*DAMAGE, *ARTIFACTS)
+_ALIASES = {"unattributed": "unattributed_device", "all": ",".join(KINDS), "artifacts": ",".join(ARTIFACTS)}
+#: why an artifact is not damage (printed next to its count)
+EXPLAIN = {
+    "truncated": "the file ends early; only its complete events were kept (--salvage)",
+    "overrun": "an event ends after its parent on the same thread; torch writes ProfilerStep#N and Python "
+               "frames so with with_stack=True; self time is clipped, never negative",
+    "unfinished": "ops still running when the profiler stopped",
+    "unattributed_device": "device work no host op in the window launched: kernels launched before "
+                           "profiling started, or by an unprofiled thread",
+}
+
+
+def _fail_on(text: str) -> list[str]:
+    """`--fail-on overrun,unattributed` -> the kinds (aliases: unattributed, artifacts, all)."""
+    out = []
+    for word in text.replace(" ", "").split(","):
+        if not word:
+            continue
+        for kind in _ALIASES.get(word, word).split(","):
+            if kind not in KINDS:
+                msg = f"unknown finding kind {word!r}; valid: {', '.join(KINDS)}, unattributed, artifacts, all"
+                raise argparse.ArgumentTypeError(msg)
+            out.append(kind)
+    return out
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_trace_arguments(p)
-    p.add_argument("--strict", action="store_true", help="exit 1 when anything is found")
+    p.add_argument("--strict", action="store_true",
+                   help=f"exit 1 on damage ({', '.join(DAMAGE)}) and on the --fail-on kinds")
+    p.add_argument("--fail-on", action="append", default=[], type=_fail_on, metavar="KIND[,KIND]",
+                   help=f"also fail --strict on these torch artifacts (repeatable): {', '.join(ARTIFACTS)}, "
+                        "unattributed, artifacts, all")
     p.add_argument("--allow", action="append", default=[], choices=KINDS, metavar="KIND",
-                   help=f"a finding kind that --strict tolerates (repeatable): {', '.join(KINDS)}")
+                   help=f"a damage kind that --strict tolerates (repeatable): {', '.join(DAMAGE)}")
     p.add_argument("--examples", type=int, default=5, metavar="N", help="examples shown per kind (default 5)")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("-o", "--output", metavar="FILE", default=None, help="write the report to FILE")
@@ -59,6 +102,10 @@ def report(tr: Trace, n_examples: int = 5) -> dict[str, Any]:
     from proftab.schema import Flag
 
     findings: dict[str, dict[str, Any]] = {}
+    metas = [json.loads(m) if m else {} for m in tr.files["meta_json"].to_list()]
+    cut = [{"rank": r, "path": m.get("source_file"), "json_bytes": m.get("json_bytes")}
+           for r, m in zip(tr.files["rank"].to_list(), metas, strict=True) if m.get("complete") is False]
+    findings["truncated"] = {"count": len(cut), "examples": cut[:n_examples]}
     acc = tr.collect("accounting")
     parts = ["events_in", "instants", "flows", "counters", "metadata", "rejected"]
     bad = acc.filter(pl.sum_horizontal(parts) != pl.col("trace_events"))
@@ -113,9 +160,12 @@ def _text(rep: dict[str, Any], strict_kinds: list[str]) -> str:
             extra = f"worst {fmt_ns(f['max_overrun_ns'])}"
         if kind == "unattributed_device":
             extra = f["status"] + (f", {fmt_ns(f['dur_ns'])}" if f.get("dur_ns") else "")
-        rows.append([kind, f"{f['count']:,}", "yes" if kind in strict_kinds else "no", extra])
+        if f["count"] and kind in EXPLAIN:
+            extra = "; ".join(x for x in (extra, EXPLAIN[kind]) if x)
+        rows.append([kind, "damage" if kind in DAMAGE else "artifact", f"{f['count']:,}",
+                     "yes" if kind in strict_kinds else "no", extra])
     out.append("findings:")
-    out.append(plain_table(["kind", "count", "fails --strict", "note"], rows, "<><<").rstrip())
+    out.append(plain_table(["kind", "sort", "count", "fails --strict", "note"], rows, "<<><<").rstrip())
     for kind in KINDS:
         f = rep["findings"][kind]
         if f["count"] and f.get("examples"):
@@ -123,7 +173,9 @@ def _text(rep: dict[str, Any], strict_kinds: list[str]) -> str:
             out.append(f"{kind} (first {len(f['examples'])} of {f['count']:,}):")
             ex = f["examples"]
             keys = list(ex[0])
-            out.append(plain_table(keys, [[_cell(k, e[k]) for k in keys] for e in ex], "<" * len(keys)).rstrip())
+            # *_ns values print as human times (fmt_ns), so their headers drop the unit
+            heads = [k.removesuffix("_ns") if k.endswith("_ns") else k for k in keys]
+            out.append(plain_table(heads, [[_cell(k, e[k]) for k in keys] for e in ex], "<" * len(keys)).rstrip())
     return "\n".join(out) + "\n"
 
 
@@ -139,18 +191,24 @@ def _cell(key: str, value: object) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the report; exit 1 with `--strict` when a finding not in `--allow` is present."""
+    """Print the report; with `--strict` exit 1 on damage not in `--allow` and on `--fail-on` artifacts."""
     tr = load_trace(args.trace, args)
     rep = report(tr, args.examples)
-    strict_kinds = [k for k in KINDS if k not in args.allow]
+    fail_on = {k for group in args.fail_on for k in group}
+    strict_kinds = [k for k in KINDS if (k in DAMAGE and k not in args.allow) or k in fail_on]
     failing = {k: rep["findings"][k]["count"] for k in strict_kinds if rep["findings"][k]["count"]}
+    artifacts = {k: rep["findings"][k]["count"] for k in ARTIFACTS
+                 if k not in strict_kinds and rep["findings"][k]["count"]}
     rep["failing"] = failing
+    rep["artifacts"] = artifacts
     if args.format == "json":
         write_text(json.dumps(rep, indent=2, default=str) + "\n", args.output)
     else:
         text = _text(rep, strict_kinds)
-        verdict = ("clean: nothing found" if not failing
-                   else "found: " + ", ".join(f"{k} {v:,}" for k, v in failing.items()))
+        verdict = ("found: " + ", ".join(f"{k} {v:,}" for k, v in failing.items()) if failing
+                   else "clean: no damage (torch artifacts: " + ", ".join(
+                       f"{k} {v:,}" for k, v in artifacts.items()) + "; --fail-on KIND to fail on them)"
+                   if artifacts else "clean: nothing found")
         console = rich_console(args)
         if console is not None:
             from rich.markup import escape
@@ -164,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
 
 COMMAND = Command(
     name="check",
-    help="anomalies and accounting report (overruns, rejected events, repaired names); --strict for CI",
+    help="damage and anomalies report (truncation, rejected events, repairs, overruns); --strict for CI",
     examples=EXAMPLES,
     add_arguments=_add_arguments,
     run=run,

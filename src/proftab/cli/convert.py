@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from proftab.cli import Command
-from proftab.cli._common import shown_warnings
+from proftab.cli._common import parse_ranks, shown_warnings
 
 EXAMPLES = """\
   proftab convert trace.pt.trace.json.gz trace.pq        one trace -> a dataset directory
@@ -26,6 +26,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing dataset at OUT")
     p.add_argument("--salvage", action="store_true",
                    help="keep the complete events of a damaged or truncated file (warns what was lost)")
+    p.add_argument("--ranks", type=parse_ranks, default=None, metavar="R,R,...",
+                   help="explicit rank per file, in sorted file order (when files claim the same rank)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="worker processes for several files (default: one per file, at most the CPUs); "
                         "with --scheduler local, the LocalCluster's workers")
@@ -46,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     with shown_warnings(args):
         path = convert(args.sources, args.out, force=args.force, salvage=args.salvage, max_workers=args.workers,
+                       ranks=args.ranks,
                        progress="never" if args.quiet else args.progress, client=args.scheduler,
                        on_error="skip" if args.keep_going else "raise", resume=args.resume,
                        summaries=not args.no_summaries)

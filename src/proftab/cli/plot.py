@@ -30,10 +30,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ops shown (top: 20, steps: 8)")
     p.add_argument("--metric", choices=["cpu", "device"], default="cpu", help="top, steps: cpu or device time")
     p.add_argument("--step", type=int, default=None, metavar="N", help="timeline: ProfilerStep#N (default: first)")
-    p.add_argument("--rank", type=int, default=None, help="timeline: rank to draw (default: lowest)")
+    p.add_argument("--rank", type=int, default=None,
+                   help="timeline: rank to draw (default: lowest); steps: only this rank (default: all summed)")
     p.add_argument("--max-depth", type=int, default=None, metavar="D",
                    help="timeline (default 3), tree (default 8): deepest level drawn")
-    p.add_argument("--python", action="store_true", help="timeline: also draw python_function events")
+    p.add_argument("--python", action="store_true",
+                   help="keep python_function frames (default: ops only; a frame's time goes to the op above it)")
     p.add_argument("--device", action="store_true", help="tree: include device streams")
 
 
@@ -47,14 +49,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(msg)
     tr = load_trace(args.trace, args)
     if args.kind == "top":
-        chart = plot.top_ops(tr, args.limit or 20, metric=args.metric)
+        chart = plot.top_ops(tr, args.limit or 20, metric=args.metric, python=args.python)
     elif args.kind == "timeline":
         chart = plot.timeline(tr, args.step, rank=args.rank, python=args.python,
                               max_depth=3 if args.max_depth is None else args.max_depth)
     elif args.kind == "tree":
-        chart = plot.icicle(tr, max_depth=8 if args.max_depth is None else args.max_depth, device=args.device)
+        chart = plot.icicle(tr, max_depth=8 if args.max_depth is None else args.max_depth, device=args.device,
+                            python=args.python)
     else:
-        chart = plot.steps(tr, args.limit or 8, metric=args.metric)
+        chart = plot.steps(tr, args.limit or 8, metric=args.metric, python=args.python, rank=args.rank)
     plot.save(chart, args.output)
     if not args.quiet:
         import sys

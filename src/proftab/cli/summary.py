@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING
 
 from proftab import kinds
 from proftab.cli import Command
-from proftab.cli._common import (add_output_arguments, add_trace_arguments, guess_format, load_trace,
-                                 rich_console, write_frame, write_text)
+from proftab.cli._common import (
+    add_output_arguments,
+    add_trace_arguments,
+    guess_format,
+    load_trace,
+    rich_console,
+    write_frame,
+    write_text,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -39,6 +47,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group-by-stack", type=int, default=0, metavar="N", help="torch's group_by_stack_n")
     p.add_argument("--top-level", action="store_true",
                    help="only top-level ops (torch's top_level_events_only)")
+    p.add_argument("--no-python", action="store_true",
+                   help="ops only: leave python_function rows out (their time is their op's self time; "
+                        "a sleeping helper thread's frame no longer tops Self CPU)")
     p.add_argument("--time-unit", choices=["s", "ms", "us"], default=None,
                    help="fixed time unit for the text table")
     add_output_arguments(p)
@@ -56,48 +67,130 @@ def _select(ka: pl.DataFrame, args: argparse.Namespace, limit: int) -> pl.DataFr
     return rows.head(limit) if limit >= 0 else rows
 
 
-def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console: object,
-                args: argparse.Namespace) -> None:
-    """Print `rows` as a rich table with torch's columns; totals over all of `self_total`."""
-    from rich.table import Table
-    from rich.text import Text
+#: columns the rich table drops first when the terminal is too narrow (memory, then averages, ...)
+_DROP_ORDER = ("Self {dev} Mem", "{dev} Mem", "Self CPU Mem", "CPU Mem", "{dev} time avg", "CPU time avg",
+               "CPU total %", "{dev} total", "Input Shapes", "Self {dev} %")
+_PY_FRAME = re.compile(r"\.py\(\d+\): |^<built-in method ")
+_MIN_NAME = 44  # the name width worth dropping columns for
 
-    from proftab.render.sanitize import sanitize_text
+
+def _rich_columns(rows: pl.DataFrame, cpu_sum: int, dev_sum: int, dev: str, shapes: bool) -> dict[str, list[str]]:
+    """The rich table's cells by header, in torch's column order (Name excluded)."""
     from proftab.render.text import fmt_ns, fmt_share
+    from proftab.torch.text_table import _fmt_mem
+
+    def share(col: str, total: int) -> list[str]:
+        return [fmt_share(v / total if total else None) for v in rows[col]]
+
+    cols: dict[str, list[str]] = {
+        "Self CPU %": share("self_cpu_ns", cpu_sum), "Self CPU": [fmt_ns(v) for v in rows["self_cpu_ns"]],
+        "CPU total %": share("cpu_total_ns", cpu_sum), "CPU total": [fmt_ns(v) for v in rows["cpu_total_ns"]],
+        "CPU time avg": [fmt_ns(v) for v in rows["cpu_avg_ns"]],
+    }
+    if bool((rows["self_device_ns"] > 0).any()):
+        cols |= {f"Self {dev}": [fmt_ns(v) for v in rows["self_device_ns"]],
+                 f"Self {dev} %": share("self_device_ns", dev_sum),
+                 f"{dev} total": [fmt_ns(v) for v in rows["device_total_ns"]],
+                 f"{dev} time avg": [fmt_ns(v) for v in rows["device_avg_ns"]]}
+    for col, head in (("cpu_mem_bytes", "CPU Mem"), ("self_cpu_mem_bytes", "Self CPU Mem"),
+                      ("device_mem_bytes", f"{dev} Mem"), ("self_device_mem_bytes", f"Self {dev} Mem")):
+        if bool((rows[col] != 0).any()):
+            cols[head] = [_fmt_mem(int(v)) for v in rows[col]]
+    cols["# of Calls"] = [f"{v:,}" for v in rows["calls"]]
+    if shapes:
+        cols["Input Shapes"] = [v or "" for v in rows["input_shapes"]]
+    return cols
+
+
+def _markdown(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, args: argparse.Namespace) -> str:
+    """`rows` as a Markdown table with torch's columns in human units, and the totals below."""
+    import polars as pl
+
+    from proftab.cli._common import markdown_table
+    from proftab.render.text import fmt_ns
 
     cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
     dev_rows = self_total.filter((self_total["device_type"] != "CPU") & ~self_total["is_user_annotation"])
     dev_sum = int(dev_rows["self_device_ns"].sum() or 0)
-    has_dev = bool((rows["self_device_ns"] > 0).any())
     dev = (kinds.use_device(tr.categories) or "device").upper()
-    shapes = args.group_by_input_shape
+    cols = _rich_columns(rows, cpu_sum, dev_sum, dev, args.group_by_input_shape)
+    frame = pl.DataFrame({"Name": [n or "" for n in rows["name"]], **cols}, schema=dict.fromkeys(["Name", *cols],
+                                                                                                 pl.String))
+    totals = f"Self CPU time total: {fmt_ns(cpu_sum)}" + (
+        f"; Self {dev} time total: {fmt_ns(dev_sum)}" if f"Self {dev}" in cols else "")
+    return markdown_table(frame) + "\n" + totals + "\n"
+
+
+def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console: object,
+                args: argparse.Namespace) -> None:
+    """Print `rows` as a rich table with torch's columns, fitted to the terminal's width.
+
+    Totals are over all of `self_total`. Long names are cut in the middle so that different
+    rows never print the same name; columns that do not fit are dropped, memory first; the
+    caption says what was left out.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    from proftab.render.sanitize import sanitize_text
+    from proftab.render.text import distinct_cuts, fmt_ns, middle_cut
+
+    cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
+    dev_rows = self_total.filter((self_total["device_type"] != "CPU") & ~self_total["is_user_annotation"])
+    dev_sum = int(dev_rows["self_device_ns"].sum() or 0)
+    dev = (kinds.use_device(tr.categories) or "device").upper()
+    cols = _rich_columns(rows, cpu_sum, dev_sum, dev, args.group_by_input_shape)
+    if "Input Shapes" in cols:  # shapes: at most 40 characters, distinct
+        full = cols["Input Shapes"]
+        cols["Input Shapes"] = distinct_cuts(full, [middle_cut(v, 40) for v in full])
+    width = int(getattr(console, "width", 200))
+    names = [str(v) if v is not None else "" for v in rows["name"]]
+
+    def need(c: dict[str, list[str]]) -> int:  # every column but Name: cell + padding 2 + border 1
+        return sum(max([len(h), *(len(v) for v in vals)]) + 3 for h, vals in c.items()) + 4
+
+    dropped: list[str] = []
+    for pattern in _DROP_ORDER:
+        if width - need(cols) >= min(_MIN_NAME, max(map(len, names), default=0)):
+            break
+        if (head := pattern.format(dev=dev)) in cols:
+            del cols[head]
+            dropped.append(head)
+    name_w = max(min(max(map(len, names), default=4), width - need(cols)), 8)
+    cut = distinct_cuts(names, [middle_cut(n, name_w) for n in names])
     table = Table(title=f"proftab summary: {', '.join(args.trace)}", title_justify="left")
-    table.add_column("Name", overflow="fold", max_width=60)
-    for h in ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]:
-        table.add_column(h, justify="right")
-    if has_dev:
-        for h in [f"Self {dev}", f"Self {dev} %", f"{dev} total", f"{dev} time avg"]:
-            table.add_column(h, justify="right")
-    table.add_column("# of Calls", justify="right")
-    if shapes:
-        table.add_column("Input Shapes", overflow="fold", max_width=40)
-    for r in rows.iter_rows(named=True):
-        cells = [r["name"], fmt_share(r["self_cpu_ns"] / cpu_sum if cpu_sum else None), fmt_ns(r["self_cpu_ns"]),
-                 fmt_share(r["cpu_total_ns"] / cpu_sum if cpu_sum else None), fmt_ns(r["cpu_total_ns"]),
-                 fmt_ns(r["cpu_avg_ns"])]
-        if has_dev:
-            cells += [fmt_ns(r["self_device_ns"]), fmt_share(r["self_device_ns"] / dev_sum if dev_sum else None),
-                      fmt_ns(r["device_total_ns"]), fmt_ns(r["device_avg_ns"])]
-        cells.append(f"{r['calls']:,}")
-        if shapes:
-            cells.append(r["input_shapes"] or "")
-        table.add_row(*(Text(sanitize_text(str(c))) for c in cells), style="dim" if r["device_type"] != "CPU" else None)
-    footer = f"Self CPU time total: {fmt_ns(cpu_sum)}"
-    if has_dev:
-        footer += f"   Self {dev} time total: {fmt_ns(dev_sum)}"
-    table.caption = footer
+    table.add_column("Name", no_wrap=True, width=name_w)
+    for head in cols:
+        table.add_column(head, justify="left" if head == "Input Shapes" else "right", no_wrap=True)
+    for i in range(rows.height):
+        cells = [cut[i], *(vals[i] for vals in cols.values())]
+        table.add_row(*(Text(sanitize_text(c)) for c in cells),
+                      style="dim" if rows["device_type"][i] != "CPU" else None)
+    notes = [f"Self CPU time total: {fmt_ns(cpu_sum)}"
+             + (f"   Self {dev} time total: {fmt_ns(dev_sum)}" if f"Self {dev}" in cols else "")]
+    total_rows = self_total.filter(self_total["top_level"]) if args.top_level else self_total
+    if rows.height < total_rows.height:
+        notes.append(f"{rows.height:,} of {total_rows.height:,} rows (--limit N, -1 for all)")
+    if dropped:
+        notes.append(f"columns not shown at width {width}: {', '.join(dropped)} (-o ops.csv or --plain for all)")
+    if any(c != n for c, n in zip(cut, names, strict=True)):
+        notes.append("long names cut in the middle (…); full names: -o ops.csv")
+    notes += annotation_notes(rows, dev_sum, dev) + python_notes(self_total, args)
+    table.caption = "\n".join(notes)
     table.caption_justify = "left"
     console.print(table)  # type: ignore[attr-defined]
+
+
+def annotation_notes(rows: pl.DataFrame, dev_sum: int, dev: str) -> list[str]:
+    """Why a `ProfilerStep*` (or other annotation) row shows Self device % over 100."""
+    if not dev_sum or "is_user_annotation" not in rows.columns:
+        return []
+    over = rows.filter(rows["is_user_annotation"] & (rows["self_device_ns"] > dev_sum))
+    if over.is_empty():
+        return []
+    names = ", ".join(sorted(set(over["name"].to_list())))
+    return [f"{names}: Self {dev} % over 100 is torch's arithmetic: a GPU annotation's time is the span of the "
+            f"work under it (overlapping kernels, idle gaps), while the total sums only kernels, memcpy and memset"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,20 +200,52 @@ def run(args: argparse.Namespace) -> int:
     _sort_column(args.sort)  # fail early, before reading, on an unknown key
     fmt = guess_format(args)
     tr = load_trace(args.trace, args)
+    py = not args.no_python
+    if fmt == "markdown":  # the human table (torch's columns, formatted), not the raw ns columns
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
+        write_text(_markdown(tr, ka, _select(ka, args, 100 if args.limit is None else args.limit), args),
+                   args.output)
+        return 0
     if fmt != "text":
-        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack)
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
         write_frame(_select(ka, args, -1 if args.limit is None else args.limit), fmt, args.output)
         return 0
     console = rich_console(args)
     if console is not None:
-        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack)
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
         _rich_table(tr, ka, _select(ka, args, 100 if args.limit is None else args.limit), console, args)
         return 0
-    text = tr.table(sort_by=args.sort, row_limit=100 if args.limit is None else args.limit,
-                    top_level_events_only=args.top_level, time_unit=args.time_unit,
-                    group_by_input_shape=args.group_by_input_shape, group_by_stack_n=args.group_by_stack)
+    from proftab.torch.text_table import render_table
+
+    limit = 100 if args.limit is None else args.limit
+    ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
+    text = render_table(ka, sort_by=args.sort, row_limit=limit, top_level_events_only=args.top_level,
+                        time_unit=args.time_unit, use_device=kinds.use_device(tr.categories),
+                        profile_memory=bool(tr.meta.get("profile_memory")),
+                        with_flops=bool(tr.meta.get("with_flops")), distinct_names=True)
     write_text(text, args.output)
+    if not args.quiet:  # notes on stderr: stdout stays torch's table
+        import sys
+
+        dev_rows = ka.filter((ka["device_type"] != "CPU") & ~ka["is_user_annotation"])
+        dev = (kinds.use_device(tr.categories) or "device").upper()
+        for note in (annotation_notes(_select(ka, args, limit), int(dev_rows["self_device_ns"].sum() or 0), dev)
+                     + python_notes(ka, args)):
+            print(f"proftab: note: {note}", file=sys.stderr)
     return 0
+
+
+def python_notes(ka: pl.DataFrame, args: argparse.Namespace) -> list[str]:
+    """A hint when a Python frame (``file.py(N): name``) has the most Self CPU time."""
+    if args.no_python:
+        return []
+    host = ka.filter(ka["device_type"] == "CPU")
+    if host.is_empty():
+        return []
+    top = host.sort("self_cpu_ns", descending=True)["name"][0] or ""
+    if not _PY_FRAME.search(top):
+        return []
+    return [f"the top Self CPU row is a Python frame ({top}); --no-python shows ops only"]
 
 
 COMMAND = Command(

@@ -18,9 +18,23 @@ if TYPE_CHECKING:
 
     from proftab.io.kineto import FileTables
 
-__all__ = ["expand_sources", "load", "read_files", "trace_from_files"]
+__all__ = ["dataset_root", "expand_sources", "load", "read_files", "trace_from_files"]
 
 TRACE_SUFFIXES = (".json", ".json.gzip", ".gz")  # ".gz" covers ".json.gz"
+DATASET_MANIFEST = "_proftab.json"  # proftab.io.parquet.MANIFEST (not imported: pyarrow-free here)
+
+
+def dataset_root(item: str | os.PathLike[str]) -> str | None:
+    """The directory of the proftab Parquet dataset `item` names, or None when it is not one.
+
+    `item` may be the dataset directory or its `_proftab.json`.
+    """
+    path = os.fspath(item)
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, DATASET_MANIFEST)):
+        return path
+    if os.path.basename(path) == DATASET_MANIFEST and os.path.isfile(path):
+        return os.path.dirname(path) or "."
+    return None
 
 
 def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -38,6 +52,9 @@ def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[s
         raise TraceError(msg)
     paths: list[str] = []
     for item in items:
+        if (root := dataset_root(item)) is not None:
+            msg = "a proftab Parquet dataset (written by convert), not a trace file"
+            raise TraceError(msg, path=root, hint=f"open it with pt.scan({root!r}) (the CLI reads it as it is)")
         if os.path.isdir(item):
             found = sorted(
                 os.path.join(item, f) for f in os.listdir(item)
@@ -83,7 +100,8 @@ def read_files(paths: list[str], *, salvage: bool = False, ranks: Sequence[int] 
         if t.rank in seen:
             msg = (f"two files claim rank {t.rank} ({seen[t.rank]} and {t.path}, from "
                    f"{t.meta['rank_source']})")
-            raise TraceError(msg, hint="load them separately, or pass ranks=[...] to pt.load")
+            raise TraceError(msg, hint="load them separately, or give each file its rank: "
+                                       "pt.load(..., ranks=[0, 1, ...]) (CLI: --ranks 0,1,...)")
         seen[t.rank] = t.path
     return tables
 

@@ -205,6 +205,43 @@ def _ensure(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     ])
 
 
+#: the JSON-text typed columns (`Input Dims`, `Input type`, `grid`, ...)
+JSON_COLUMNS = tuple(c for c, (_, kind) in schema.TYPED_COLUMNS.items() if kind == 4)
+
+
+def _canonical_json(text: str) -> str:
+    """One JSON value in torch's text form: `[[512], [141, 512], [], []]`.
+
+    ``json.dumps``'s separators, whatever the file's indentation and line breaks; invalid
+    JSON is kept as is.
+    """
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def canonical_json_columns(df: pl.DataFrame) -> pl.DataFrame:
+    r"""`df` with its JSON-text columns (`JSON_COLUMNS`) in one canonical text form.
+
+    A pretty-printed trace (`json.dump(..., indent=2)`, 9 of the 52 public traces) holds
+    ``"Input Dims": [\n [\n 512\n ], ...`` where torch writes ``[[512], [141, 512]]``; the
+    two must group, print and diff alike. Only the distinct values are parsed (a trace has a
+    few thousand distinct shapes at most), and a column whose values are already canonical is
+    left untouched.
+    """
+    fixes = []
+    for col in JSON_COLUMNS:
+        if col not in df.columns:
+            continue
+        values = df.get_column(col).drop_nulls().unique().to_list()
+        pairs = [(v, c) for v in values if (c := _canonical_json(v)) != v]
+        if pairs:
+            old, new = zip(*pairs, strict=True)
+            fixes.append(pl.col(col).replace(list(old), list(new)))
+    return df.with_columns(fixes) if fixes else df
+
+
 # ----------------------------------------------------------------------------- B/E pairing
 
 _TRACK = ["pid", "pid_text", "tid", "tid_text"]
@@ -430,7 +467,7 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
     )
     if len(bad_pieces):
         events = events.sort("event_id")
-    events = _ensure(events, schema.EVENT_COLUMNS)
+    events = canonical_json_columns(_ensure(events, schema.EVENT_COLUMNS))
 
     instants = _ensure(small.filter(kind == _K_INSTANT).rename({"ts": "ts_ns", "s": "scope"}),
                        schema.INSTANT_COLUMNS)

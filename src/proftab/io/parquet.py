@@ -290,6 +290,13 @@ def _convert_task(path: str, position: int, rank: int | None, salvage: bool, sta
     return out
 
 
+def _ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (one message, not a traceback per worker)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _can_spawn() -> bool:
     """Whether spawned workers can re-import `__main__` (not so for `python - < script`)."""
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
@@ -433,17 +440,28 @@ def _run_local(calls: list[tuple[Any, ...]], done: Any, max_workers: int | None)
             done(k, _convert_task(*args))
         return
     import multiprocessing  # here, not at `import proftab` time
+    import signal
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = multiprocessing.get_context("spawn")  # fork is unsafe with polars' threads
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futs = {pool.submit(_convert_task, *args): k for k, args in enumerate(calls)}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+        # workers start with SIGINT ignored (inherited through exec, so Python installs no
+        # KeyboardInterrupt handler in them): Ctrl-C is one message from this process
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            futs = {pool.submit(_convert_task, *args): k for k, args in enumerate(calls)}
+        finally:
+            signal.signal(signal.SIGINT, previous)
         try:
             for fut in as_completed(futs):
                 done(futs[fut], fut.result())
         except BaseException:
             for f in futs:
                 f.cancel()
+            # stop the workers now (they ignore SIGINT), not after their current file
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
             raise
 
 
@@ -492,7 +510,8 @@ def _finish(tmp: Path, paths: list[str], results: list[dict[str, Any]], staging:
             first = seen[res["rank"]]
             msg = (f"two files claim rank {res['rank']} ({first['path']} and {res['path']}, from "
                    f"{res['rank_source']})")
-            raise TraceError(msg, hint="convert them separately, or pass ranks=[...]")
+            raise TraceError(msg, hint="convert them separately, or give each file its rank: "
+                                       "pt.convert(..., ranks=[0, 1, ...]) (CLI: --ranks 0,1,...)")
         seen[res["rank"]] = res
     if not ok:
         errors = "; ".join(f"{r['path']}: {r['error']}" for r in results)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["fmt_bytes", "fmt_ns", "fmt_share", "plain_table"]
+__all__ = ["distinct_cuts", "fmt_bytes", "fmt_ns", "fmt_share", "middle_cut", "plain_table"]
 
 
 def fmt_ns(ns: float | None, *, signed: bool = False) -> str:
@@ -62,3 +62,73 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]], aligns: s
         return "  ".join(f"{c:{a}{w}}" for c, a, w in zip(cells, aligns, widths, strict=True)).rstrip()
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(headers), sep, *(line(r) for r in rows)]) + "\n"
+
+
+def middle_cut(name: str, width: int, head: int | None = None, ellipsis: str = "…") -> str:
+    """`name` shortened to `width` characters by an ellipsis in the middle (`head` chars kept in front).
+
+    >>> middle_cut("void at::native::elementwise_kernel<128, 4, MulFunctor>", 30)
+    'void at::native::…MulFunctor>'
+    """
+    if len(name) <= width:
+        return name
+    room = max(width - len(ellipsis), 1)
+    head = room * 3 // 5 if head is None else max(0, min(head, room))
+    tail = room - head
+    return name[:head] + ellipsis + (name[-tail:] if tail else "")
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _window_cut(name: str, width: int, start: int, ellipsis: str) -> str:
+    """The front of `name`, an ellipsis, then `name` from `start` on, cut to `width` characters.
+
+    `start` is where `name` differs from the names it collided with.
+    """
+    head = width * 2 // 5
+    start = max(start - 4, head + 1)
+    room = width - head - len(ellipsis)
+    rest = name[start:]
+    if len(rest) > room:
+        rest = rest[: max(room - len(ellipsis), 0)] + ellipsis
+    return name[:head] + ellipsis + rest
+
+
+def distinct_cuts(names: Sequence[str], cuts: Sequence[str], ellipsis: str = "…") -> list[str]:
+    """`cuts` (the shortened `names`) with every collision resolved: rows whose names differ
+    never print the same.
+
+    Where different names shortened to the same text (kernel names share long template
+    prefixes), each is printed at the same width as its front, an ellipsis and the part
+    where it differs from the others; failing that, cut in the middle; failing that, with a
+    ``#k`` tag. Names that did not collide keep their cut (torch's, in its table).
+    """
+    out = list(cuts)
+    by_cut: dict[str, set[str]] = {}
+    for name, cut in zip(names, cuts, strict=True):
+        by_cut.setdefault(cut, set()).add(name)
+    for cut, group in by_cut.items():
+        if len(group) < 2:
+            continue
+        width = len(cut)
+        members = sorted(group)
+        differs = {n: max(_common_prefix(n, m) for m in members if m != n) for n in members}
+        chosen = {n: _window_cut(n, width, differs[n], ellipsis) for n in members}
+        if len(set(chosen.values())) < len(members):
+            for head in range(width - len(ellipsis) - 1, -1, -1):
+                chosen = {n: middle_cut(n, width, head, ellipsis) for n in members}
+                if len(set(chosen.values())) == len(members):
+                    break
+            else:
+                chosen = {n: middle_cut(n, max(width - 3, 1), None, ellipsis) + f"#{k}"
+                          for k, n in enumerate(members, 1)}
+        for i, (name, c) in enumerate(zip(names, cuts, strict=True)):
+            if c == cut:
+                out[i] = chosen[name]
+    return out

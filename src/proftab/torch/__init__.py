@@ -57,13 +57,16 @@ def table(trace: Trace, sort_by: str | None = "self_cpu_time_total", row_limit: 
           max_name_column_width: int | None = 55, header: str | None = None,
           top_level_events_only: bool = False, time_unit: str | None = None, *,
           group_by_input_shape: bool = False, group_by_stack_n: int = 0,
-          max_src_column_width: int = 75, max_shapes_column_width: int = 80) -> str:
-    """torch's `key_averages().table()` text for this trace, same layout byte for byte."""
+          max_src_column_width: int = 75, max_shapes_column_width: int = 80, distinct_names: bool = False) -> str:
+    """torch's `key_averages().table()` text for this trace, same layout byte for byte.
+
+    `distinct_names=True` keeps rows whose names torch's cut prints alike apart (see `render_table`).
+    """
     rows = trace.key_averages(group_by_input_shape, group_by_stack_n)
     return render_table(
         rows, sort_by=sort_by, row_limit=row_limit, max_name_column_width=max_name_column_width,
         max_src_column_width=max_src_column_width, max_shapes_column_width=max_shapes_column_width,
         header=header, top_level_events_only=top_level_events_only, time_unit=time_unit,
         use_device=kinds.use_device(trace.categories), profile_memory=bool(trace.meta.get("profile_memory")),
-        with_flops=bool(trace.meta.get("with_flops")),
+        with_flops=bool(trace.meta.get("with_flops")), distinct_names=distinct_names,
     )

@@ -34,7 +34,8 @@ from proftab.torch.flops import torch_flops
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["FLOPS_COLUMNS", "KEY_AVERAGES_COLUMNS", "NESTED_COLUMNS", "host_tree", "input_shapes_expr", "key_averages"]
+__all__ = ["FLOPS_COLUMNS", "KEY_AVERAGES_COLUMNS", "NESTED_COLUMNS", "host_tree", "input_shapes_expr",
+           "input_shapes_list_expr", "key_averages"]
 
 KEY_AVERAGES_COLUMNS = [
     "name", "device_type", "is_user_annotation", "overload_name", "input_shapes", "stack", "calls",
@@ -54,6 +55,15 @@ def input_shapes_expr(col: str = "input_dims") -> pl.Expr:
     compact = pl.col(col).str.replace_all(" ", "", literal=True).str.replace_all(",", ", ", literal=True)
     inner = compact.str.slice(1, compact.str.len_chars() - 2).str.replace_all(_TENSORLIST, "[]")
     return pl.when(pl.col(col).is_null()).then(pl.lit("[]")).otherwise(pl.lit("[") + inner + pl.lit("]"))
+
+
+def input_shapes_list_expr(col: str = "input_shapes") -> pl.Expr:
+    """The typed form of torch's input-shapes text (`input_shapes_expr`): ``List(List(Int64))``.
+
+    ``[[512], [141, 512], [], []]`` becomes ``[[512], [141, 512], [], []]`` as lists of int64
+    dims, for filtering on ranks and sizes (``pl.col("dims").list.len()``) without parsing text.
+    """
+    return pl.col(col).str.json_decode(pl.List(pl.List(pl.Int64)))
 
 
 def torch_name_expr() -> pl.Expr:

@@ -19,6 +19,7 @@ import polars as pl
 
 from proftab.exceptions import UsageError
 from proftab.render.sanitize import sanitize_expr
+from proftab.render.text import distinct_cuts
 
 __all__ = ["render_table", "SORT_KEYS"]
 
@@ -99,7 +100,7 @@ def _sort_column(sort_by: str) -> str:
         return SORT_KEYS[attr]
     if sort_by in SORT_KEYS.values():
         return sort_by
-    valid = ", ".join(sorted(SORT_KEYS) + sorted(set(SORT_KEYS.values())))
+    valid = ", ".join(sorted(SORT_KEYS) + sorted(set(SORT_KEYS.values()) - set(SORT_KEYS)))  # each name once
     raise UsageError(
         f"unknown sort_by {sort_by!r}; valid keys: {valid} "
         "(and the cuda_/xpu_/privateuse1_ spellings of the device keys)"
@@ -128,6 +129,7 @@ def render_table(
     use_device: str | None = None,
     profile_memory: bool = False,
     with_flops: bool = False,
+    distinct_names: bool = False,
 ) -> str:
     """Render torch's ``EventList.table()`` from a ``key_averages`` frame.
 
@@ -148,6 +150,10 @@ def render_table(
         ``device_type`` when ``None``.
     profile_memory, with_flops
         The profile's flags; they add the memory and FLOPs columns.
+    distinct_names
+        Where torch's cut prints two different names alike (long kernel names sharing a
+        template prefix), print those as front, ``...`` and the part where they differ, at the
+        same width (`proftab.render.text.distinct_cuts`). Off: torch's text byte for byte.
 
     Returns
     -------
@@ -248,15 +254,16 @@ def render_table(
         out += ["=" * line_length, "This report only display top-level ops statistics"]
     out += [sep, row_format.format(*headers), sep]
 
-    emitted = 0
-    for i in range(n):
-        if emitted == row_limit:
-            break
-        if top_level_events_only and not r["top_level"][i]:
-            continue
-        emitted += 1
+    shown = [i for i in range(n) if not top_level_events_only or r["top_level"][i]]
+    shown = shown if row_limit is None or row_limit < 0 else shown[:row_limit]
+    # torch's cut names, made distinct where two different names would print the same
+    cut_names = {i: _cut_name(r["name"][i], max_name_column_width) for i in shown}
+    if distinct_names:
+        cut_names = dict(zip(shown, distinct_cuts([r["name"][i] for i in shown], [cut_names[i] for i in shown],
+                                                  ellipsis="..."), strict=True))
+    for i in shown:
         self_cpu, cpu_total = r["self_cpu_ns"][i] / 1000, r["cpu_total_ns"][i] / 1000
-        vals: list[object] = [_cut_name(r["name"][i], max_name_column_width)]
+        vals: list[object] = [cut_names[i]]
         if has_overload:
             vals.append(_cut_name(r["overload_name"][i], max_name_column_width))
         vals += [
