@@ -206,7 +206,7 @@ def _ensure(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 #: the JSON-text typed columns (`Input Dims`, `Input type`, `grid`, ...)
-JSON_COLUMNS = tuple(c for c, (_, kind) in schema.TYPED_COLUMNS.items() if kind == 4)
+JSON_COLUMNS = tuple(c for c, (_, kind) in schema.TYPED_COLUMNS.items() if kind == schema.ArgKind.JSON)
 
 
 def _canonical_json(text: str) -> str:
