@@ -154,7 +154,7 @@ def test_folded_sums_to_self_time(tmp_path: Path) -> None:
         text = tr.export.folded()
         assert text == out.read_text()
     dev = pt.load(H100).export.folded(device=True)
-    assert sum(int(l.rsplit(" ", 1)[1]) for l in dev.splitlines()) == sum(_self_by_name(pt.load(H100)).values())
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in dev.splitlines()) == sum(_self_by_name(pt.load(H100)).values())
 
 
 def test_folded_escapes_and_threads(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import gzip
 import json
 import math
 from decimal import Decimal
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
@@ -15,6 +15,9 @@ import proftab as pt
 from proftab import schema
 from proftab.intervals import union_ns
 from tests.conftest import BUNDLED, SHARED_TORCH213, TORCH213, needs_shared, shared_public_traces
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 US = 1000
 

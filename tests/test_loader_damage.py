@@ -5,13 +5,16 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
 
 import proftab as pt
 from tests.conftest import SHARED_PUBLIC, TORCH213, needs_shared
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 TRAIN = TORCH213 / "train_cnn" / "trace.json.gz"
 

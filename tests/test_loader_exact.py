@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import re
 from decimal import Decimal
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
@@ -15,6 +15,9 @@ import proftab as pt
 from proftab.io import _kineto
 from proftab.io.kineto import _fixed, scan_bytes
 from tests.conftest import SHARED_PUBLIC, TORCH213, TORCH213_CASES, needs_shared, shared_torch213_cases
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _json_side(tr: pt.Trace) -> pl.DataFrame:

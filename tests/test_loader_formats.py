@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 
 import proftab as pt
 from tests.conftest import BUNDLED, PUBLIC, TORCH213
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def write(tmp_path: Path, obj: object, name: str = "t.json", *, gz: bool = False) -> Path:
@@ -219,7 +222,7 @@ def test_round_trip_random_events(tmp_path_factory: pytest.TempPathFactory, evs:
     for e in evs:
         args = {} if e["ext"] is None else {"External id": e["ext"]}
         parts.append(
-            '{"ph": "X", "name": %s, "pid": %s, "tid": %d, "ts": %s, "dur": %s, "args": %s}' % (
+            '{"ph": "X", "name": %s, "pid": %s, "tid": %d, "ts": %s, "dur": %s, "args": %s}' % (  # noqa: UP031
                 json.dumps(e["name"], ensure_ascii=data.draw(st.booleans())), json.dumps(e["pid"]), e["tid"],
                 fmt_us(e["start"], style), fmt_us(e["dur"], style), json.dumps(args)))
     text = '{"traceEvents": [' + ",\n".join(parts) + "]}"

@@ -42,7 +42,7 @@ def ref_bruteforce_track(evs):
             max(0, e - parent[2]) if parent else 0,
         ]
     pts = sorted({x for _, s, e in order for x in (s, e)})
-    for a, b in zip(pts, pts[1:]):
+    for a, b in zip(pts, pts[1:], strict=False):
         open_now = [p for p in order if p[1] <= a < p[2]]  # constant on [a, b)
         if open_now:
             out[open_now[-1][0]][2] += b - a  # latest in the order
@@ -62,7 +62,7 @@ def ref_sweep_track(evs):
             active.append((eid, s, e))
     pts = sorted({x for _, s, e in order for x in (s, e)})
     active, k = [], 0
-    for a, b in zip(pts, pts[1:]):
+    for a, b in zip(pts, pts[1:], strict=False):
         while k < len(order) and order[k][1] <= a:
             if order[k][2] > order[k][1]:
                 active.append(order[k])
@@ -77,12 +77,12 @@ def reference(df: pl.DataFrame, by, track_ref=ref_sweep_track) -> pl.DataFrame:
     """Expected nest() output built with a per-track reference."""
     tracks = defaultdict(list)
     keys = df.select(by).rows() if by else [()] * df.height
-    for key, eid, s, e in zip(keys, df["event_id"], df["start_ns"], df["end_ns"]):
+    for key, eid, s, e in zip(keys, df["event_id"], df["start_ns"], df["end_ns"], strict=False):
         tracks[key].append((eid, s, e))
     res = {}
     for evs in tracks.values():
         res.update(track_ref(evs))
-    cols = list(zip(*(res[eid] for eid in df["event_id"]))) if df.height else [[], [], [], []]
+    cols = list(zip(*(res[eid] for eid in df["event_id"]), strict=False)) if df.height else [[], [], [], []]
     return df.with_columns(
         pl.Series("parent_id", cols[0], dtype=pl.Int64),
         pl.Series("depth", cols[1], dtype=pl.Int32),
@@ -94,7 +94,7 @@ def reference(df: pl.DataFrame, by, track_ref=ref_sweep_track) -> pl.DataFrame:
 def ref_union(df: pl.DataFrame, by) -> dict:
     tracks = defaultdict(list)
     keys = df.select(by).rows() if by else [()] * df.height
-    for key, s, e in zip(keys, df["start_ns"], df["end_ns"]):
+    for key, s, e in zip(keys, df["start_ns"], df["end_ns"], strict=False):
         tracks[key].append((s, e))
     out = {}
     for key, iv in tracks.items():

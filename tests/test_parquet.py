@@ -267,8 +267,8 @@ def test_cli_convert_through_the_entry_point(tmp_path: Path) -> None:
     assert again.returncode == 2
     assert again.stderr.startswith("proftab: error:") and "already exists" in again.stderr
     assert "Traceback" not in again.stderr
-    forced = subprocess.run([*cmd, "--force", "--quiet", "--workers", "1"], capture_output=True, text=True, timeout=120, env=env,
-                            cwd=tmp_path)
+    forced = subprocess.run([*cmd, "--force", "--quiet", "--workers", "1"], capture_output=True, text=True,
+                            timeout=120, env=env, cwd=tmp_path)
     assert forced.returncode == 0 and forced.stderr == ""
 
 

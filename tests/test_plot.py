@@ -63,7 +63,8 @@ def test_timeline_step_per_thread_and_stream(h100: pt.Trace, tmp_path: Path) -> 
     vals = _values(chart)
     labels = {v["label"] for v in vals}
     assert labels == {"thread 19392 (python3)", "stream 7"}
-    step = h100.events.filter((pl.col("name") == "ProfilerStep#6") & (pl.col("cat").cast(pl.String) == "user_annotation"))
+    step = h100.events.filter((pl.col("name") == "ProfilerStep#6")
+                              & (pl.col("cat").cast(pl.String) == "user_annotation"))
     width_ms = step["dur_ns"][0] / 1e6
     assert all(0 <= v["start_ms"] <= v["end_ms"] <= width_ms for v in vals)
     assert max(v["depth"] for v in vals) <= 3

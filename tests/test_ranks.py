@@ -176,7 +176,8 @@ def test_single_rank_and_no_steps() -> None:
     assert tr.ranks.slowest_ranks()["start_skew_ns"].to_list() == [0] * st.height
     assert tr.ranks.collective_times().height == 0  # no collectives in a single-GPU inference
     assert tr.ranks.collective_skew().height == 0
-    flat = pt.load(str(ROOT / "tests" / "data" / "public" / "large_integer_trace__rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz"))
+    flat = pt.load(str(ROOT / "tests" / "data" / "public"
+                       / "large_integer_trace__rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz"))
     assert flat.ranks.step_times().height == 0 and flat.ranks.slowest_ranks().height == 0
 
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from proftab.torch.text_table import render_table
-from proftab.torch.text_table import SORT_KEYS
+from proftab.torch.text_table import SORT_KEYS, render_table
 
 DATA = Path(__file__).parent / "data" / "torch213"
 SHARED = Path("/work/shared/traces/torch213")
@@ -79,7 +78,7 @@ def frame_from_torch_json(case_dir: Path, stem: str) -> pl.DataFrame:
     rows = json.loads((case_dir / f"{stem}.json").read_text())
     fe = pl.read_parquet(case_dir / "function_events.parquet", columns=["name", "is_async"])
     first = fe.unique("name", keep="first", maintain_order=True)
-    is_async = dict(zip(first["name"].to_list(), first["is_async"].to_list()))
+    is_async = dict(zip(first["name"].to_list(), first["is_async"].to_list(), strict=False))
     ns = lambda x: round(x * 1000)  # noqa: E731
     return make_rows([
         {
@@ -117,7 +116,7 @@ def cells(text: str) -> list[dict[str, str]]:
     split = lambda ln: re.split(r" {2,}", ln.strip())  # noqa: E731
     heads = split(lines[first_sep + 1])
     body = lines[first_sep + 3 : lines.index(lines[first_sep], first_sep + 3)]
-    out = [dict(zip(heads, split(ln))) for ln in body]
+    out = [dict(zip(heads, split(ln), strict=False)) for ln in body]
     assert all(len(split(ln)) == len(heads) for ln in body)
     return out
 
@@ -152,13 +151,13 @@ def check_golden(case_dir: Path, stem: str) -> None:
     heads = [exp_lines[1][a:b].strip() for a, b in cols]
     torch_rows = json.loads((case_dir / f"{stem}.json").read_text())
     ties = 0
-    for i, (g, e) in enumerate(zip(got_lines, exp_lines)):
+    for i, (g, e) in enumerate(zip(got_lines, exp_lines, strict=False)):
         if g == e:
             continue
         # The only tolerated difference: "CPU time avg" = cpu_total_ns / calls lies exactly
         # halfway between two printed values; torch's float sum (noise ~1e-12) picks a side.
         assert len(g) == len(e), (i, g, e)
-        diff = [h for h, (a, b) in zip(heads, cols) if g[a:b] != e[a:b]]
+        diff = [h for h, (a, b) in zip(heads, cols, strict=False) if g[a:b] != e[a:b]]
         assert diff == ["CPU time avg"], (i, g, e)
         a, b = cols[heads.index("CPU time avg")]
         row = df[i - 3]  # body line i -> row i - 3 (sep, header, sep)

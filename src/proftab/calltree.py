@@ -171,7 +171,8 @@ def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     nodes = _preorder(nodes, "total_ns")
     if max_depth is not None:
         nodes = nodes.filter(pl.col("depth") <= max_depth)
-    share = (lambda c: pl.col(c) / grand) if grand else (lambda c: pl.lit(None, pl.Float64))
+    def share(c: str) -> pl.Expr:
+        return pl.col(c) / grand if grand else pl.lit(None, pl.Float64)
     return nodes.select(
         *track_cols, "node_id",
         pl.when(pl.col("parent_node_id") >= 0).then(pl.col("parent_node_id")).alias("parent_node_id"),

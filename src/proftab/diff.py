@@ -10,9 +10,7 @@ accepts, so traces of different ranks, GPUs and file formats compare alike.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import polars as pl
 
@@ -20,6 +18,9 @@ from proftab.exceptions import UsageError
 from proftab.steps import step_windows
 
 if TYPE_CHECKING:
+    import os
+    from collections.abc import Sequence
+
     from proftab.trace import Trace
 
 __all__ = ["DIFF_COLUMNS", "diff"]
@@ -28,7 +29,7 @@ DIFF_COLUMNS = ["name", "device_type", "is_user_annotation", "status", "calls_a"
                 "self_ns_a", "self_ns_b", "self_delta_ns", "self_rel", "total_ns_a", "total_ns_b",
                 "total_delta_ns", "total_rel"]
 
-Source = "Trace | pl.DataFrame | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
+Source: TypeAlias = "Trace | pl.DataFrame | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
 
 
 def _rows(x: object, group_by_input_shape: bool) -> tuple[pl.DataFrame, int, int]:
@@ -41,8 +42,8 @@ def _rows(x: object, group_by_input_shape: bool) -> tuple[pl.DataFrame, int, int
         from proftab.io.files import load
 
         x = load(x)  # type: ignore[arg-type]
-    steps = step_windows(x.collect("events", ["rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id"])).select(
-        "rank", "step").unique().height
+    windows = step_windows(x.collect("events", ["rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id"]))
+    steps = windows.select("rank", "step").unique().height
     return x.key_averages(group_by_input_shape=group_by_input_shape), x.files.height, steps
 
 
@@ -129,8 +130,8 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
     j = j.with_columns(pl.col("calls_a").is_not_null().alias("_in_a"), pl.col("calls_b").is_not_null().alias("_in_b"))
     in_a, in_b = pl.col("_in_a"), pl.col("_in_b")
     j = j.with_columns(pl.col("calls_a", "calls_b", "self_ns_a", "self_ns_b", "total_ns_a", "total_ns_b").fill_null(0))
-    rel = (lambda c: pl.when(pl.col(f"{c}_a") != 0).then(
-        (pl.col(f"{c}_b") - pl.col(f"{c}_a")) / pl.col(f"{c}_a")))
+    def rel(c: str) -> pl.Expr:
+        return pl.when(pl.col(f"{c}_a") != 0).then((pl.col(f"{c}_b") - pl.col(f"{c}_a")) / pl.col(f"{c}_a"))
     j = j.with_columns(
         status=pl.when(~in_a).then(pl.lit("added")).when(~in_b).then(pl.lit("removed"))
         .when((pl.col("calls_a") == pl.col("calls_b")) & (pl.col("self_ns_a") == pl.col("self_ns_b"))

@@ -32,7 +32,7 @@ def _span_ns(tr: Trace) -> int:
     if tr.collect("events").is_empty():
         return 0
     s = tr.collect("events").group_by("rank").agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("w"))
-    return int(s["w"].max() or 0)
+    return int(s.select(pl.col("w").max().fill_null(0)).item())
 
 
 def summary_facts(tr: Trace) -> dict[str, object]:

@@ -128,7 +128,8 @@ def step_window(tr: Trace, step: int | None = None, rank: int | None = None) -> 
                    else f"no ProfilerStep#{step} on rank {rank}: the rank has no ProfilerStep#N events")
             raise UsageError(msg)
     if steps_.is_empty():
-        return rank, int(ev["start_ns"].min() or 0), int(ev["end_ns"].max() or 0), "whole trace"
+        lo, hi = ev.select(pl.col("start_ns").min().fill_null(0), pl.col("end_ns").max().fill_null(0)).row(0)
+        return rank, int(lo), int(hi), "whole trace"
     r = steps_.row(0, named=True)
     return rank, int(r["start_ns"]), int(r["end_ns"]), str(r["name"])
 
@@ -178,7 +179,7 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
         pl.col("dur_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("dur"),
     )
     order = labels.filter(pl.col("label").is_in(data["label"].unique().implode()))["label"].to_list()
-    lanes = max(int(data["depth"].max() or 0) + 1, 1)
+    lanes = max(int(data.select(pl.col("depth").max().fill_null(0)).item()) + 1, 1)
     span_ms = max((t1 - t0) / 1e6, 1e-9)
     # names on the bars wide enough to hold them, so a PNG (no tooltips) still says what is what
     data = data.with_columns(_fit("name", ((pl.col("end_ms") - pl.col("start_ms")) / span_ms * _TIMELINE_WIDTH / 6.0)
@@ -384,13 +385,13 @@ def _js_bundle() -> str | None:
     alt = _alt()
     vl = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "proftab")
-    path = os.path.join(cache, f"vega-bundle-vlconvert{vlc.__version__}-vl{vl}.js")
+    path = os.path.join(cache, f"vega-bundle-vlconvert{getattr(vlc, '__version__', 'x')}-vl{vl}.js")
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
     except OSError:
         pass
-    bundle = str(vlc.javascript_bundle(vl_version=vl))
+    bundle = str(vlc.javascript_bundle(vl_version=vl))  # type: ignore[call-arg]
     try:
         os.makedirs(cache, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
@@ -403,7 +404,7 @@ def _js_bundle() -> str | None:
 
 
 def to_html(chart: Any, *, offline: bool = True) -> str:
-    """A standalone HTML page for `chart`.
+    r"""A standalone HTML page for `chart`.
 
     With `offline` (the default) the page carries Vega, Vega-Lite and vega-embed inline (from
     vl-convert, ~0.9 MB) and fetches nothing: it renders on an air-gapped machine. Without

@@ -112,7 +112,7 @@ _DTYPES = {_I64: pl.Int64, _U64: pl.UInt64, _F64: pl.Float64, _STR: pl.String, _
 #: typed column name -> (polars dtype, kind code), in first-appearance order
 TYPED_COLUMNS: dict[str, tuple[DType, int]] = {}
 for _key, _col, _kind in TYPED_ARGS:
-    TYPED_COLUMNS.setdefault(_col, (_DTYPES[_kind], _kind))
+    TYPED_COLUMNS.setdefault(_col, (_DTYPES[ArgKind(_kind)], _kind))
 
 #: columns that identify a host thread track (or a device stream track)
 TRACK_KEYS = ["rank", "pid", "pid_text", "tid", "tid_text"]

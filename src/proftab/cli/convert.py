@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from proftab.cli import Command
 from proftab.cli._common import parse_ranks, shown_warnings
+
+if TYPE_CHECKING:
+    import argparse
 
 EXAMPLES = """\
   proftab convert trace.pt.trace.json.gz trace.pq        one trace -> a dataset directory

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
 
 from proftab.cli import Command
 from proftab.cli._common import add_output_arguments, guess_format, load_trace, rich_console, write_frame, write_text
+
+if TYPE_CHECKING:
+    import argparse
 
 EXAMPLES = """\
   proftab diff before.json.gz after.json.gz                  largest absolute self-time change first
@@ -39,7 +42,10 @@ def _text_rows(d: object) -> tuple[list[str], list[list[str]]]:
     assert isinstance(d, pl.DataFrame)
     headers = ["Name", "Device", "Status", "Calls A", "Calls B", "Self A", "Self B", "Self Δ", "Self Δ%",
                "Total A", "Total B", "Total Δ"]
-    calls_fmt = (lambda v: f"{v:,.2f}") if d.schema["calls_a"] == pl.Float64 else (lambda v: f"{v:,}")
+    fractional = d.schema["calls_a"] == pl.Float64
+
+    def calls_fmt(v: float | None) -> str:
+        return f"{v:,.2f}" if fractional else f"{v:,}"
     rows = []
     for r in d.iter_rows(named=True):
         name = r["name"] or ""  # null for an unnamed event

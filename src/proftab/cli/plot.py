@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
 
 from proftab.cli import Command
 from proftab.cli._common import add_trace_arguments, load_trace
 from proftab.exceptions import UsageError
+
+if TYPE_CHECKING:
+    import argparse
 
 EXAMPLES = """\
   proftab plot top trace.json.gz -o top.html                 top 20 ops, self vs total CPU time

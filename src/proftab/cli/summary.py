@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,8 @@ from proftab.cli._common import (
 )
 
 if TYPE_CHECKING:
+    import argparse
+
     import polars as pl
 
     from proftab.trace import Trace

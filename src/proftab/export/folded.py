@@ -8,7 +8,6 @@ and line breaks become spaces.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -16,6 +15,8 @@ import polars as pl
 from proftab import calltree, schema
 
 if TYPE_CHECKING:
+    import os
+
     from proftab.trace import Trace
 
 __all__ = ["folded_lines", "write_folded"]

@@ -107,7 +107,7 @@ def speedscope_document(tr: Trace, *, device: bool = True, name: str | None = No
           .with_columns(_s=pl.col("start_ns") + pl.col("_base"),
                         _e=pl.max_horizontal("start_ns", "end_ns") + pl.col("_base"))
           .filter(pl.col("_e") > pl.col("_s")))
-    t0 = int(ev["_s"].min()) if ev.height else 0
+    t0 = int(ev.select(pl.col("_s").min()).item()) if ev.height else 0
     frames = ev.select(pl.col("name").unique(maintain_order=True))["name"]
     frame_id = pl.DataFrame({"name": frames, "_frame": np.arange(len(frames), dtype=np.int64)})
     ev = ev.join(frame_id, on="name", how="left").sort(

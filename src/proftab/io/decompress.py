@@ -18,12 +18,13 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Generator, Iterator
 
 __all__ = ["CHUNK", "GzipDamage", "gzip_backend", "raw_chunks", "threaded"]
 
 CHUNK = 8 << 20
 
+_isal: Any
 try:
     from isal import isal_zlib as _isal
 except ImportError:  # no wheel for this platform: zlib does it all
@@ -172,7 +173,7 @@ def _zlib_chunks(path: str) -> Iterator[bytes]:
             yield b""
 
 
-def threaded(gen: Iterator[bytes]) -> Iterator[bytes]:
+def threaded(gen: Iterator[bytes]) -> Generator[bytes, None, None]:
     """Run a chunk generator on a helper thread (zlib releases the GIL)."""
     q: queue.Queue[Any] = queue.Queue(maxsize=3)
     stop = threading.Event()

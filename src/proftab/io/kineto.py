@@ -84,7 +84,7 @@ def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
         damage = exc
     finally:
         chunks.close()
-    res = parser.finish()
+    res: dict[str, Any] = parser.finish()
     res["gzip_error"] = None if damage is None else damage.message
     return res
 
@@ -93,7 +93,7 @@ def scan_bytes(data: bytes, *, salvage: bool = False) -> dict[str, Any]:
     """Run the C scanner over JSON text in memory."""
     parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
     parser.feed(data)
-    res = parser.finish()
+    res: dict[str, Any] = parser.finish()
     res["gzip_error"] = None
     return res
 
@@ -198,7 +198,7 @@ def _mark_rejected(df: pl.DataFrame) -> pl.DataFrame:
                            .otherwise(kind))
 
 
-def _ensure(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
+def _ensure(df: pl.DataFrame, columns: dict[str, schema.DType]) -> pl.DataFrame:
     """Select `columns` in order, adding absent ones as typed nulls."""
     return df.select([
         (pl.col(c) if c in df.columns else pl.lit(None)).cast(dt).alias(c) for c, dt in columns.items()

@@ -565,7 +565,7 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ProftabError(msg)
     mpath = root / MANIFEST
     try:
-        manifest = json.loads(mpath.read_bytes())
+        manifest: dict[str, Any] = json.loads(mpath.read_bytes())
     except (OSError, ValueError) as exc:
         msg = f"the dataset manifest is unreadable ({exc})"
         raise TraceError(msg, path=str(mpath)) from None
@@ -602,21 +602,26 @@ def validate_dataset(root: Path, manifest: object) -> None:
         return TraceError(f"not a valid proftab dataset manifest: {what}", path=mpath)
 
     if not isinstance(manifest, dict):
-        raise bad(f"a JSON {type(manifest).__name__}, not an object")
+        msg = f"a JSON {type(manifest).__name__}, not an object"
+        raise bad(msg)
     if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise bad(f"schema_version {manifest.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+        msg = f"schema_version {manifest.get('schema_version')!r}, expected {SCHEMA_VERSION}"
+        raise bad(msg)
     ranks = manifest.get("ranks")
     if not isinstance(ranks, list) or not ranks:
-        raise bad("no 'ranks' list")
+        msg = "no 'ranks' list"
+        raise bad(msg)
     totals = manifest.get("rows")
     if not isinstance(totals, dict) or not all(isinstance(totals.get(t), int) for t in TABLES):
-        raise bad("no row count per table")
+        msg = "no row count per table"
+        raise bad(msg)
     required = _required_columns()
     for entry in ranks:
         rank = entry.get("rank") if isinstance(entry, dict) else None
         rows = entry.get("rows") if isinstance(entry, dict) else None
         if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(rows, dict):
-            raise bad(f"rank entry {entry!r:.80} lacks an integer 'rank' and its 'rows'")
+            msg = f"rank entry {entry!r:.80} lacks an integer 'rank' and its 'rows'"
+            raise bad(msg)
         for table in TABLES:
             part = root / table / f"rank={rank}" / "part-0.parquet"
             try:

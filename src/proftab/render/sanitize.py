@@ -1,4 +1,4 @@
-"""Make untrusted trace text safe to print: control characters become visible escapes.
+r"""Make untrusted trace text safe to print: control characters become visible escapes.
 
 Names, shapes and stacks come from the trace file verbatim. Printed to a terminal, an ESC or
 OSC sequence could retitle the window or clear the screen, a ``\\r`` or ``\\n`` would split a
@@ -10,8 +10,10 @@ their own and keep the exact text.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = ["CONTROL_CHARS", "sanitize_expr", "sanitize_text"]
 
@@ -32,7 +34,7 @@ _PATTERN = re.compile("[" + "".join(re.escape(ch) for ch in CONTROL_CHARS) + "]"
 
 
 def sanitize_text(text: str, *, keep: str = "") -> str:
-    """`text` with every control character (except those in `keep`) as a visible ``\\xNN`` escape."""
+    r"""`text` with every control character (except those in `keep`) as a visible ``\\xNN`` escape."""
     return _PATTERN.sub(lambda m: m.group() if m.group() in keep else _escape(m.group()), text)
 
 

@@ -101,9 +101,12 @@ def _sort_column(sort_by: str) -> str:
     if sort_by in SORT_KEYS.values():
         return sort_by
     valid = ", ".join(sorted(SORT_KEYS) + sorted(set(SORT_KEYS.values()) - set(SORT_KEYS)))  # each name once
-    raise UsageError(
+    msg = (
         f"unknown sort_by {sort_by!r}; valid keys: {valid} "
         "(and the cuda_/xpu_/privateuse1_ spellings of the device keys)"
+    )
+    raise UsageError(
+        msg
     )
 
 
@@ -131,7 +134,7 @@ def render_table(
     with_flops: bool = False,
     distinct_names: bool = False,
 ) -> str:
-    """Render torch's ``EventList.table()`` from a ``key_averages`` frame.
+    r"""Render torch's ``EventList.table()`` from a ``key_averages`` frame.
 
     Parameters
     ----------
@@ -167,7 +170,8 @@ def render_table(
     """
     sort_col = _sort_column(sort_by) if sort_by is not None else None
     if time_unit not in _TIME_UNITS:
-        raise UsageError(f"unknown time_unit {time_unit!r}; valid: 's', 'ms', 'us' or None")
+        msg = f"unknown time_unit {time_unit!r}; valid: 's', 'ms', 'us' or None"
+        raise UsageError(msg)
     if rows.height == 0:
         return ""
 
@@ -180,7 +184,8 @@ def render_table(
     has_device_mem = bool((rows["self_device_mem_bytes"] > 0).any())
     device = _device_name(rows, use_device)
     if has_device_time and not device:
-        raise UsageError("rows have device time but no device is known; pass use_device")
+        msg = "rows have device time but no device is known; pass use_device"
+        raise UsageError(msg)
     dev = device.upper() if device else "None"
     has_shapes = bool(rows["input_shapes"].is_in(["", "[]"]).not_().any())
     has_overload = bool((rows["overload_name"].str.len_chars() > 0).any())
@@ -233,14 +238,14 @@ def render_table(
         widths.append(_W)
         aligns.append(">")
 
-    row_format = "".join(f"{{: {a}{w}}}  " for a, w in zip(aligns, widths))
+    row_format = "".join(f"{{: {a}{w}}}  " for a, w in zip(aligns, widths, strict=False))
     sep = "".join("-" * w + "  " for w in widths)
     line_length = sum(widths) + 2 * len(widths) - 2
 
     sum_cpu_us = sum(r["self_cpu_ns"]) / 1000
     sum_dev_us = sum(
         ns
-        for ns, dt, ua in zip(r["self_device_ns"], r["device_type"], r["is_user_annotation"])
+        for ns, dt, ua in zip(r["self_device_ns"], r["device_type"], r["is_user_annotation"], strict=False)
         if (dt or "").lower() in _DEVICE_SUM_TYPES and not ua
     ) / 1000
 
