@@ -71,12 +71,19 @@ def raw_chunks(path: str) -> Iterator[bytes]:
 
     A damaged gzip stream raises `GzipDamage` after yielding the intact prefix.
     """
-    if gzip_backend() == "zlib" or _isal is None:
-        yield from _zlib_chunks(path)
+    with open(path, "rb") as fh:
+        gzipped = fh.read(2) == b"\x1f\x8b"
+        if not gzipped:
+            fh.seek(0)
+            while chunk := fh.read(CHUNK):
+                yield chunk
+            return
+    if gzip_backend() == "zlib":
+        yield from _gzip_chunks(path, zlib, exact=True)
         return
     produced = 0
     try:
-        for chunk in _isal_chunks(path, _isal):
+        for chunk in _gzip_chunks(path, _isal, exact=False):
             produced += len(chunk)
             yield chunk
         return
@@ -84,7 +91,7 @@ def raw_chunks(path: str) -> Iterator[bytes]:
         pass
     # damage: replay with zlib, which finds the exact intact prefix; skip what was yielded
     skip = produced
-    for chunk in _zlib_chunks(path):
+    for chunk in _gzip_chunks(path, zlib, exact=True):
         if skip >= len(chunk):
             skip -= len(chunk)
             continue
@@ -92,60 +99,26 @@ def raw_chunks(path: str) -> Iterator[bytes]:
         skip = 0
 
 
-def _isal_chunks(path: str, isal: Any) -> Iterator[bytes]:
-    """`_zlib_chunks` for a sound stream with ISA-L: no state copies; damage raises `isal_zlib.error`."""
+def _gzip_chunks(path: str, inflater: Any, *, exact: bool) -> Iterator[bytes]:
+    """The inflated bytes of the gzip file `path`, concatenated members included.
+
+    `inflater` is `zlib` or `isal_zlib`. With `exact` (zlib: its state can be copied) a
+    damaged stream yields its intact prefix, then raises `GzipDamage`; otherwise the
+    inflater's own error propagates.
+    """
     with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head != b"\x1f\x8b":
-            while chunk := fh.read(CHUNK):
-                yield chunk
-            return
-        dec = isal.decompressobj(wbits=31)
-        consumed = 0
+        dec = inflater.decompressobj(wbits=31)
+        consumed = 0  # compressed bytes before `raw`
+        produced = 0  # decompressed bytes yielded
         while raw := fh.read(1 << 20):
             data = raw
             while data:
-                out = dec.decompress(data, CHUNK)
-                if out:
-                    yield out
-                if dec.eof:  # concatenated gzip members: continue with the rest
-                    data = dec.unused_data
-                    dec = isal.decompressobj(wbits=31)
-                    if not data.strip(b"\x00"):
-                        data = b""
-                    continue
-                data = dec.unconsumed_tail
-            consumed += len(raw)
-        tail = dec.flush()
-        if tail:
-            yield tail
-        if not dec.eof and consumed:
-            yield b""  # a truncated gzip stream: the JSON scanner reports the truncation itself
-
-
-def _zlib_chunks(path: str) -> Iterator[bytes]:
-    """The decompressed bytes of `path` by zlib, the exact intact prefix of a damaged stream."""
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head != b"\x1f\x8b":
-            while chunk := fh.read(CHUNK):
-                yield chunk
-            return
-        dec = zlib.decompressobj(wbits=31)
-        consumed = 0  # compressed bytes before `raw`
-        produced = 0  # decompressed bytes yielded
-        while True:
-            raw = fh.read(1 << 20)
-            if not raw:
-                break
-            data = raw
-            while data:
-                saved = dec.copy()
+                saved = dec.copy() if exact else None
                 try:
                     out = dec.decompress(data, CHUNK)
                 except zlib.error as exc:
+                    if saved is None:
+                        raise
                     good, used = _gzip_prefix(saved, data[:CHUNK])
                     if good:
                         produced += len(good)
@@ -156,10 +129,9 @@ def _zlib_chunks(path: str) -> Iterator[bytes]:
                 if out:
                     produced += len(out)
                     yield out
-                if dec.eof:
-                    # concatenated gzip members: continue with the rest
+                if dec.eof:  # concatenated gzip members: continue with the rest
                     data = dec.unused_data
-                    dec = zlib.decompressobj(wbits=31)
+                    dec = inflater.decompressobj(wbits=31)
                     if not data.strip(b"\x00"):
                         data = b""
                     continue
@@ -169,8 +141,7 @@ def _zlib_chunks(path: str) -> Iterator[bytes]:
         if tail:
             yield tail
         if not dec.eof and consumed:
-            # a truncated gzip stream: the JSON scanner reports the truncation itself
-            yield b""
+            yield b""  # a truncated gzip stream: the JSON scanner reports the truncation itself
 
 
 def threaded(gen: Iterator[bytes]) -> Generator[bytes, None, None]:
