@@ -28,8 +28,9 @@ try:
     from proftab.api import register_trace_method, register_trace_namespace
     from proftab.diff import diff
     from proftab.exceptions import ProftabError, ProftabWarning, TraceError
+    from proftab.io.convert import convert
     from proftab.io.files import load
-    from proftab.io.parquet import convert, read_parquet, scan
+    from proftab.io.parquet import read_parquet, scan
     from proftab.joins import join_samples, overlaps
     from proftab.paths import data_path
     from proftab.schema import Flag

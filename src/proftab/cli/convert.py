@@ -1,4 +1,4 @@
-"""`proftab convert`: trace files into one Parquet dataset (`proftab.io.parquet.convert`)."""
+"""`proftab convert`: trace files into one Parquet dataset (`proftab.io.convert.convert`)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from proftab.io.parquet import convert
+    from proftab.io.convert import convert
 
     with shown_warnings(args):
         path = convert(args.sources, args.out, force=args.force, salvage=args.salvage, max_workers=args.workers,
