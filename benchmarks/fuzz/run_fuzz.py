@@ -22,20 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.fuzz.harness import MUTATORS, OUTCOMES
-
-
-def table(counts: dict[str, dict[str, int]]) -> str:
-    lines = ["| class | tried | crashes | hangs | wrong exception | silent loss |", "|---|---:|---:|---:|---:|---:|"]
-    tot = dict.fromkeys(OUTCOMES, 0)
-    for cls, c in counts.items():
-        lines.append(f"| {cls} | {sum(c.values())} | {c['crash']} | {c['hang']} | {c['wrong_exception']} | "
-                     f"{c['silent_loss']} |")
-        for k in OUTCOMES:
-            tot[k] += c[k]
-    lines.append(f"| **all** | {sum(tot.values())} | {tot['crash']} | {tot['hang']} | {tot['wrong_exception']} | "
-                 f"{tot['silent_loss']} |")
-    return "\n".join(lines)
+from tests.fuzz.harness import MUTATORS, OUTCOMES, outcome_table  # noqa: E402 - after the sys.path entry
 
 
 def main() -> int:
@@ -76,7 +63,7 @@ def main() -> int:
             (logs / f"hang-{seed}.log").write_text(str(exc.stdout or "") + str(exc.stderr or ""))
         seed += 1
         children += 1
-    print(table(counts))
+    print(outcome_table(counts))
     for k, v in sorted(examples.items()):
         print(f"  {k}: {v[:300]}")
     print(f"{children} child processes, logs under {logs}")

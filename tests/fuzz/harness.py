@@ -500,18 +500,21 @@ class Harness:
 
     def table(self) -> str:
         """Markdown table: class -> tried / crash / hang / wrong_exception / silent_loss."""
-        lines = ["| class | tried | crashes | hangs | wrong exception | silent loss |",
-                 "|---|---:|---:|---:|---:|---:|"]
-        tot = dict.fromkeys(OUTCOMES, 0)
-        for cls, c in self.counts.items():
-            tried = sum(c.values())
-            lines.append(f"| {cls} | {tried} | {c['crash']} | {c['hang']} | {c['wrong_exception']} | "
-                         f"{c['silent_loss']} |")
-            for k in OUTCOMES:
-                tot[k] += c[k]
-        lines.append(f"| **all** | {sum(tot.values())} | {tot['crash']} | {tot['hang']} | "
-                     f"{tot['wrong_exception']} | {tot['silent_loss']} |")
-        return "\n".join(lines)
+        return outcome_table(self.counts)
+
+
+def outcome_table(counts: dict[str, dict[str, int]]) -> str:
+    """Markdown table of outcome counts per class, with an **all** row."""
+    lines = ["| class | tried | crashes | hangs | wrong exception | silent loss |", "|---|---:|---:|---:|---:|---:|"]
+    tot = dict.fromkeys(OUTCOMES, 0)
+    for cls, c in counts.items():
+        lines.append(f"| {cls} | {sum(c.values())} | {c['crash']} | {c['hang']} | {c['wrong_exception']} | "
+                     f"{c['silent_loss']} |")
+        for k in OUTCOMES:
+            tot[k] += c[k]
+    lines.append(f"| **all** | {sum(tot.values())} | {tot['crash']} | {tot['hang']} | {tot['wrong_exception']} | "
+                 f"{tot['silent_loss']} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
