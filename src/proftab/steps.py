@@ -11,9 +11,10 @@ import polars as pl
 
 from proftab import kinds
 
-__all__ = ["assign_steps", "step_windows"]
+__all__ = ["STEP_PREFIX", "assign_steps", "step_windows"]
 
-_PREFIX = "ProfilerStep#"
+#: the name prefix of a profiler step window (`ProfilerStep#N`)
+STEP_PREFIX = "ProfilerStep#"
 
 
 def step_windows(events: pl.DataFrame) -> pl.DataFrame:
@@ -21,8 +22,8 @@ def step_windows(events: pl.DataFrame) -> pl.DataFrame:
     `dur_ns`, `event_id`; sorted by rank and start."""
     host = kinds.is_host()
     return (
-        events.filter(pl.col("name").str.starts_with(_PREFIX) & host)
-        .select("rank", pl.col("name").str.strip_prefix(_PREFIX).cast(pl.Int64, strict=False).alias("step"),
+        events.filter(pl.col("name").str.starts_with(STEP_PREFIX) & host)
+        .select("rank", pl.col("name").str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False).alias("step"),
                 "name", "start_ns", "end_ns", "dur_ns", "event_id")
         .filter(pl.col("step").is_not_null())
         .sort("rank", "start_ns")

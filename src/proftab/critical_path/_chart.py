@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from proftab import schema
+from proftab import kinds, schema
 
 if TYPE_CHECKING:
     from proftab.critical_path._graph import Graph
@@ -39,7 +39,7 @@ def path_chart(g: Graph, path: pl.DataFrame, events: pl.DataFrame, labels: pl.Da
     ids = g.events["event_id"].unique().implode()
     ev = events.filter((pl.col("rank") == g.rank) & pl.col("event_id").is_in(ids))
     keep_depth = (pl.col("depth") - pl.col("depth").min().over(schema.TRACK_KEYS, "cat")) <= max_depth
-    ev = ev.filter(keep_depth | pl.col("cat").cast(pl.String).is_in(sorted(schema.DEVICE_CATEGORIES)))
+    ev = ev.filter(keep_depth | kinds.is_device())
     if ev.height > max_events:
         ev = ev.sort("dur_ns", descending=True).head(max_events)
     lab = labels.select(*schema.TRACK_KEYS, "label")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab.api import register_trace_method
+from proftab.steps import STEP_PREFIX, step_windows
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,12 +27,10 @@ __all__ = ["select_events", "step_bounds"]
 
 def step_bounds(trace: Trace, steps: Sequence[int], ranks: Sequence[int] | None = None) -> pl.DataFrame:
     """``rank``, ``step``, ``start_ns``, ``end_ns`` of the given ``ProfilerStep#N`` windows."""
-    from proftab.steps import step_windows
-
     if "summary_steps" in trace.tables:
         w = trace.lazy("summary_steps")
     else:
-        w = step_windows(trace.lazy("events").filter(pl.col("name").str.starts_with("ProfilerStep#"))
+        w = step_windows(trace.lazy("events").filter(pl.col("name").str.starts_with(STEP_PREFIX))
                          .select("rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id").collect()).lazy()
     w = w.filter(pl.col("step").is_in(list(steps)))
     if ranks is not None:

@@ -15,6 +15,7 @@ import polars as pl
 from proftab import kinds
 from proftab.exceptions import ProftabError
 from proftab.intervals.tree import ancestor_pairs, nearest_ancestor, row_positions, tree_depth
+from proftab.steps import STEP_PREFIX
 
 __all__ = ["FRAME_COLUMNS", "MODULE_PREFIX", "SOURCES", "assign", "backward_links", "frame_mask", "module_frames",
            "row_parents"]
@@ -25,7 +26,6 @@ MODULE_PREFIX = "nn.Module: "
 SOURCES = ("nn.Module", "user_annotation")
 Source = Literal["auto", "nn.Module", "user_annotation"]
 #: the name prefix of the profiler step annotation (never a module)
-_STEP_PREFIX = "ProfilerStep#"
 #: the name prefix autograd's engine gives the op that runs one backward node
 EVALUATE_PREFIX = "autograd::engine::evaluate_function: "
 
@@ -43,7 +43,7 @@ def _module_expr() -> pl.Expr:
 
 def _annotation_expr() -> pl.Expr:
     return (pl.col("cat").cast(pl.String) == "user_annotation").fill_null(False) & ~pl.col("name").str.starts_with(
-        _STEP_PREFIX)
+        STEP_PREFIX)
 
 
 def frame_mask(nested: pl.DataFrame, source: Source = "auto") -> tuple[pl.Series, str | None]:
