@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from proftab.exceptions import ProftabError
-from proftab.intervals.merge import merge_intervals
+from proftab.intervals.merge import union_ns
 from proftab.intervals.tree import ancestor_pairs, row_positions
 from proftab.steps import assign_steps
 
@@ -37,11 +37,6 @@ def frame_ancestors(frames: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame({
         "rank": frames["rank"].gather(item), "frame_id": frames["frame_id"].gather(item),
         "anc_path": frames["path"].gather(anc), "anc_type": frames["type"].gather(anc)})
-
-
-def _union_ns(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    merged = merge_intervals(df, by=by)
-    return merged.group_by(by).agg(((pl.col("end_ns") - pl.col("start_ns")).sum()).alias("_u"))
 
 
 def _charged(rows: pl.DataFrame, anc: pl.DataFrame, key: str, value: str, name: str) -> pl.DataFrame:
@@ -102,9 +97,9 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
     fwd = frames.filter(pl.col("phase") == "forward")
     rec = frames.filter(pl.col("phase") == "recompute")
     host = (fwd.group_by("rank", key).agg(calls=pl.len(), host_self_ns=pl.col("self_ns").sum())
-            .join(_union_ns(fwd, ["rank", key]).rename({"_u": "host_total_ns"}), on=["rank", key]))
+            .join(union_ns(fwd, by=["rank", key]).rename({"union_ns": "host_total_ns"}), on=["rank", key]))
     recomp = rec.group_by("rank", key).agg(recompute_calls=pl.len()).join(
-        _union_ns(rec, ["rank", key]).rename({"_u": "recompute_ns"}), on=["rank", key])
+        union_ns(rec, by=["rank", key]).rename({"union_ns": "recompute_ns"}), on=["rank", key])
     # the backward ops charged to each frame: host time = each op's exclusive backward time
     bwd_ops = links.select("rank", "event_id", "excl_ns").join(
         assigned.select("rank", "event_id", "frame_id"), on=["rank", "event_id"]).filter(
