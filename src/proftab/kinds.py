@@ -16,8 +16,12 @@ from proftab import schema
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["device_type", "has_device_rows", "in_categories", "is_device", "is_device_work", "is_host",
+__all__ = ["MODULE_PREFIX", "device_type", "has_device_rows", "in_categories", "is_device", "is_device_work", "is_host",
            "is_host_op", "is_profiler_span", "use_device"]
+
+
+#: the name prefix of the `python_function` frame torch records for an `nn.Module` call (with_stack)
+MODULE_PREFIX = "nn.Module: "
 
 
 def in_categories(categories: Iterable[str], col: str = "cat") -> pl.Expr:

@@ -267,12 +267,12 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     e_cls.append(np.full(int(ok.sum()), _EDGE_LAUNCH))
     # the nn.Module each event runs in: the nearest `nn.Module: X` python_function at or above a host op,
     # the launching op's for device work
-    is_mod = host["name"].str.starts_with("nn.Module: ").to_numpy()
+    is_mod = host["name"].str.starts_with(kinds.MODULE_PREFIX).to_numpy()
     hrows = np.arange(nh)
     anc = np.where(is_mod, hrows, nearest_ancestor(parent_row[:nh], hrows, is_mod)) if nh else hrows
     owner_mod = np.concatenate([anc, np.where(lrow >= 0, anc[np.maximum(lrow, 0)] if nh else -1, -1),
                                 np.full(ns, -1)])
-    mod_names = host["name"].str.strip_prefix("nn.Module: ")
+    mod_names = host["name"].str.strip_prefix(kinds.MODULE_PREFIX)
     module = (mod_names.gather(pl.Series(np.maximum(owner_mod, 0))) if nh
               else pl.Series([None] * len(owner_mod), dtype=pl.String))
     module = pl.select(pl.when(pl.Series(owner_mod >= 0)).then(module)).to_series().alias("module")

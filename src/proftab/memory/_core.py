@@ -45,7 +45,6 @@ EVENT_COLUMNS = ["event_id", "rank", "pid", "pid_text", "tid", "tid_text", "cat"
 _DEVICE_TYPE_NAMES = {0: "cpu", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 7: "fpga",
                       8: "maia", 9: "xla", 10: "vulkan", 11: "metal", 12: "xpu", 13: "mps", 14: "meta", 15: "hpu",
                       16: "ve", 17: "lazy", 18: "ipu", 19: "mtia", 20: "privateuseone"}
-_MODULE_PREFIX = "nn.Module: "
 
 
 def device_names() -> pl.Expr:
@@ -166,7 +165,7 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
     names = ops["name"]
     is_py = np.append((cat == "python_function").fill_null(False).to_numpy(), False)
     is_cpu_op = np.append((cat == "cpu_op").fill_null(False).to_numpy(), False)
-    is_module = np.append((is_py[:-1] & names.str.starts_with(_MODULE_PREFIX).fill_null(False).to_numpy()), False)
+    is_module = np.append((is_py[:-1] & names.str.starts_with(kinds.MODULE_PREFIX).fill_null(False).to_numpy()), False)
 
     def at_or_above(target: np.ndarray) -> np.ndarray:
         return np.where(target[first], first, nearest_ancestor(parent, first, target))
@@ -197,7 +196,7 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
         "op_id": id_of,
         "op": name_of.gather(pl.Series(first)),
         "top_op": name_of.gather(pl.Series(np.where(top >= 0, top, n_ops))),
-        "module": module.str.strip_prefix(_MODULE_PREFIX),
+        "module": module.str.strip_prefix(kinds.MODULE_PREFIX),
         "stack": stack,
     })
 

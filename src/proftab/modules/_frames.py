@@ -15,13 +15,13 @@ import polars as pl
 from proftab import kinds
 from proftab.exceptions import ProftabError
 from proftab.intervals.tree import ancestor_pairs, nearest_ancestor, row_positions, tree_depth
+from proftab.kinds import MODULE_PREFIX
 from proftab.steps import STEP_PREFIX
 
 __all__ = ["FRAME_COLUMNS", "MODULE_PREFIX", "SOURCES", "assign", "backward_links", "frame_mask", "module_frames",
            "row_parents"]
 
 #: name prefix of the python tracer's module-call frames (`with_stack` / `with_modules`)
-MODULE_PREFIX = "nn.Module: "
 #: where module frames come from: the python tracer's `nn.Module` frames, else user annotations
 SOURCES = ("nn.Module", "user_annotation")
 Source = Literal["auto", "nn.Module", "user_annotation"]
