@@ -157,7 +157,7 @@ def test_resume_continues_a_killed_run(tmp_path: Path) -> None:
     out = tmp_path / "ds"
     code = ("import sys, proftab as pt; pt.convert(sys.argv[2:], sys.argv[1], resume=True, max_workers=1, "
             f"ranks=list(range({n})), progress=False)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": str(Path(pt.__file__).parents[1])}  # the proftab under test, installed or not
     proc = subprocess.Popen([sys.executable, "-c", code, str(out), *srcs], env=env)
     ckpt = tmp_path / ".ds.proftab-resume"
     deadline = time.monotonic() + 120

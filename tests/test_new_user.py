@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from pathlib import Path  # noqa: TC003 - fixtures' annotations
 
 import polars as pl
@@ -121,8 +122,12 @@ def test_data_path_from_notebooks_dir_and_elsewhere(monkeypatch: pytest.MonkeyPa
     assert pt.load(p).events.height > 0
     monkeypatch.chdir(root)
     assert pt.data_path("tests/data/public").is_dir()
-    monkeypatch.chdir(tmp_path)  # outside the checkout: found through the imported package's checkout
-    assert pt.data_path("data/train_cnn.pt.trace.json.gz").exists()
+    monkeypatch.chdir(tmp_path)  # outside the checkout: found through the checkout proftab was imported from
+    if Path(pt.__file__).resolve().parents[2] == root.resolve():  # an editable install (or PYTHONPATH=src)
+        assert pt.data_path("data/train_cnn.pt.trace.json.gz").resolve() == (BUNDLED / "train_cnn.pt.trace.json.gz").resolve()
+    else:  # installed from a wheel: no checkout to fall back on, and the error says where it looked
+        with pytest.raises(ProftabError, match=f"looked in: {re.escape(str(tmp_path))}"):
+            pt.data_path("data/train_cnn.pt.trace.json.gz")
     with pytest.raises(ProftabError, match="'data/nope.json' not found; looked in"):
         pt.data_path("data/nope.json")
 
@@ -359,7 +364,7 @@ def test_ctrl_c_during_convert_is_one_line_rc_130(tmp_path: Path) -> None:
     for i in range(6):
         (src / f"r{i}.json.gz").write_bytes(H100.read_bytes())
     out = tmp_path / "run.pq"
-    env = {**os.environ, "PYTHONPATH": str(BUNDLED.parent / "src")}
+    env = {**os.environ, "PYTHONPATH": str(Path(pt.__file__).parents[1])}  # the proftab under test, installed or not
     p = subprocess.Popen([sys.executable, "-m", "proftab", "convert", str(src), str(out), "--ranks", "0,1,2,3,4,5",
                           "--workers", "2", "--progress", "never"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True, env=env)
