@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import sysconfig
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -36,6 +37,10 @@ class BuildExt(build_ext):
             raise
 
 
+# the scanner uses only the stable ABI of CPython 3.11 (the buffer protocol entered it in 3.11):
+# one cp311-abi3 wheel serves every CPython >= 3.11; free-threaded builds have no stable ABI
+STABLE_ABI = not sysconfig.get_config_var("Py_GIL_DISABLED")
+
 setup(
     cmdclass={"build_ext": BuildExt},
     ext_modules=[
@@ -43,6 +48,9 @@ setup(
             "proftab.io._kineto",
             sources=["src/proftab/io/_kineto.c"],
             extra_compile_args=[] if sys.platform == "win32" else ["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
+            define_macros=[("Py_LIMITED_API", "0x030B0000")] if STABLE_ABI else [],
+            py_limited_api=STABLE_ABI,
         )
     ],
+    options={"bdist_wheel": {"py_limited_api": "cp311"}} if STABLE_ABI else {},
 )

@@ -1613,25 +1613,36 @@ typedef struct {
     Py_ssize_t size;
 } BufferObject;
 
+/* heap types from PyType_FromSpec (the stable ABI has no static PyTypeObject); set at import */
+static PyObject *BufferType;
+static PyObject *ParserType;
+
+/* a heap type's instance: free it with the type's tp_free, then drop the reference it holds */
+static void free_instance(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
 static void Buffer_dealloc(BufferObject *self) {
     free(self->data);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    free_instance((PyObject *)self);
 }
 
 static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags) {
     return PyBuffer_FillInfo(view, (PyObject *)self, self->data ? self->data : (char *)"", self->size, 1, flags);
 }
 
-static PyBufferProcs Buffer_as_buffer = {(getbufferproc)Buffer_getbuffer, NULL};
+static PyType_Slot Buffer_slots[] = {
+    {Py_tp_dealloc, (void *)Buffer_dealloc},
+    {Py_bf_getbuffer, (void *)Buffer_getbuffer},
+    {Py_tp_doc, (void *)"owned memory exposed through the buffer protocol"},
+    {0, NULL},
+};
 
-static PyTypeObject BufferType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "proftab.io._kineto.Buffer",
-    .tp_basicsize = sizeof(BufferObject),
-    .tp_dealloc = (destructor)Buffer_dealloc,
-    .tp_as_buffer = &Buffer_as_buffer,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "owned memory exposed through the buffer protocol",
+static PyType_Spec Buffer_spec = {
+    "proftab.io._kineto.Buffer", sizeof(BufferObject), 0, Py_TPFLAGS_DEFAULT, Buffer_slots,
 };
 
 /* steal the buffer's memory into a Buffer object, truncated/extended (zeroed) to size */
@@ -1642,7 +1653,7 @@ static PyObject *take_buf(buf_t *b, size_t size) {
         char *np = realloc(b->p, size ? size : 1);
         if (np) { b->p = np; b->cap = size; }
     }
-    BufferObject *o = PyObject_New(BufferObject, &BufferType);
+    BufferObject *o = PyObject_New(BufferObject, (PyTypeObject *)BufferType);
     if (!o) return NULL;
     o->data = b->p;
     o->size = (Py_ssize_t)size;
@@ -1671,7 +1682,7 @@ static void Parser_dealloc(Parser *P) {
     buf_free(&P->keybuf);
     buf_free(&P->e.args);
     buf_free(&P->e.extra);
-    Py_TYPE(P)->tp_free((PyObject *)P);
+    free_instance((PyObject *)P);
 }
 
 static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
@@ -1687,13 +1698,13 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
         for (int i = 0; i < N_DICT; i++) P->tabs[t].dicts[i].last_n = (size_t)-1;
     PyObject *seq = PySequence_Fast(spec, "typed_keys must be a sequence");
     if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyList_Check(seq) ? PyList_Size(seq) : PyTuple_Size(seq);
     if (n > MAX_TYPED) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many typed keys"); return -1; }
     memset(P->keytab, 0, sizeof P->keytab);
     P->ntypedcols = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const char *k; Py_ssize_t kn; int col, kind;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "y#ii", &k, &kn, &col, &kind)) { Py_DECREF(seq); return -1; }
+        if (!PyArg_ParseTuple(PyList_Check(seq) ? PyList_GetItem(seq, i) : PyTuple_GetItem(seq, i), "y#ii", &k, &kn, &col, &kind)) { Py_DECREF(seq); return -1; }
         if (col < 0 || col >= MAX_TYPED || kind < 0 || kind > K_BOOL) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "bad typed key"); return -1; }
         char *kc = malloc((size_t)kn + 1);
         if (!kc) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
@@ -1867,7 +1878,7 @@ static PyObject *table_result(Parser *P, table_t *T) {
             else o = fix_result(&T->tfix[col], n, 8);
         }
         if (!o) { Py_DECREF(typed); Py_DECREF(res); return NULL; }
-        PyList_SET_ITEM(typed, col, o);
+        PyList_SetItem(typed, col, o);  /* steals o, as the macro did */
     }
     PyDict_SetItemString(res, "typed", typed);
     Py_DECREF(typed);
@@ -1945,16 +1956,17 @@ static PyMethodDef Parser_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject ParserType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "proftab.io._kineto.Parser",
-    .tp_basicsize = sizeof(Parser),
-    .tp_dealloc = (destructor)Parser_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Parser(typed_keys): streaming Kineto JSON scanner",
-    .tp_methods = Parser_methods,
-    .tp_init = (initproc)Parser_init,
-    .tp_new = PyType_GenericNew,
+static PyType_Slot Parser_slots[] = {
+    {Py_tp_dealloc, (void *)Parser_dealloc},
+    {Py_tp_doc, (void *)"Parser(typed_keys): streaming Kineto JSON scanner"},
+    {Py_tp_methods, (void *)Parser_methods},
+    {Py_tp_init, (void *)Parser_init},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {0, NULL},
+};
+
+static PyType_Spec Parser_spec = {
+    "proftab.io._kineto.Parser", sizeof(Parser), 0, Py_TPFLAGS_DEFAULT, Parser_slots,
 };
 
 /* exposed for tests: exact µs text -> (ns, frac_digits, rounded) or None */
@@ -1978,14 +1990,15 @@ static struct PyModuleDef moduledef = {
 };
 
 PyMODINIT_FUNC PyInit__kineto(void) {
-    if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&ParserType) < 0) return NULL;
     init_tables();
+    if (!BufferType && !(BufferType = PyType_FromSpec(&Buffer_spec))) return NULL;
+    if (!ParserType && !(ParserType = PyType_FromSpec(&Parser_spec))) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;
-    Py_INCREF(&ParserType);
-    PyModule_AddObject(m, "Parser", (PyObject *)&ParserType);
-    Py_INCREF(&BufferType);
-    PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType);
+    Py_INCREF(ParserType);  /* the module's reference; the global keeps its own */
+    if (PyModule_AddObject(m, "Parser", ParserType) < 0) { Py_DECREF(ParserType); Py_DECREF(m); return NULL; }
+    Py_INCREF(BufferType);
+    if (PyModule_AddObject(m, "Buffer", BufferType) < 0) { Py_DECREF(BufferType); Py_DECREF(m); return NULL; }
     PyModule_AddIntConstant(m, "I64", K_I64);
     PyModule_AddIntConstant(m, "U64", K_U64);
     PyModule_AddIntConstant(m, "F64", K_F64);
