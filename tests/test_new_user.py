@@ -124,7 +124,8 @@ def test_data_path_from_notebooks_dir_and_elsewhere(monkeypatch: pytest.MonkeyPa
     assert pt.data_path("tests/data/public").is_dir()
     monkeypatch.chdir(tmp_path)  # outside the checkout: found through the checkout proftab was imported from
     if Path(pt.__file__).resolve().parents[2] == root.resolve():  # an editable install (or PYTHONPATH=src)
-        assert pt.data_path("data/train_cnn.pt.trace.json.gz").resolve() == (BUNDLED / "train_cnn.pt.trace.json.gz").resolve()
+        found = pt.data_path("data/train_cnn.pt.trace.json.gz")
+        assert found.resolve() == (BUNDLED / "train_cnn.pt.trace.json.gz").resolve()
     else:  # installed from a wheel: no checkout to fall back on, and the error says where it looked
         with pytest.raises(ProftabError, match=f"looked in: {re.escape(str(tmp_path))}"):
             pt.data_path("data/train_cnn.pt.trace.json.gz")
