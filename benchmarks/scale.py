@@ -8,6 +8,7 @@ Not a timed test. Steps (each optional)::
     PYTHONPATH=src python benchmarks/scale.py tables --dataset /tmp/scale/ds-256-w2
     PYTHONPATH=src python benchmarks/scale.py scan --dataset /tmp/scale/ds-256-w2 --copies 8
     PYTHONPATH=src python benchmarks/scale.py scan --dataset /tmp/scale/ds-256-w2 --copies 128 --modes streaming
+    PYTHONPATH=src python benchmarks/scale.py queries --dataset /tmp/scale/ds-20-w2
 
 ``scan --copies K`` lists every events part file K times (the same files: K x the rows, read K
 times; the page cache serves the repeats, so it measures memory, not disk throughput).
@@ -144,6 +145,30 @@ print(json.dumps({"mode": mode, "files": len(parts), "parquet_MB": round(nbytes 
                   "peak_rss_MB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
 """
 
+# proftab-level queries over a dataset, each in a fresh process: `ranks_ka` merges the per-rank
+# summary_key_averages, `window` is one rank's first second (predicate pushdown, streaming),
+# `ka` is the exact multi-rank key_averages() (every host event of every rank, percentiles)
+_QUERY = """
+import json, resource, sys, time
+import polars as pl
+import proftab as pt
+mode = sys.argv[2]
+t = time.monotonic()
+sc = pt.scan(sys.argv[1])
+if mode == "ranks_ka":
+    rows = sc.ranks.key_averages().height
+elif mode == "window":
+    lf = sc.lazy("events").filter(pl.col("rank") == 3)
+    t0 = lf.select(pl.col("start_ns").min()).collect().item()
+    out = (lf.filter(pl.col("start_ns").is_between(t0, t0 + 1_000_000_000)).group_by("name")
+           .agg(pl.len(), pl.col("dur_ns").sum()).collect(engine="streaming"))
+    rows = int(out["len"].sum())
+else:
+    rows = sc.key_averages().height
+print(json.dumps({"mode": mode, "seconds": round(time.monotonic() - t, 2), "rows": rows,
+                  "peak_rss_MB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+"""
+
 
 def _sub(code: str, *args: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -171,6 +196,9 @@ def main() -> None:
     s.add_argument("--dataset", required=True)
     s.add_argument("--copies", type=int, default=1)
     s.add_argument("--modes", nargs="+", default=["streaming", "eager"])
+    q = sub.add_parser("queries")
+    q.add_argument("--dataset", required=True)
+    q.add_argument("--modes", nargs="+", default=["ranks_ka", "window", "ka"])
     args = ap.parse_args()
     if args.cmd == "gen":
         gen(args.ranks, args.out)
@@ -182,6 +210,9 @@ def main() -> None:
     elif args.cmd == "tables":
         for mode in ("summaries", "events"):
             _sub(_TABLES, args.dataset, mode)
+    elif args.cmd == "queries":
+        for mode in args.modes:
+            _sub(_QUERY, args.dataset, mode)
     else:
         for mode in args.modes:
             _sub(_SCAN, args.dataset, str(args.copies), mode)
