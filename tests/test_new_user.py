@@ -302,6 +302,44 @@ def test_without_python_keeps_op_totals() -> None:
     assert set(ops["parent_id"].drop_nulls().to_list()) <= ids
 
 
+def test_thread_views_on_h100(tmp_path: Path) -> None:
+    """`--threads ops|main`: only those host threads, nested and aggregated as in the whole trace."""
+    from polars.testing import assert_frame_equal
+
+    from proftab.exceptions import UsageError
+    from proftab.tracks import thread_view_tracks
+
+    tr = pt.load(H100)
+    host_tids = set(tr.events.filter(pl.col("cat").cast(pl.String) != "kernel")["tid"].to_list())
+    (main_tid,) = thread_view_tracks(tr.events, "main")["tid"].to_list()
+    assert main_tid == 19392 and len(host_tids) > 1  # the thread that calls ProfilerStep#N
+    main = tr.select_threads("main")
+    whole = tr.nested
+    # the kept thread nests exactly as in the whole trace; every device row is kept
+    assert_frame_equal(main.nested.filter(pl.col("tid") == main_tid), whole.filter(pl.col("tid") == main_tid))
+    dev = pl.col("cat").cast(pl.String).is_in(["kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"])
+    assert main.events.filter(dev).height == tr.events.filter(dev).height
+    assert set(main.events.filter(~dev)["tid"].to_list()) == {main_tid}
+    ka = main.key_averages().filter(pl.col("device_type") == "CPU").sort("self_cpu_ns", descending=True)
+    assert not ka["name"].str.contains("threading.py").any() and ka["name"][0] == "aten::addmm"
+    full = tr.key_averages().filter(pl.col("device_type") == "CPU")
+    both = ka.join(full, on=["name", "is_user_annotation"], suffix="_all")
+    assert (both["calls"] <= both["calls_all"]).all() and both.filter(pl.col("name") == "aten::addmm")["calls"].item() \
+        == both.filter(pl.col("name") == "aten::addmm")["calls_all"].item()  # every addmm runs on the main thread
+    ops = tr.select_threads("ops")
+    assert not ops.key_averages()["name"].str.contains(r"threading\.py\(359\): wait").any()
+    rc, out, err = _cli("summary", str(H100), "--limit", "3", "--plain", "--threads", "main")
+    assert rc == 0 and "threading.py" not in out and "--threads main: thread 19392" in err
+    assert "(1 of 3 host threads; device rows all kept)" in err, err
+    # a dataset stays lazy and gives the same table (its stored whole-trace key_averages is not used)
+    ds = pt.convert(str(H100), tmp_path / "ds", progress=False)
+    sc = pt.scan(ds).select_threads("main")
+    assert sc.is_lazy
+    assert_frame_equal(sc.key_averages().sort("name", "device_type"), main.key_averages().sort("name", "device_type"))
+    with pytest.raises(UsageError, match="unknown thread view 'gpu'"):
+        tr.select_threads("gpu")
+
+
 def _orphan_python_self(nested: pl.DataFrame) -> int:
     """Self time of python frames with no op above them (what the ops view leaves out)."""
     import numpy as np

@@ -48,6 +48,7 @@ BUILTIN: dict[str, str] = {
     "table": "proftab.torch",
     "to_parquet": "proftab.io.parquet",
     "select_events": "proftab.io.query",
+    "select_threads": "proftab.tracks",
     "with_utc": "proftab.meta",
 }
 

@@ -16,9 +16,12 @@ from proftab import schema
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["MODULE_PREFIX", "device_type", "has_device_rows", "in_categories", "is_device", "is_device_work", "is_host",
-           "is_host_op", "is_profiler_span", "use_device"]
+__all__ = ["MODULE_PREFIX", "PYTHON_FRAME", "device_type", "has_device_rows", "in_categories", "is_device",
+           "is_device_work", "is_host", "is_host_op", "is_profiler_span", "is_python_frame", "use_device"]
 
+
+#: the category of a Python frame recorded with `with_stack=True` (`file.py(12): fn`, `nn.Module: ...`)
+PYTHON_FRAME = "python_function"
 
 #: the name prefix of the `python_function` frame torch records for an `nn.Module` call (with_stack)
 MODULE_PREFIX = "nn.Module: "
@@ -51,6 +54,11 @@ def is_profiler_span(col: str = "cat") -> pl.Expr:
 def is_host(col: str = "cat") -> pl.Expr:
     """A host-side row (not a device row)."""
     return ~is_device(col)
+
+
+def is_python_frame(col: str = "cat") -> pl.Expr:
+    """A Python frame (`python_function`), not an op (False for a null category)."""
+    return in_categories((PYTHON_FRAME,), col)
 
 
 def is_host_op(col: str = "cat") -> pl.Expr:

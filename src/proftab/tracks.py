@@ -1,12 +1,23 @@
-"""Tracks (a host thread or a device stream per rank) and the labels every renderer shows for them."""
+"""Tracks (a host thread or a device stream per rank), the labels renderers show, thread views."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
 from proftab import kinds, schema
+from proftab.api import register_trace_method
+from proftab.exceptions import UsageError
+from proftab.steps import STEP_PREFIX
 
-__all__ = ["track_labels"]
+if TYPE_CHECKING:
+    from proftab.trace import Trace
+
+__all__ = ["THREAD_VIEWS", "select_threads", "thread_view_tracks", "track_labels"]
+
+#: the thread views `select_threads` offers (the CLI's ``--threads``)
+THREAD_VIEWS = ("all", "ops", "main")
 
 
 def track_labels(events: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
@@ -33,3 +44,66 @@ def track_labels(events: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
         label=base,
     ).sort(["rank", "_dev", "thread_sort_index", "pid", "tid"], nulls_last=True).select(
         *keys, "kind", "label", "events", "first_ns")
+
+
+def thread_view_tracks(events: pl.DataFrame, view: Literal["ops", "main"]) -> pl.DataFrame:
+    """The host tracks (`schema.TRACK_KEYS`) a thread view keeps, with ``ops`` and ``steps`` counts.
+
+    ``events`` needs the track keys, ``cat`` and ``name``. ``ops`` keeps every host thread that
+    runs at least one op (a host row that is neither a Python frame nor a profiler span): a
+    helper thread that only sleeps in Python frames (tqdm's monitor, a pin-memory loop) is left
+    out, autograd's backward thread is kept. ``main`` keeps, per rank, the one thread that
+    calls ``ProfilerStep#N`` most often, else the one with the most ops.
+    """
+    keys = list(schema.TRACK_KEYS)
+    host = events.filter(kinds.is_host())
+    per = host.group_by(keys).agg(
+        (kinds.is_host_op() & ~kinds.is_python_frame()).sum().alias("ops"),
+        pl.col("name").str.starts_with(STEP_PREFIX).fill_null(False).sum().alias("steps"))
+    per = per.filter(pl.col("ops") > 0)
+    if view == "main":
+        per = (per.sort(["rank", "steps", "ops", "pid", "tid"], descending=[False, True, True, False, False],
+                        nulls_last=True)
+               .group_by("rank", maintain_order=True).head(1))
+    return per.sort(keys, nulls_last=True)
+
+
+@register_trace_method("select_threads")
+def select_threads(trace: Trace, view: str = "ops") -> Trace:
+    """`trace` with the host events of the threads of `view` only; device rows all kept.
+
+    `view` is ``"all"`` (the trace itself), ``"ops"`` or ``"main"`` (`thread_view_tracks`).
+    Nesting is per thread, so the kept threads nest, aggregate and attribute device time
+    exactly as in the whole trace; kernels launched from a left-out thread stay as device
+    rows, unattributed to any kept op. Lazy tables stay lazy (a join on the track keys).
+    """
+    if view not in THREAD_VIEWS:
+        msg = f"unknown thread view {view!r}; choose one of {', '.join(THREAD_VIEWS)}"
+        raise UsageError(msg)
+    if view == "all":
+        return trace
+    from proftab.trace import Trace
+
+    keys = list(schema.TRACK_KEYS)
+    kept = thread_view_tracks(trace.collect("events", [*keys, "cat", "name"]), view)  # type: ignore[arg-type]
+    tables = trace.tables
+    stored_nested = "nested" in tables
+
+    marks = kept.select(*keys, pl.lit(True).alias("_kept_thread"))
+
+    def keep(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
+        # a left join keeps the rows in their order; device rows stay whatever their keys
+        kept_rows = pl.col("_kept_thread").fill_null(False)
+        if isinstance(frame, pl.LazyFrame):
+            lazy = frame.join(marks.lazy(), on=keys, how="left", nulls_equal=True, maintain_order="left")
+            return lazy.filter(kinds.is_device() | kept_rows).drop("_kept_thread")
+        eager = frame.join(marks, on=keys, how="left", nulls_equal=True, maintain_order="left")
+        return eager.filter(kinds.is_device() | kept_rows).drop("_kept_thread")
+
+    tables["events"] = keep(tables["events"])
+    if stored_nested:
+        tables["nested"] = keep(tables["nested"])
+    # what a dataset stored about the whole trace no longer describes the selection
+    for stale in [t for t in tables if t.startswith("summary_") or t in (schema.STORED_KEY_AVERAGES, "anomalies")]:
+        del tables[stale]
+    return Trace(tables, trace.files, source=getattr(trace, "_source", None))

@@ -32,6 +32,7 @@ EXAMPLES = """\
   proftab summary traces/ --group-by-input-shape
       a directory (or glob, or several files) of rank files: one table over all ranks
   proftab summary trace.json.gz --group-by-stack 5 --top-level
+  proftab summary trace.json.gz --threads main --no-python    the training loop's thread, ops only
   proftab summary trace.json.gz -o ops.csv          (also .json, .md, .parquet)
   proftab summary trace.json.gz --format markdown   paste into an issue
   proftab summary damaged.json.gz --salvage         keep what can be read
@@ -51,6 +52,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-python", action="store_true",
                    help="ops only: leave python_function rows out (their time is their op's self time; "
                         "a sleeping helper thread's frame no longer tops Self CPU)")
+    p.add_argument("--threads", choices=["all", "ops", "main"], default="all",
+                   help="host threads to include: all (default); ops: threads that run ops (a helper thread "
+                        "that only sleeps in Python frames is left out); main: per rank the thread that calls "
+                        "ProfilerStep#N (else the one with the most ops). Device rows are always kept")
     p.add_argument("--time-unit", choices=["s", "ms", "us"], default=None,
                    help="fixed time unit for the text table")
     add_output_arguments(p)
@@ -201,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
     _sort_column(args.sort)  # fail early, before reading, on an unknown key
     fmt = guess_format(args)
     tr = load_trace(args.trace, args)
+    if args.threads != "all":
+        tr = _thread_view(tr, args)
     py = not args.no_python
     if fmt == "markdown":  # the human table (torch's columns, formatted), not the raw ns columns
         ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
@@ -236,6 +243,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _thread_view(tr: Trace, args: argparse.Namespace) -> Trace:
+    """`tr` restricted to the ``--threads`` view, saying on stderr which threads it kept."""
+    import sys
+
+    import polars as pl
+
+    from proftab import schema
+    from proftab.tracks import select_threads, thread_view_tracks, track_labels
+
+    keys = list(schema.TRACK_KEYS)
+    host = tr.collect("events", [*keys, "cat", "name", "start_ns"]).filter(kinds.is_host())
+    kept = thread_view_tracks(host, args.threads)
+    labels = track_labels(host, tr.collect("threads")).join(kept, on=keys, how="semi", nulls_equal=True)
+    if not args.quiet:
+        n_host = host.select(pl.struct(keys).n_unique()).item() if host.height else 0
+        print(f"proftab: note: --threads {args.threads}: {', '.join(labels['label'].to_list()) or 'no thread'} "
+              f"({len(labels)} of {n_host} host threads; device rows all kept)", file=sys.stderr)
+    return select_threads(tr, args.threads)
+
+
 def python_notes(ka: pl.DataFrame, args: argparse.Namespace) -> list[str]:
     """A hint when a Python frame (``file.py(N): name``) has the most Self CPU time."""
     if args.no_python:
@@ -246,7 +273,9 @@ def python_notes(ka: pl.DataFrame, args: argparse.Namespace) -> list[str]:
     top = host.sort("self_cpu_ns", descending=True)["name"][0] or ""
     if not _PY_FRAME.search(top):
         return []
-    return [f"the top Self CPU row is a Python frame ({top}); --no-python shows ops only"]
+    hint = "--no-python shows ops only" if args.threads != "all" else \
+        "--no-python shows ops only, --threads ops leaves out threads that run no op"
+    return [f"the top Self CPU row is a Python frame ({top}); {hint}"]
 
 
 COMMAND = Command(
