@@ -162,7 +162,8 @@ def test_a_damaged_page_is_a_trace_error_on_read(copy: Path) -> None:
         data[k] ^= 0x5A
     part.write_bytes(bytes(data))
     sc = pt.scan(copy)  # the footer is intact: scan succeeds
-    try:
+    # every 97th byte of the compressed column chunks flipped: decompression fails (this file is
+    # the same every run, so this is deterministic; Parquet has no page checksums to rely on)
+    with pytest.raises(pt.TraceError, match="cannot read table") as exc:
         sc.collect("events")
-    except pt.TraceError as exc:
-        assert "cannot read table" in str(exc) and str(copy / "events") in str(exc)
+    assert str(copy / "events") in str(exc.value)
