@@ -16,12 +16,19 @@ from proftab import schema
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["MODULE_PREFIX", "PYTHON_FRAME", "device_type", "has_device_rows", "in_categories", "is_device",
-           "is_device_work", "is_host", "is_host_op", "is_profiler_span", "is_python_frame", "use_device"]
+__all__ = ["CPU_OP", "MODULE_PREFIX", "OP_CATEGORIES", "PYTHON_FRAME", "USER_ANNOTATION", "device_type",
+           "has_device_rows", "in_categories", "is_device", "is_device_work", "is_host", "is_host_op", "is_op",
+           "is_profiler_span", "is_python_frame", "is_user_annotation", "use_device"]
 
 
 #: the category of a Python frame recorded with `with_stack=True` (`file.py(12): fn`, `nn.Module: ...`)
 PYTHON_FRAME = "python_function"
+#: the category of an aten / c10 operator (torch >= 1.11; "Operator" before)
+CPU_OP = "cpu_op"
+#: host ops, the events that own device launches: `cpu_op`, and `Operator` of 2021-era traces
+OP_CATEGORIES = frozenset({CPU_OP, "Operator"})
+#: a `record_function` region (torch's `is_user_annotation`)
+USER_ANNOTATION = "user_annotation"
 
 #: the name prefix of the `python_function` frame torch records for an `nn.Module` call (with_stack)
 MODULE_PREFIX = "nn.Module: "
@@ -59,6 +66,16 @@ def is_host(col: str = "cat") -> pl.Expr:
 def is_python_frame(col: str = "cat") -> pl.Expr:
     """A Python frame (`python_function`), not an op (False for a null category)."""
     return in_categories((PYTHON_FRAME,), col)
+
+
+def is_op(col: str = "cat") -> pl.Expr:
+    """A host operator (`OP_CATEGORIES`)."""
+    return in_categories(OP_CATEGORIES, col)
+
+
+def is_user_annotation(col: str = "cat") -> pl.Expr:
+    """A `record_function` region on the host (`user_annotation`)."""
+    return in_categories((USER_ANNOTATION,), col)
 
 
 def is_host_op(col: str = "cat") -> pl.Expr:

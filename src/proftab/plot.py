@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import polars as pl
 
-from proftab import schema
+from proftab import kinds, schema
 from proftab._dependencies import import_optional
 from proftab.api import register_trace_namespace
 from proftab.exceptions import UsageError
@@ -160,7 +160,7 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
     cat = pl.col("cat").cast(pl.String)
     from proftab.intervals import nest
 
-    hidden = list(schema.PROFILER_SPAN_CATEGORIES) + ([] if python else ["python_function"])
+    hidden = list(schema.PROFILER_SPAN_CATEGORIES) + ([] if python else [kinds.PYTHON_FRAME])
     ev = tr.collect("events").filter((pl.col("rank") == rank) & (pl.col("end_ns") > t0) & (pl.col("start_ns") < t1)
                           & ~cat.is_in(hidden).fill_null(False))
     ev = nest(ev.select(*schema.TRACK_KEYS, "event_id", "name", "cat", "start_ns", "dur_ns",

@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from proftab import kinds
 from proftab.intervals.tree import nearest_ancestor, row_positions, tree_depth
 
-__all__ = ["PYTHON_CATEGORY", "without_python"]
-
-PYTHON_CATEGORY = "python_function"
+__all__ = ["without_python"]
 
 
 def without_python(nested: pl.DataFrame) -> pl.DataFrame:
@@ -26,7 +25,7 @@ def without_python(nested: pl.DataFrame) -> pl.DataFrame:
     kept ancestor it is (so totals are unchanged under every kept op). Python time with no op
     above it (an idle thread's wait, the interpreter's own frames) drops out.
     """
-    is_py = (pl.col("cat").cast(pl.String) == PYTHON_CATEGORY).fill_null(False)
+    is_py = kinds.is_python_frame()
     py = nested.select(is_py.alias("p"))["p"].to_numpy()
     if not py.any():
         return nested

@@ -480,7 +480,7 @@ def annotations(  # type: ignore[no-redef]  # the name of `from __future__ impor
                                                  pl.col("dur_ns").sum().alias("activity_ns"))
     agg = agg.join(_union(pairs, ["rank", "event_id"], "busy_ns"), on=["rank", "event_id"], how="left")
     ev = event_frame(events, ["rank", "event_id", "cat", "start_ns", "dur_ns", "external_id"])
-    host = ev.filter(kinds.in_categories({"user_annotation"}) & pl.col("external_id").is_not_null()).select(
+    host = ev.filter(kinds.is_user_annotation() & pl.col("external_id").is_not_null()).select(
         "rank", "external_id", pl.col("event_id").alias("host_id"), pl.col("start_ns").alias("host_start_ns"),
         pl.col("dur_ns").alias("host_dur_ns")).unique(subset=["rank", "external_id"], keep="first")
     out = ann.join(agg, on=["rank", "event_id"], how="left").join(host, on=["rank", "external_id"], how="left")

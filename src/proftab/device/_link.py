@@ -54,8 +54,8 @@ ACTIVITY_CATEGORIES = schema.DEVICE_CATEGORIES - {ANNOTATION_CATEGORY}
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "xpu_runtime", "xpu_driver",
                                "mtia_runtime", "privateuse1_runtime", "privateuse1_driver"})
 #: host ops that own launches (torch links kernels to these); user annotations are the fallback
-OP_CATEGORIES = frozenset({"cpu_op", "Operator"})
-REGION_CATEGORIES = frozenset({"user_annotation"})
+OP_CATEGORIES = kinds.OP_CATEGORIES
+REGION_CATEGORIES = frozenset({kinds.USER_ANNOTATION})
 
 #: values of the `link` column: how an activity reached its op, or why it did not
 LINKS = ("external_id", "containment", "annotation", "device_external_id", "no_launch", "no_op")

@@ -163,8 +163,8 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
     first = np.where((closing >= 0) & (op_start[first] < mem["ts_ns"].to_numpy()), closing, first)
     cat = ops["cat"].cast(pl.String)
     names = ops["name"]
-    is_py = np.append((cat == "python_function").fill_null(False).to_numpy(), False)
-    is_cpu_op = np.append((cat == "cpu_op").fill_null(False).to_numpy(), False)
+    is_py = np.append((cat == kinds.PYTHON_FRAME).fill_null(False).to_numpy(), False)
+    is_cpu_op = np.append((cat == kinds.CPU_OP).fill_null(False).to_numpy(), False)
     is_module = np.append((is_py[:-1] & names.str.starts_with(kinds.MODULE_PREFIX).fill_null(False).to_numpy()), False)
 
     def at_or_above(target: np.ndarray) -> np.ndarray:

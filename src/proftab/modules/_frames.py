@@ -37,13 +37,11 @@ _NEEDED = ["rank", "event_id", "pid", "tid", "cat", "name", "start_ns", "end_ns"
 
 
 def _module_expr() -> pl.Expr:
-    return (pl.col("cat").cast(pl.String) == "python_function").fill_null(False) & pl.col("name").str.starts_with(
-        MODULE_PREFIX)
+    return kinds.is_python_frame() & pl.col("name").str.starts_with(MODULE_PREFIX)
 
 
 def _annotation_expr() -> pl.Expr:
-    return (pl.col("cat").cast(pl.String) == "user_annotation").fill_null(False) & ~pl.col("name").str.starts_with(
-        STEP_PREFIX)
+    return kinds.is_user_annotation() & ~pl.col("name").str.starts_with(STEP_PREFIX)
 
 
 def frame_mask(nested: pl.DataFrame, source: Source = "auto") -> tuple[pl.Series, str | None]:
@@ -81,7 +79,7 @@ def _is_backward_node(nested: pl.DataFrame) -> np.ndarray:
 
 
 def _is_forward_op(nested: pl.DataFrame) -> pl.Expr:
-    return (pl.col("cat").cast(pl.String).is_in(["cpu_op", "Operator"]).fill_null(False)
+    return (kinds.is_op()
             & pl.col("sequence_number").is_not_null() & (pl.col("fwd_thread_id").fill_null(0) == 0))
 
 

@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from proftab import kinds
 from proftab.exceptions import ProftabError
 from proftab.intervals.merge import union_ns
 from proftab.intervals.tree import ancestor_pairs, row_positions
@@ -118,7 +119,7 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
     dev_r = _charged(acts.filter(pl.col("phase") == "recompute"), anc, key, "dur_ns", "recompute_device").select(
         "rank", key, pl.col("recompute_device_total").alias("recompute_device_ns"))
     host_ops = nested.select("rank", "event_id", "cat").join(assigned, on=["rank", "event_id"]).filter(
-        pl.col("cat").cast(pl.String).is_in(["cpu_op", "Operator"]) & (pl.col("phase") == "forward"))
+        kinds.is_op() & (pl.col("phase") == "forward"))
     ops = host_ops.join(anc.filter(pl.col("_self")), on=["rank", "frame_id"]).group_by("rank", key).agg(
         ops=pl.len())
     keys = pl.concat([d.select("rank", key) for d in (host, recomp, bwd_host, dev_f)], how="vertical").unique()

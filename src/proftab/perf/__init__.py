@@ -71,7 +71,7 @@ def _owners(host: pl.DataFrame, act: pl.DataFrame) -> pl.DataFrame:
     parent = row_positions(rank, host["event_id"].to_numpy(), rank, host["parent_id"].fill_null(-1).to_numpy())
     name = host["name"].cast(pl.String)
     modelled = (name.is_in(list(OP_FAMILY)) | name.str.contains(_COLLECTIVE_RE)).fill_null(False).to_numpy()
-    modelled &= (host["cat"].cast(pl.String) == "cpu_op").fill_null(False).to_numpy()
+    modelled &= (host["cat"].cast(pl.String) == kinds.CPU_OP).fill_null(False).to_numpy()
     pos = row_positions(rank, host["event_id"].to_numpy(), act["rank"].to_numpy(), act["op_id"].to_numpy())
     act = act.with_columns(pl.Series("_pos", pos)).filter(pl.col("_pos") >= 0)
     start = act["_pos"].to_numpy()

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from proftab import kinds
 from proftab.meta import with_utc_frame
 from proftab.steps import assign_steps, step_windows
 
@@ -134,7 +135,7 @@ def _first_input(dims_json: list[str | None], types_json: list[str | None]) -> t
 
 def _gloo_rows(events: pl.DataFrame, threads_per_group: int) -> pl.DataFrame:
     cat = pl.col("cat").cast(pl.String)
-    g = events.filter(pl.col("name").str.starts_with(_GLOO_PREFIX) & (cat == "user_annotation"))
+    g = events.filter(pl.col("name").str.starts_with(_GLOO_PREFIX) & (cat == kinds.USER_ANNOTATION))
     if g.height == 0:
         return pl.DataFrame(schema=_calls_schema(False))
     dims = g["input_dims"].to_list() if "input_dims" in g.columns else [None] * g.height
@@ -367,7 +368,6 @@ def rank_comm(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         ``comm_union_ns``, ``exposed_ns`` (communication time with no compute running);
         sorted by rank, step.
     """
-    from proftab import kinds
     from proftab.intervals import merge_intervals
     from proftab.joins import overlaps
 
@@ -378,7 +378,7 @@ def rank_comm(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     comm_tids = calls.filter(pl.col("source") == "host").select("rank", "tid").unique()
     dev = events.filter(kinds.is_device_work() & pl.col("rank").is_in(kern_ranks)
                         & ~pl.col("name").str.contains(COLLECTIVE_PATTERN))
-    host = events.filter((pl.col("cat").cast(pl.String) == "cpu_op") & ~pl.col("rank").is_in(kern_ranks)).join(
+    host = events.filter((pl.col("cat").cast(pl.String) == kinds.CPU_OP) & ~pl.col("rank").is_in(kern_ranks)).join(
         comm_tids, on=["rank", "tid"], how="anti").filter(~pl.col("name").str.contains(r"^c10d::|^gloo:|wait"))
     comp = pl.concat([dev.select("rank", "start_ns", "end_ns"), host.select("rank", "start_ns", "end_ns")])
     comp = assign_steps(comp, step_windows(events))

@@ -118,7 +118,7 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     host = nested.select([*_TREE_COLUMNS, "depth", *extra_columns]).filter(kinds.is_host_op())
     names, dropped_np, code_names = _name_codes(host["name"])
     if not include_python_functions:
-        dropped_np |= (host["cat"] == "python_function").fill_null(False).to_numpy()
+        dropped_np |= (host["cat"] == kinds.PYTHON_FRAME).fill_null(False).to_numpy()
     n = len(host)
     rank = host["rank"].to_numpy()
     parent_ids = host["parent_id"].fill_null(-1).to_numpy()
@@ -201,7 +201,7 @@ def _memory(host: pl.DataFrame, instants: pl.DataFrame) -> tuple[np.ndarray, np.
 def _python_stacks(tree: pl.DataFrame, n: int) -> pl.Series:
     """Up to `n` enclosing python_function frames per row, innermost first (List[String])."""
     parent = tree["kept_parent"].to_numpy()
-    is_py = (tree["cat"] == "python_function").fill_null(False).to_numpy()
+    is_py = (tree["cat"] == kinds.PYTHON_FRAME).fill_null(False).to_numpy()
     nearest = np.full(len(parent), -1)
     for sel in depth_levels(tree["tree_depth"].to_numpy()):
         p = parent[sel]
@@ -319,7 +319,7 @@ def key_averages(
         "start_ns": take(tree["start_ns"].to_numpy()),
         "end_ns": take(tree["end_ns"].to_numpy()),
         "_code": take(tree["name_code"].to_numpy()),
-        "is_user_annotation": take((tree["cat"] == "user_annotation").fill_null(False).to_numpy()),
+        "is_user_annotation": take((tree["cat"] == kinds.USER_ANNOTATION).fill_null(False).to_numpy()),
         "self_cpu_ns": take(fold(tree["tree_self_ns"].to_numpy())),
         "cpu_total_ns": take(dur),
         "self_device_ns": take(fold(own_dev)),
