@@ -16,7 +16,6 @@ warnings.simplefilter("ignore")
 from pathlib import Path
 S = os.environ.get("PROFTAB_SHARED_TRACES", str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
 files = sorted(glob.glob(f"{S}/public/*/*.json*")) + sorted(glob.glob(f"{S}/torch213/*/trace.json.gz"))
-out = []
 tmp = tempfile.mkdtemp()
 for f in files:
     row = {"trace": f.replace(S + "/", "")}
@@ -40,7 +39,6 @@ for f in files:
         row["error"] = f"{type(exc).__name__}: {str(exc)[:100]}"
     r = subprocess.run([sys.executable, "-m", "proftab", "check", f, "--strict"], capture_output=True, text=True)
     row["check_strict_rc"] = r.returncode
-    out.append(row)
     print(json.dumps(row), flush=True)
 # truncated trace loaded with --salvage
 src = f"{S}/torch213/train_cnn/trace.json.gz"

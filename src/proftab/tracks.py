@@ -14,7 +14,7 @@ from proftab.steps import STEP_PREFIX
 if TYPE_CHECKING:
     from proftab.trace import Trace
 
-__all__ = ["THREAD_VIEWS", "select_threads", "thread_view_tracks", "track_labels"]
+__all__ = ["THREAD_VIEWS", "keep_threads", "select_threads", "thread_view_tracks", "track_labels"]
 
 #: the thread views `select_threads` offers (the CLI's ``--threads``)
 THREAD_VIEWS = ("all", "ops", "main")
@@ -82,27 +82,30 @@ def select_threads(trace: Trace, view: str = "ops") -> Trace:
         raise UsageError(msg)
     if view == "all":
         return trace
+    kept = thread_view_tracks(trace.collect("events", [*schema.TRACK_KEYS, "cat", "name"]), view)  # type: ignore[arg-type]
+    return keep_threads(trace, kept)
+
+
+def keep_threads(trace: Trace, kept: pl.DataFrame) -> Trace:
+    """`trace` with only the host events of the tracks in `kept` (track-key rows); device rows all kept."""
     from proftab.trace import Trace
 
     keys = list(schema.TRACK_KEYS)
-    kept = thread_view_tracks(trace.collect("events", [*keys, "cat", "name"]), view)  # type: ignore[arg-type]
-    tables = trace.tables
-    stored_nested = "nested" in tables
-
     marks = kept.select(*keys, pl.lit(True).alias("_kept_thread"))
+    wanted = kinds.is_device() | pl.col("_kept_thread").fill_null(False)
 
     def keep(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
         # a left join keeps the rows in their order; device rows stay whatever their keys
-        kept_rows = pl.col("_kept_thread").fill_null(False)
         if isinstance(frame, pl.LazyFrame):
             lazy = frame.join(marks.lazy(), on=keys, how="left", nulls_equal=True, maintain_order="left")
-            return lazy.filter(kinds.is_device() | kept_rows).drop("_kept_thread")
+            return lazy.filter(wanted).drop("_kept_thread")
         eager = frame.join(marks, on=keys, how="left", nulls_equal=True, maintain_order="left")
-        return eager.filter(kinds.is_device() | kept_rows).drop("_kept_thread")
+        return eager.filter(wanted).drop("_kept_thread")
 
-    tables["events"] = keep(tables["events"])
-    if stored_nested:
-        tables["nested"] = keep(tables["nested"])
+    tables = trace.tables
+    for name in ("events", "nested"):
+        if name in tables:
+            tables[name] = keep(tables[name])
     # what a dataset stored about the whole trace no longer describes the selection
     for stale in [t for t in tables if t.startswith("summary_") or t in (schema.STORED_KEY_AVERAGES, "anomalies")]:
         del tables[stale]

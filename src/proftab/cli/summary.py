@@ -247,20 +247,18 @@ def _thread_view(tr: Trace, args: argparse.Namespace) -> Trace:
     """`tr` restricted to the ``--threads`` view, saying on stderr which threads it kept."""
     import sys
 
-    import polars as pl
-
     from proftab import schema
-    from proftab.tracks import select_threads, thread_view_tracks, track_labels
+    from proftab.tracks import keep_threads, thread_view_tracks, track_labels
 
     keys = list(schema.TRACK_KEYS)
     host = tr.collect("events", [*keys, "cat", "name", "start_ns"]).filter(kinds.is_host())
     kept = thread_view_tracks(host, args.threads)
-    labels = track_labels(host, tr.collect("threads")).join(kept, on=keys, how="semi", nulls_equal=True)
     if not args.quiet:
-        n_host = host.select(pl.struct(keys).n_unique()).item() if host.height else 0
-        print(f"proftab: note: --threads {args.threads}: {', '.join(labels['label'].to_list()) or 'no thread'} "
-              f"({len(labels)} of {n_host} host threads; device rows all kept)", file=sys.stderr)
-    return select_threads(tr, args.threads)
+        every = track_labels(host, tr.collect("threads"))
+        labels = every.join(kept, on=keys, how="semi", nulls_equal=True)["label"].to_list()
+        print(f"proftab: note: --threads {args.threads}: {', '.join(labels) or 'no thread'} "
+              f"({len(labels)} of {every.height} host threads; device rows all kept)", file=sys.stderr)
+    return keep_threads(tr, kept)
 
 
 def python_notes(ka: pl.DataFrame, args: argparse.Namespace) -> list[str]:
