@@ -47,11 +47,13 @@ static int buf_reserve(buf_t *b, size_t extra) {
     return 0;
 }
 
-/* grow to at least `size` bytes, zero-filling new bytes; len becomes max(len, size) */
+/* grow to at least `size` bytes, zero-filling new bytes; len becomes at least `size`.
+   Only up to the next 64 KiB step is written: the capacity grows geometrically (buf_reserve), but its untouched
+   slack is never zeroed, so the OS need not back it with memory until a later row reaches it. */
+#define ZERO_STEP ((size_t)1 << 16)  /* zero this much ahead: one call per 64 KiB, not per row */
 static int buf_zero_to(buf_t *b, size_t size) {
     if (size <= b->len) return 0;
-    size_t want = b->len * 2 > size ? b->len * 2 : size;
-    if (want < 4096) want = 4096;
+    size_t want = (size + ZERO_STEP - 1) & ~(ZERO_STEP - 1);
     if (buf_reserve(b, want - b->len)) return -1;
     memset(b->p + b->len, 0, want - b->len);
     b->len = want;
@@ -1780,9 +1782,14 @@ static PyObject *Parser_feed(Parser *P, PyObject *arg) {
     return PyBool_FromLong(P->has_error);
 }
 
+/* (data, validity or None, null count), or None for an all-null column (no buffers allocated) */
 static PyObject *fix_result(fixcol_t *c, int64_t nrows, size_t width) {
     PyObject *valid = NULL, *data = NULL;
     int64_t nvalid = c->nvalid;
+    if (nvalid == 0 && nrows > 0) {
+        buf_free(&c->data); buf_free(&c->valid);
+        Py_RETURN_NONE;
+    }
     data = take_buf(&c->data, (size_t)nrows * width);
     if (!data) return NULL;
     if (nvalid == nrows) {
@@ -1813,9 +1820,11 @@ static PyObject *str_result(strcol_t *c, int64_t nrows) {
     return Py_BuildValue("(NNNL)", offsets, data, valid, (long long)(nrows - nvalid));
 }
 
+/* (codes, dictionary offsets, dictionary data, dictionary size), or None for an all-null column */
 static PyObject *dict_result(dictcol_t *d, int64_t nrows) {
     PyObject *codes = fix_result(&d->codes, nrows, 4);
     if (!codes) return NULL;
+    if (codes == Py_None) return codes;
     if (d->any_bad) {
         buf_t no = {0}, nd = {0};
         int oom = 0;
@@ -1874,8 +1883,7 @@ static PyObject *table_result(Parser *P, table_t *T) {
         if (kind == K_STR || kind == K_JSON) {
             o = str_result(&T->tstr[col], n);
         } else {
-            if (T->tfix[col].nvalid == 0) { buf_free(&T->tfix[col].data); buf_free(&T->tfix[col].valid); o = Py_None; Py_INCREF(o); }
-            else o = fix_result(&T->tfix[col], n, 8);
+            o = fix_result(&T->tfix[col], n, 8);
         }
         if (!o) { Py_DECREF(typed); Py_DECREF(res); return NULL; }
         PyList_SetItem(typed, col, o);  /* steals o, as the macro did */

@@ -101,7 +101,9 @@ def scan_bytes(data: bytes, *, salvage: bool = False) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- columns
 
 
-def _fixed(spec: tuple[Any, Any, int], n: int, typ: pa.DataType) -> pa.Array:
+def _fixed(spec: tuple[Any, Any, int] | None, n: int, typ: pa.DataType) -> pa.Array | None:
+    if spec is None:  # all null: the scanner allocated nothing
+        return None
     data, valid, nulls = spec
     return pa.Array.from_buffers(typ, n, [None if valid is None else pa.py_buffer(valid), pa.py_buffer(data)],
                                  null_count=nulls)
@@ -116,12 +118,33 @@ def _string(spec: tuple[Any, Any, Any, int] | None, n: int) -> pa.Array | None:
                                   pa.py_buffer(data)], null_count=nulls)
 
 
-def _dict(spec: tuple[Any, Any, Any, int], n: int) -> pa.DictionaryArray | None:
-    codes, offsets, data, size = spec
-    if size == 0:  # all null
+def _dict(spec: tuple[Any, Any, Any, int] | None, n: int) -> pa.DictionaryArray | None:
+    if spec is None:  # all null
         return None
+    codes, offsets, data, size = spec
     dictionary = pa.Array.from_buffers(pa.large_string(), size, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     return pa.DictionaryArray.from_arrays(_fixed(codes, n, pa.int32()), dictionary)
+
+
+#: a string column with at most one value in this many rows is built by scattering its values
+#: into a null column: importing the scanner's dense Arrow offsets would cost 16 bytes per row
+_SPARSE_ROWS_PER_VALUE = 8
+
+
+def _string_series(name: str, arr: pa.Array) -> pl.Series:
+    """`arr` (large_string) as a Polars String Series, cheaply when it is mostly null."""
+    n, valid = len(arr), len(arr) - arr.null_count
+    if valid * _SPARSE_ROWS_PER_VALUE > n:
+        return pl.Series(name, arr)
+    rows = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
+    return pl.repeat(None, n, dtype=pl.String, eager=True).alias(name).scatter(rows, pl.Series(arr.drop_null()))
+
+
+def _dict_strings(name: str, arr: pa.DictionaryArray) -> pl.Series:
+    """A dictionary column as a String Series whose rows share the dictionary's string data."""
+    values = pl.Series(arr.dictionary)
+    codes = pl.Series(arr.indices)
+    return values.gather(codes).alias(name)
 
 
 def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
@@ -134,32 +157,31 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
         table = np.array([_PH_KIND.get(v, _K_UNKNOWN) for v in ph.dictionary.to_pylist()] + [_K_UNKNOWN],
                          dtype=np.uint8)
         kinds = table[ph.indices.fill_null(len(table) - 1).to_numpy()]
-    cols: dict[str, pa.Array] = {
-        "event_id": _fixed(res["event_index"], n, pa.int64()),
-        "ph": ph,
-        "_kind": pa.array(kinds),
-        "cat": _dict(res["cat"], n),
-        "name": _dict(res["name"], n),
-        "pid": _fixed(res["pid"], n, pa.int64()),
-        "pid_text": _string(res["pid_text"], n),
-        "tid": _fixed(res["tid"], n, pa.int64()),
-        "tid_text": _string(res["tid_text"], n),
-        "ts": _fixed(res["ts"], n, pa.int64()),
-        "dur": _fixed(res["dur"], n, pa.int64()),
-        "id": _fixed(res["id"], n, pa.int64()),
-        "id_text": _string(res["id_text"], n),
-        "bp": _dict(res["bp"], n),
-        "s": _dict(res["s"], n),
-        "reason": _dict(res["reason"], n),
-        "excerpt": _string(res["excerpt"], n),
-        "byte_offset": _fixed(res["offset"], n, pa.int64()),
-        "flags": _fixed(res["flags"], n, pa.uint16()),
-        "args": _string(res["args"], n),
-        "extra": _string(res["extra"], n),
-        "mvalue": _string(res["mvalue"], n),
+    i64, text = pl.Int64, pl.String
+    cols: dict[str, tuple[pa.Array | None, pl.DataType]] = {
+        "event_id": (_fixed(res["event_index"], n, pa.int64()), i64),
+        "ph": (ph, pl.Categorical()),
+        "_kind": (pa.array(kinds), pl.UInt8()),
+        "cat": (_dict(res["cat"], n), pl.Categorical()),
+        "name": (_dict(res["name"], n), text),
+        "pid": (_fixed(res["pid"], n, pa.int64()), i64),
+        "pid_text": (_string(res["pid_text"], n), text),
+        "tid": (_fixed(res["tid"], n, pa.int64()), i64),
+        "tid_text": (_string(res["tid_text"], n), text),
+        "ts": (_fixed(res["ts"], n, pa.int64()), i64),
+        "dur": (_fixed(res["dur"], n, pa.int64()), i64),
+        "id": (_fixed(res["id"], n, pa.int64()), i64),
+        "id_text": (_string(res["id_text"], n), text),
+        "bp": (_dict(res["bp"], n), text),
+        "s": (_dict(res["s"], n), text),
+        "reason": (_dict(res["reason"], n), text),
+        "excerpt": (_string(res["excerpt"], n), text),
+        "byte_offset": (_fixed(res["offset"], n, pa.int64()), i64),
+        "flags": (_fixed(res["flags"], n, pa.uint16()), pl.UInt16()),
+        "args": (_string(res["args"], n), text),
+        "extra": (_string(res["extra"], n), text),
+        "mvalue": (_string(res["mvalue"], n), text),
     }
-    nulls = [c for c, a in cols.items() if a is None]
-    cols = {c: a for c, a in cols.items() if a is not None}
     typed = res["typed"]
     for i, name in enumerate(_TYPED_NAMES):
         spec = typed[i] if i < len(typed) else None
@@ -167,21 +189,24 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
             continue
         kind = ArgKind(schema.TYPED_COLUMNS[name][1])
         if kind.is_text:
-            cols[name] = _string(spec, n)
+            cols[name] = (_string(spec, n), text)
         else:  # bool columns are int64 here; _ensure casts them
-            cols[name] = _fixed(spec, n, pa.uint64() if kind is ArgKind.U64 else
-                                pa.float64() if kind is ArgKind.F64 else pa.int64())
-    name = cols.pop("name", None)
-    reason = cols.pop("reason", None)
-    # column by column: converting a whole pa.Table copies every buffer, a Series does not
-    df = pl.DataFrame([pl.Series(c, a) for c, a in cols.items()])
-    # categorical -> string in Polars: no intermediate Arrow large_string copy
-    casts = [pl.col("flags").fill_null(0),
-             (pl.Series("name", name).cast(pl.String) if name is not None else pl.lit(None, pl.String)).alias("name"),
-             (pl.Series("reason", reason).cast(pl.String) if reason is not None else pl.lit(None, pl.String))
-             .alias("reason"),
-             *(pl.lit(None, pl.String).alias(c) for c in nulls if c not in ("name", "reason"))]
-    return df.with_columns(casts)  # typed bool columns stay int64 here; _ensure casts them
+            arrow, polars = ((pa.uint64(), pl.UInt64()) if kind is ArgKind.U64 else
+                             (pa.float64(), pl.Float64()) if kind is ArgKind.F64 else (pa.int64(), i64))
+            cols[name] = (_fixed(spec, n, arrow), polars)
+    series, nulls = [], []
+    for c, (arr, dtype) in cols.items():
+        if arr is None:  # all null: a literal, materialized only where an operation needs it
+            nulls.append(pl.lit(None, dtype).alias(c))
+        elif isinstance(arr, pa.DictionaryArray) and dtype == text:
+            series.append(_dict_strings(c, arr))
+        elif dtype == text:
+            series.append(_string_series(c, arr))
+        else:
+            # column by column: converting a whole pa.Table copies every buffer, a Series does not
+            series.append(pl.Series(c, arr))
+    df = pl.DataFrame(series, height=n).with_columns(nulls)
+    return df.with_columns(pl.col("flags").fill_null(0))  # typed bool columns stay int64 here; _ensure casts them
 
 
 def _mark_rejected(df: pl.DataFrame) -> pl.DataFrame:
