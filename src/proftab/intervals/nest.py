@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -150,27 +151,68 @@ def _validate(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, ...]
 
 
 def _track_ids(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, int]:
-    """Dense int64 track id per row (arbitrary but consistent numbering)."""
+    """Dense int64 track id per row (arbitrary but consistent numbering) and the track count.
+
+    Each key column gets dense codes of its own (a constant or all-null column none at all), the
+    codes are combined exactly as mixed-radix digits and the combination made dense: no struct,
+    hash table or group-by over all rows, so the memory is a few int64 arrays.
+    """
     n = events.height
     if not by or n == 0:
         return np.zeros(n, dtype=np.int64), 1 if n else 0
+    tid: np.ndarray | None = None
+    radix = 1
+    for name in by:
+        codes, k = _column_codes(events.get_column(name))
+        if codes is None:
+            continue
+        if radix * k >= 2**62:  # the mixed-radix id would overflow: rank the key rows instead
+            return _track_ids_ranked(events, by)
+        if tid is None:
+            tid = codes if codes.flags.writeable else codes.copy()
+        else:
+            tid *= k
+            tid += codes
+        radix *= k
+    if tid is None:
+        return np.zeros(n, dtype=np.int64), 1
+    uniq = pl.Series(tid).unique().sort().to_numpy()
+    if len(uniq) == radix:  # already dense
+        return tid, radix
+    return np.searchsorted(uniq, tid).astype(np.int64, copy=False), len(uniq)
+
+
+def _column_codes(col: pl.Series) -> tuple[np.ndarray | None, int]:
+    """(dense int64 code per row, number of codes), or (None, 1) for a column with one value.
+
+    Null is a value of its own.
+    """
+    n, nulls = len(col), col.null_count()
+    if nulls == n:
+        return None, 1
+    if col.dtype.is_integer() or col.dtype == pl.Boolean:
+        values = col.drop_nulls().unique().sort()
+        if len(values) == 1 and not nulls:
+            return None, 1
+        uniq = values.cast(pl.Int64).to_numpy() if col.dtype != pl.UInt64 else values.to_numpy()
+        filled = col if not nulls else col.fill_null(values[0])
+        codes = np.searchsorted(uniq, filled.to_numpy()).astype(np.int64, copy=False)
+        if nulls:
+            codes[col.is_null().to_numpy()] = len(uniq)
+        return codes, len(uniq) + (1 if nulls else 0)
+    ranked = col.rank("dense")  # 1..k, nulls stay null
+    k = int(ranked.max() or 0)
+    if k == 1 and not nulls:
+        return None, 1
+    codes = ranked.fill_null(0).cast(pl.Int64).to_numpy(writable=True)
+    return codes, k + 1
+
+
+def _track_ids_ranked(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Dense track ids by ranking whole key rows (the fallback for huge key spaces)."""
     keys = events.select(by)
-    h = keys.select(pl.struct(by).hash(seed=0)).to_series()
-    uniq = h.unique().sort().to_numpy()
-    n_groups = keys.group_by(by).len().height
-    if len(uniq) == n_groups:  # hash is injective on the keys present
-        hn = h.to_numpy()
-        k = len(uniq)
-        if k <= 1024:  # a small perfect hash (h % M) beats a binary search per row
-            for mod in range(2 * k * k + 1, 2 * k * k + 17):
-                res = (uniq % np.uint64(mod)).astype(np.int64)
-                if len(np.unique(res)) == k:
-                    table = np.empty(mod, dtype=np.int64)
-                    table[res] = np.arange(k)
-                    return table[(hn % np.uint64(mod)).astype(np.int64)], n_groups
-        return np.searchsorted(uniq, hn).astype(np.int64), n_groups
     tid = keys.select(pl.struct(by).rank("dense")).to_series().to_numpy()
-    return tid.astype(np.int64) - 1, n_groups
+    return tid.astype(np.int64) - 1, int(tid.max())
 
 
 def _argsort_keys(k: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
@@ -234,11 +276,19 @@ def _depth(ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
     """
     m = len(ks)
     positive = ke > ks
-    merged = np.concatenate((ke[positive] << 1, (ks << 1) | 1))
+    n_pos = int(np.count_nonzero(positive))
+    merged = np.empty(n_pos + m, dtype=np.int64)  # built in place: no concatenated temporaries
+    np.left_shift(ke[positive], 1, out=merged[:n_pos])
+    np.left_shift(ks, 1, out=merged[n_pos:])
+    merged[n_pos:] |= 1
     merged.sort()
-    at = np.flatnonzero(merged & 1)  # where the j-th start landed
-    before: np.ndarray = np.cumsum(positive) - positive
-    out: np.ndarray = before - (at - np.arange(m))
+    np.bitwise_and(merged, 1, out=merged)
+    at = np.flatnonzero(merged)  # where the j-th start landed
+    del merged
+    at -= np.arange(m)  # ends (of positive events) sorted before the j-th start
+    out: np.ndarray = np.cumsum(positive, dtype=np.int64)
+    out -= positive
+    out -= at
     return out
 
 
@@ -256,17 +306,32 @@ def _candidate_parent(depth: np.ndarray) -> np.ndarray:
     dmax = int(depth.max())
     key = depth.astype(np.uint16 if dmax < 2**16 else np.uint32)
     order = np.argsort(key, kind="stable")
+    del key
+    filled = np.where(opening[order], order, 0)
+    del opening
     level = np.repeat(np.arange(dmax + 1) * (m + 1), np.bincount(depth, minlength=dmax + 1))
-    filled = np.maximum.accumulate(level + np.where(opening[order], order, 0))
+    filled += level
+    np.maximum.accumulate(filled, out=filled)
+    filled -= level
+    del level
+    filled -= 1
     out = np.empty(m, dtype=np.int64)
-    out[order] = filled - level - 1
+    out[order] = filled
     return out
 
 
-def _uncertified(pos: np.ndarray, q: np.ndarray, depth: np.ndarray, s_: np.ndarray, e_: np.ndarray) -> np.ndarray:
-    """Events whose candidate parent is not provably their parent (see module docs)."""
-    qq = np.maximum(q, 0)
-    out: np.ndarray = (depth > 0) & ((q < 0) | (e_[qq] <= s_[pos]) | (e_[pos] > e_[qq]))
+def _uncertified(pos: np.ndarray | None, q: np.ndarray, depth: np.ndarray, s_: np.ndarray, e_: np.ndarray
+                 ) -> np.ndarray:
+    """Events whose candidate parent is not provably their parent (see module docs).
+
+    `pos` are the events' positions; None means all positions in order (no gathers).
+    """
+    e_q = e_[np.maximum(q, 0)]
+    s_p, e_p = (s_, e_) if pos is None else (s_[pos], e_[pos])
+    out: np.ndarray = (e_q <= s_p) | (e_p > e_q)
+    del e_q
+    out |= q < 0
+    out &= depth > 0
     return out
 
 
@@ -339,20 +404,21 @@ def _nest_arrays(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray)
     if (int(tid.max()) + 1) * span >= _KEY_LIMIT:
         return None
     perm, ks = _order(tid, s, e, eid, span, base)
-    tid_ = ks // span
-    s_ = ks - tid_ * span + base
+    s_ = s[perm]
     e_ = e[perm]
-    ke = ks + (e_ - s_)
-    pos = np.arange(n)
+    dur = e_ - s_
+    ke = ks + dur
 
     # vectorized pass: exact depth, candidate parent, certification
     depth = _depth(ks, ke)
     parent = _candidate_parent(depth)
-    bad = _uncertified(pos, parent, depth, s_, e_)
+    bad = _uncertified(None, parent, depth, s_, e_)
     passes = 1
-    dur = e_ - s_
     if not bad.any():
+        del bad, ks, ke, s_
         return perm, parent, depth, _self_nested(parent, dur, n), 0, 0, passes, e_
+    tid_ = ks // span
+    pos = np.arange(n)
 
     # Set crossing events aside until the rest certifies.  Only the overlap-connected
     # top-level components holding uncertified events are re-checked (a component's
@@ -445,10 +511,12 @@ def _self_nested(parent: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
     if not has.any():
         return dur.copy()
     if int(dur.max()) < 2**53:  # nested children of one parent sum to <= its dur
-        child = np.bincount(parent[has], weights=dur[has], minlength=n).astype(np.int64)
-    else:
-        child = np.zeros(n, dtype=np.int64)
-        np.add.at(child, parent[has], dur[has])
+        child = np.bincount(parent[has], weights=dur[has], minlength=n)
+        out = dur.copy()
+        out -= child.astype(np.int64)
+        return out
+    child = np.zeros(n, dtype=np.int64)
+    np.add.at(child, parent[has], dur[has])
     return dur - child
 
 
@@ -496,24 +564,43 @@ def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
     if res is None:  # composite keys would overflow: one track at a time
         res = _nest_per_track(tid, n_tracks, s, e, eid)
     perm, parent, depth, self_t, n_crossing, n_slow, passes, e_ = res
-    pp = np.maximum(parent, 0)  # parent is -1 exactly where depth == 0
-    overrun = np.maximum(e_ - e_[pp], 0)
-    overrun[depth == 0] = 0
-    pid = eid[perm][pp]
-    inv = np.empty(n, dtype=np.int64)
-    inv[perm] = np.arange(n)
-    cols = pl.DataFrame(
-        {
-            "parent_id": pid,
-            "depth": depth.astype(np.int32),
-            "self_ns": self_t,
-            "overrun_ns": overrun,
-        }
-    )[inv]
+    del res, tid
+    root = depth == 0  # exactly where parent is -1
+    np.maximum(parent, 0, out=parent)
+    overrun = e_[parent]
+    np.subtract(e_, overrun, out=overrun)
+    np.maximum(overrun, 0, out=overrun)
+    overrun[root] = 0
+    del e_
+    np.take(perm, parent, out=parent)  # parent positions -> parent rows -> parent event ids
+    np.take(eid, parent, out=parent)
+
+    def in_rows(sorted_values: np.ndarray, dtype: type | None = None) -> np.ndarray:
+        """Values given in sorted positions, put back in row order (one array at a time)."""
+        out = np.empty(n, dtype=dtype or sorted_values.dtype)
+        out[perm] = sorted_values
+        return out
+
+    # one column at a time, each freed once in row order: no frame-wide gather
+    depth_col = _series("depth", in_rows(depth, np.int32))
+    del depth
+    self_col = _series("self_ns", in_rows(self_t))
+    del self_t
+    overrun_col = _series("overrun_ns", in_rows(overrun))
+    del overrun
+    parent_col = _series("parent_id", in_rows(parent), null=in_rows(root))
     _local.stats = NestStats(n, n_tracks, n_crossing, n_slow, passes)
-    return events.with_columns(cols.get_columns()).with_columns(
-        pl.when(pl.col("depth") > 0).then(pl.col("parent_id")).alias("parent_id")
-    )
+    return events.with_columns(parent_col, depth_col, self_col, overrun_col)
+
+
+def _series(name: str, values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
+    """`values` as a Polars Series without a copy; rows where `null` is True are null."""
+    arrow = pa.array(values)  # zero-copy for a numpy array without a mask
+    if null is not None and null.any():
+        valid = pa.py_buffer(np.packbits(~null, bitorder="little"))
+        arrow = pa.Array.from_buffers(arrow.type, len(values), [valid, arrow.buffers()[1]],
+                                      null_count=int(np.count_nonzero(null)))
+    return pl.Series(name, arrow)
 
 
 def _nest_per_track(tid: np.ndarray, n_tracks: int, s: np.ndarray, e: np.ndarray, eid: np.ndarray) -> _Result:
