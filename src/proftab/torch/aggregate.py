@@ -173,6 +173,58 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     ), code_names
 
 
+def _minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`a - b`; `a` itself when `b` is all zero (no new array)."""
+    return a if not b.any() else a - b
+
+
+#: the name code of host rows that are not counted (folded duplicates; nested rows for `top_level_only`)
+_EXCLUDED = -1
+
+#: `_order` of the rows that cannot be the first of their group
+_NOT_FIRST = np.iinfo(np.int64).max
+
+
+def _first_occurrence_order(host: pl.DataFrame, host_keys: list[str], dev: pl.DataFrame, dev_keys: list[str]
+                            ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Add `_order`: torch lists its rows in first-occurrence order of all events sorted by
+    (start, -end) (rank, event_id break ties); `_order`'s minimum per group is its first event.
+
+    Only the events starting at their group's earliest start can be first, so only those are
+    sorted (about one per group); every other row gets `_NOT_FIRST`. Per group the minimum and
+    the arg-minimum of `_order` are those of a sort of all events.
+    """
+    sort_keys = ["start_ns", "end_ns", "rank", "event_id"]
+
+    def candidates(rows: pl.DataFrame, keys: list[str]) -> tuple[pl.DataFrame, np.ndarray]:
+        start = rows["start_ns"].to_numpy()
+        if keys == ["_code", "is_user_annotation"] and len(rows):  # the default keys: small integer codes
+            group = rows["_code"].to_numpy() - _EXCLUDED  # >= 0
+            group = group * 2 + rows["is_user_annotation"].to_numpy()
+            earliest = np.full(int(group.max()) + 1, _NOT_FIRST, np.int64)
+            np.minimum.at(earliest, group, start)
+            positions = np.flatnonzero(earliest[group] == start)
+        else:
+            mask = rows.select((pl.col("start_ns") == pl.col("start_ns").min().over(keys)).alias("c")).to_series()
+            positions = np.flatnonzero(mask.to_numpy())
+        return rows.select(sort_keys)[positions], positions
+
+    host_c, host_pos = candidates(host, host_keys)
+    dev_c, dev_pos = candidates(dev, dev_keys)
+    both = pl.concat([host_c, dev_c])
+    order = both.select(pl.arg_sort_by(sort_keys, descending=[False, True, False, False]).alias("i"))["i"].to_numpy()
+    rank_of = np.empty(len(order), np.int64)
+    rank_of[order] = np.arange(len(order))
+
+    def with_order(rows: pl.DataFrame, positions: np.ndarray, ranks: np.ndarray) -> pl.DataFrame:
+        values = np.full(len(rows), _NOT_FIRST, np.int64)
+        values[positions] = ranks
+        return rows.with_columns(pl.Series("_order", values))
+
+    return (with_order(host, host_pos, rank_of[:len(host_pos)]),
+            with_order(dev, dev_pos, rank_of[len(host_pos):]))
+
+
 def _memory(host: pl.DataFrame, instants: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Inclusive CPU and device [memory] bytes per host row (torch's bisect rule)."""
     n = len(host)
@@ -297,58 +349,56 @@ def key_averages(
     mi = np.flatnonzero(merged)
 
     def fold(values: np.ndarray) -> np.ndarray:
-        if not len(mi):
+        if not len(mi) or not values.any():  # all-zero columns stay the same (untouched) array
             return values
         out = values.astype(np.int64, copy=True)
         np.add.at(out, rep[mi], values[mi])
         out[mi] = 0
         return out
 
-    # one row per kept, unfolded host event, built straight from the arrays (no frame filter)
+    # one row per host event, the tree's arrays adopted as they are (no copy, no frame filter):
+    # the folded duplicates (and with `top_level_only` the nested events) get the name code
+    # `_EXCLUDED`, a group of their own that is dropped after the aggregation
     top = kp < 0
-    keep_rows = ~merged & (top if top_level_only else True)
-    sel = None if keep_rows.all() else np.flatnonzero(keep_rows)
-
-    def take(a: np.ndarray) -> np.ndarray:
-        return a if sel is None else a[sel]
-
+    excluded = merged | (~top if top_level_only else False)
+    code = tree["name_code"].to_numpy()
+    if excluded.any():
+        code = np.where(excluded, _EXCLUDED, code)
     dur = tree["dur_ns"].to_numpy()
     host_cols: dict[str, object] = {
-        "rank": take(tree["rank"].to_numpy()),
-        "event_id": take(tree["event_id"].to_numpy()),
-        "start_ns": take(tree["start_ns"].to_numpy()),
-        "end_ns": take(tree["end_ns"].to_numpy()),
-        "_code": take(tree["name_code"].to_numpy()),
-        "is_user_annotation": take((tree["cat"] == kinds.USER_ANNOTATION).fill_null(False).to_numpy()),
-        "self_cpu_ns": take(fold(tree["tree_self_ns"].to_numpy())),
-        "cpu_total_ns": take(dur),
-        "self_device_ns": take(fold(own_dev)),
-        "device_total_ns": take(dev_total),
-        "cpu_mem_bytes": take(cpu_mem),
-        "self_cpu_mem_bytes": take(fold(cpu_mem - child_cpu_mem)),
-        "device_mem_bytes": take(dev_mem),
-        "self_device_mem_bytes": take(fold(dev_mem - child_dev_mem)),
-        "top_level": take(top),
-        "_call_ns": take(dur),
+        "rank": tree["rank"].to_numpy(),
+        "event_id": tree["event_id"].to_numpy(),
+        "start_ns": tree["start_ns"].to_numpy(),
+        "end_ns": tree["end_ns"].to_numpy(),
+        "_code": code,
+        "is_user_annotation": (tree["cat"] == kinds.USER_ANNOTATION).fill_null(False).to_numpy(),
+        "self_cpu_ns": fold(tree["tree_self_ns"].to_numpy()),
+        "cpu_total_ns": dur,
+        "self_device_ns": fold(own_dev),
+        "device_total_ns": dev_total,
+        "cpu_mem_bytes": cpu_mem,
+        "self_cpu_mem_bytes": fold(_minus(cpu_mem, child_cpu_mem)),
+        "device_mem_bytes": dev_mem,
+        "self_device_mem_bytes": fold(_minus(dev_mem, child_dev_mem)),
+        "top_level": top,
+        "_call_ns": dur,
         # a folded duplicate's FLOPs are dropped with it (torch deletes the event)
-        "flops": take(torch_flops(tree).to_numpy()) if with_flops else np.zeros(len(take(dur)), np.int64),
+        "flops": torch_flops(tree).to_numpy() if with_flops else np.zeros(n, np.int64),
     }
     host_rows = pl.DataFrame(host_cols)
     host_keys = ["_code", "is_user_annotation"]
-    sel_s = pl.Series(np.arange(n) if sel is None else sel)
     if group_by_input_shape:
-        host_rows = host_rows.with_columns(tree.select(input_shapes_expr().alias("input_shapes"))
-                                           .to_series().gather(sel_s))
+        host_rows = host_rows.with_columns(tree.select(input_shapes_expr().alias("input_shapes")).to_series())
         host_keys.append("input_shapes")
     if group_by_stack_n > 0:
         # TorchScript/verbose `Call stack` when the trace has it, else the enclosing Python frames
         stack = pl.DataFrame({"c": tree["call_stack"], "p": _python_stacks(tree, group_by_stack_n)}).select(
             pl.coalesce(pl.col("c").str.split(";").list.head(group_by_stack_n), pl.col("p")).alias("stack")
         ).to_series()
-        host_rows = host_rows.with_columns(stack.gather(sel_s))
+        host_rows = host_rows.with_columns(stack)
         host_keys.append("stack")
     if group_by_overload_name:
-        full = tree["name"].gather(sel_s)
+        full = tree["name"]
         host_rows = host_rows.with_columns(
             overload_name=full.str.extract(r"^[\w:]+::\w+\.(\w+)$").fill_null(""))
         host_keys.append("overload_name")
@@ -384,15 +434,7 @@ def key_averages(
         dev_rows = dev_rows.with_columns(overload_name=pl.lit(""))
         dev_keys.append("overload_name")
 
-    # torch's rows appear in first-occurrence order of all events sorted by (start, -end)
-    both = pl.concat([host_rows.select("start_ns", "end_ns", "rank", "event_id"),
-                      dev_rows.select("start_ns", "end_ns", "rank", "event_id")])
-    order = both.select(pl.arg_sort_by(["start_ns", "end_ns", "rank", "event_id"],
-                                       descending=[False, True, False, False]).alias("i"))["i"].to_numpy()
-    rank_of = np.empty(len(order), np.int64)
-    rank_of[order] = np.arange(len(order))
-    host_rows = host_rows.with_columns(pl.Series("_order", rank_of[:len(host_rows)]))
-    dev_rows = dev_rows.with_columns(pl.Series("_order", rank_of[len(host_rows):]))
+    host_rows, dev_rows = _first_occurrence_order(host_rows, host_keys, dev_rows, dev_keys)
     if by_step:
         windows = step_windows(nested)
         host_rows = assign_steps(host_rows, windows)
@@ -418,7 +460,7 @@ def key_averages(
             *optional,
         )
 
-    host_out = aggregate(host_rows, host_keys).with_columns(
+    host_out = aggregate(host_rows, host_keys).filter(pl.col("_code") != _EXCLUDED).with_columns(
         name=pl.col("_code").replace_strict(dict(enumerate(code_names)), default=None, return_dtype=pl.String),
         device_type=pl.lit("CPU")).drop("_code")
     if group_by_overload_name:  # `aten::add.Tensor` -> name `aten::add`, overload `Tensor`
