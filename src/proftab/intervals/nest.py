@@ -216,14 +216,19 @@ def _track_ids_ranked(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarr
 
 
 def _argsort_keys(k: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(perm, k[perm])`` sorting the non-negative keys ``k < bound``."""
+    """``(perm, k[perm])`` sorting the non-negative keys ``k < bound``; `k` is consumed
+    (overwritten) where the keys can be packed."""
     n = len(k)
     row_bits = max(1, (n - 1).bit_length())
     if bound <= 2 ** (63 - row_bits):
-        # key and row index packed in one int64: a plain (SIMD) sort, no argsort
-        packed = (k << row_bits) | np.arange(n)
+        # key and row index packed in one int64, in place: a plain (SIMD) sort, no argsort
+        packed = k
+        np.left_shift(packed, row_bits, out=packed)
+        packed |= np.arange(n)
         packed.sort()
-        return packed & ((1 << row_bits) - 1), packed >> row_bits
+        perm = packed & ((1 << row_bits) - 1)
+        np.right_shift(packed, row_bits, out=packed)
+        return perm, packed
     perm = pl.Series(k).arg_sort().to_numpy().astype(np.int64)
     return perm, k[perm]
 
@@ -231,7 +236,11 @@ def _argsort_keys(k: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
 def _order(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray, mult: int, base: int
            ) -> tuple[np.ndarray, np.ndarray]:
     """Permutation into (track, start asc, end desc, id asc) order and sorted start keys."""
-    perm, ks = _argsort_keys(tid * mult + (s - base), (int(tid.max()) + 1) * mult)
+    keys = tid * mult
+    keys += s
+    keys -= base
+    perm, ks = _argsort_keys(keys, (int(tid.max()) + 1) * mult)
+    del keys
     if len(ks) < 2:
         return perm, ks
     eq = ks[1:] == ks[:-1]
@@ -510,10 +519,13 @@ def _self_nested(parent: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
     has = parent >= 0
     if not has.any():
         return dur.copy()
-    if int(dur.max()) < 2**53:  # nested children of one parent sum to <= its dur
-        child = np.bincount(parent[has], weights=dur[has], minlength=n)
-        out = dur.copy()
-        out -= child.astype(np.int64)
+    if int(dur.max()) < 2**53:  # nested children of one parent sum to <= its dur: exact in float64
+        roots = ~has
+        parent[roots] = n  # roots count into a slot past the end (restored below)
+        child = np.bincount(parent, weights=dur, minlength=n + 1)
+        parent[roots] = -1
+        out = np.empty(n, np.int64)
+        np.subtract(dur, child[:n], out=out, casting="unsafe")
         return out
     child = np.zeros(n, dtype=np.int64)
     np.add.at(child, parent[has], dur[has])

@@ -19,20 +19,26 @@ def row_positions(rank: np.ndarray, ids: np.ndarray, want_rank: np.ndarray, want
     sort + binary search when ids are too sparse for that.
     """
     n = len(ids)
-    out = np.full(len(want_id), -1, np.int64)
     if n == 0 or len(want_id) == 0:
-        return out
-    ranks, ridx = np.unique(rank, return_inverse=True)
+        return np.full(len(want_id), -1, np.int64)
+    ranks = np.unique(rank[:1]) if (rank == rank[0]).all() else np.unique(rank)
     widx = np.clip(np.searchsorted(ranks, want_rank), 0, len(ranks) - 1)
     ok = (ranks[widx] == want_rank) & (want_id >= 0)
     stride = int(max(ids.max(), want_id.max())) + 1
-    key = ridx.astype(np.int64) * stride + ids
-    wkey = widx.astype(np.int64) * stride + np.where(ok, want_id, 0)
+    if len(ranks) == 1:  # one rank: the ids are the keys (no key arrays)
+        key, wkey = ids, np.where(ok, want_id, 0)
+    else:
+        key = np.searchsorted(ranks, rank).astype(np.int64) * stride + ids
+        wkey = widx.astype(np.int64) * stride + np.where(ok, want_id, 0)
+    del widx
     if stride * len(ranks) <= 4 * n + 1024:
         table = np.full(stride * len(ranks), -1, np.int64)
         table[key] = np.arange(n)
-        out[ok] = table[wkey[ok]]
+        out: np.ndarray = table[wkey]
+        del table
+        out[~ok] = -1
         return out
+    out = np.full(len(want_id), -1, np.int64)
     order = np.argsort(key, kind="stable")
     sk = key[order]
     pos = np.clip(np.searchsorted(sk, wkey), 0, n - 1)
