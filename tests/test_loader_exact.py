@@ -8,7 +8,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import polars as pl
-import pyarrow as pa
 import pytest
 
 import proftab as pt
@@ -76,8 +75,8 @@ def _ts_by_element(res: dict) -> list[int]:
     pairs = []
     for tab in (res["events"], res["other"]):
         n = tab["rows"]
-        idx = _fixed(tab["event_index"], n, pa.int64()).to_pylist()
-        ts = _fixed(tab["ts"], n, pa.int64()).to_pylist()
+        idx = _fixed(tab["event_index"], n, "i64", "event_index").to_list()
+        ts = _fixed(tab["ts"], n, "i64", "ts").to_list()
         pairs.extend(zip(idx, ts, strict=True))
     return [t for _, t in sorted(pairs) if t is not None]
 

@@ -63,7 +63,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -577,7 +576,7 @@ def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
         res = _nest_per_track(tid, n_tracks, s, e, eid)
     perm, parent, depth, self_t, n_crossing, n_slow, passes, e_ = res
     del res, tid
-    root = depth == 0  # exactly where parent is -1
+    root = depth == 0  # exactly where parent is -1 (parent_id is nulled there below)
     np.maximum(parent, 0, out=parent)
     overrun = e_[parent]
     np.subtract(e_, overrun, out=overrun)
@@ -594,25 +593,17 @@ def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
         return out
 
     # one column at a time, each freed once in row order: no frame-wide gather
-    depth_col = _series("depth", in_rows(depth, np.int32))
+    depth_col = pl.Series("depth", in_rows(depth, np.int32))  # numpy arrays are adopted, not copied
     del depth
-    self_col = _series("self_ns", in_rows(self_t))
+    self_col = pl.Series("self_ns", in_rows(self_t))
     del self_t
-    overrun_col = _series("overrun_ns", in_rows(overrun))
+    overrun_col = pl.Series("overrun_ns", in_rows(overrun))
     del overrun
-    parent_col = _series("parent_id", in_rows(parent), null=in_rows(root))
+    parent_col = pl.Series("parent_id", in_rows(parent))
+    del parent, perm
     _local.stats = NestStats(n, n_tracks, n_crossing, n_slow, passes)
-    return events.with_columns(parent_col, depth_col, self_col, overrun_col)
-
-
-def _series(name: str, values: np.ndarray, null: np.ndarray | None = None) -> pl.Series:
-    """`values` as a Polars Series without a copy; rows where `null` is True are null."""
-    arrow = pa.array(values)  # zero-copy for a numpy array without a mask
-    if null is not None and null.any():
-        valid = pa.py_buffer(np.packbits(~null, bitorder="little"))
-        arrow = pa.Array.from_buffers(arrow.type, len(values), [valid, arrow.buffers()[1]],
-                                      null_count=int(np.count_nonzero(null)))
-    return pl.Series(name, arrow)
+    return events.with_columns(parent_col, depth_col, self_col, overrun_col).with_columns(
+        pl.when(pl.col("depth") > 0).then(pl.col("parent_id")).alias("parent_id"))
 
 
 def _nest_per_track(tid: np.ndarray, n_tracks: int, s: np.ndarray, e: np.ndarray, eid: np.ndarray) -> _Result:

@@ -1977,6 +1977,381 @@ static PyType_Spec Parser_spec = {
     "proftab.io._kineto.Parser", sizeof(Parser), 0, Py_TPFLAGS_DEFAULT, Parser_slots,
 };
 
+/* ------------------------------------------------------------------ Arrow C data interface export */
+
+/* The scanner's columns handed to Polars without pyarrow: a Column object implements the
+   Arrow PyCapsule interface (`__arrow_c_array__`), so `pl.Series(column)` adopts its buffers
+   without a copy. String columns are exported as string views (Polars' own layout), built here
+   from the scanner's offsets, so Polars converts nothing; a mostly-null column's views stay
+   untouched zero pages (calloc), which the OS does not back with memory. */
+
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+#define ARROW_FLAG_NULLABLE 2
+
+typedef struct ColumnObject {
+    PyObject_HEAD
+    const char *format;          /* a string literal */
+    int64_t length, null_count;
+    int64_t n_buffers;
+    const void **buffers;        /* malloc'd; the pointers into the owners' memory or `owned` */
+    PyObject *owners;            /* tuple of the Buffer objects whose memory is exported */
+    char *owned;                 /* memory allocated here (string views), freed with the object */
+    int64_t *variadic_sizes;     /* string views: the data buffers' sizes (the last buffer) */
+    struct ColumnObject *dictionary;
+} ColumnObject;
+
+static PyObject *ColumnType;
+static const int64_t zero_block[2] = {0, 0};  /* where a buffer of length 0 points */
+
+static void Column_dealloc(ColumnObject *self) {
+    Py_XDECREF(self->owners);
+    Py_XDECREF((PyObject *)self->dictionary);
+    free(self->buffers);
+    free(self->owned);
+    free(self->variadic_sizes);
+    free_instance((PyObject *)self);
+}
+
+static ColumnObject *column_new(const char *format, int64_t length, int64_t null_count, int64_t n_buffers,
+                                PyObject *owners) {
+    ColumnObject *c = PyObject_New(ColumnObject, (PyTypeObject *)ColumnType);
+    if (!c) return NULL;
+    c->format = format;
+    c->length = length;
+    c->null_count = null_count;
+    c->n_buffers = n_buffers;
+    c->owners = owners;  /* the reference is the caller's, handed over */
+    c->owned = NULL;
+    c->variadic_sizes = NULL;
+    c->dictionary = NULL;
+    c->buffers = calloc((size_t)n_buffers, sizeof(void *));
+    if (!c->buffers) { Py_DECREF(c); PyErr_NoMemory(); return NULL; }
+    return c;
+}
+
+static void schema_release(struct ArrowSchema *s) {
+    if (s->dictionary) {
+        if (s->dictionary->release) s->dictionary->release(s->dictionary);
+        free(s->dictionary);
+    }
+    s->release = NULL;
+}
+
+static void array_release(struct ArrowArray *a) {
+    if (a->dictionary) {
+        if (a->dictionary->release) a->dictionary->release(a->dictionary);
+        free(a->dictionary);
+    }
+    free((void *)a->buffers);
+    PyGILState_STATE g = PyGILState_Ensure();  /* Polars may release from any thread */
+    Py_XDECREF((PyObject *)a->private_data);
+    PyGILState_Release(g);
+    a->release = NULL;
+}
+
+static int fill_schema(ColumnObject *c, struct ArrowSchema *s) {
+    memset(s, 0, sizeof *s);
+    s->format = c->format;
+    s->name = "";
+    s->flags = ARROW_FLAG_NULLABLE;
+    s->release = schema_release;
+    if (c->dictionary) {
+        s->dictionary = malloc(sizeof *s->dictionary);
+        if (!s->dictionary) return -1;
+        if (fill_schema(c->dictionary, s->dictionary)) { free(s->dictionary); s->dictionary = NULL; return -1; }
+    }
+    return 0;
+}
+
+static int fill_array(ColumnObject *c, struct ArrowArray *a) {
+    memset(a, 0, sizeof *a);
+    a->length = c->length;
+    a->null_count = c->null_count;
+    a->n_buffers = c->n_buffers;
+    a->buffers = malloc((size_t)c->n_buffers * sizeof(void *));
+    if (!a->buffers) return -1;
+    memcpy((void *)a->buffers, c->buffers, (size_t)c->n_buffers * sizeof(void *));
+    if (c->dictionary) {
+        a->dictionary = malloc(sizeof *a->dictionary);
+        if (!a->dictionary || fill_array(c->dictionary, a->dictionary)) {
+            free(a->dictionary); a->dictionary = NULL; free((void *)a->buffers); return -1;
+        }
+    }
+    Py_INCREF((PyObject *)c);
+    a->private_data = c;
+    a->release = array_release;
+    return 0;
+}
+
+static void schema_capsule_free(PyObject *cap) {
+    struct ArrowSchema *s = PyCapsule_GetPointer(cap, "arrow_schema");
+    if (s && s->release) s->release(s);
+    free(s);
+}
+
+static void array_capsule_free(PyObject *cap) {
+    struct ArrowArray *a = PyCapsule_GetPointer(cap, "arrow_array");
+    if (a && a->release) a->release(a);
+    free(a);
+}
+
+static PyObject *Column_arrow_c_array(ColumnObject *self, PyObject *args, PyObject *kw) {
+    PyObject *requested = Py_None;
+    static char *kwlist[] = {"requested_schema", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &requested)) return NULL;
+    (void)requested;  /* the column has one layout; a consumer casts if it needs another */
+    struct ArrowSchema *s = malloc(sizeof *s);
+    struct ArrowArray *a = malloc(sizeof *a);
+    if (!s || !a || fill_schema(self, s)) { free(s); free(a); return PyErr_NoMemory(); }
+    if (fill_array(self, a)) { s->release(s); free(s); free(a); return PyErr_NoMemory(); }
+    PyObject *sc = PyCapsule_New(s, "arrow_schema", schema_capsule_free);
+    if (!sc) { s->release(s); free(s); a->release(a); free(a); return NULL; }
+    PyObject *ac = PyCapsule_New(a, "arrow_array", array_capsule_free);
+    if (!ac) { Py_DECREF(sc); a->release(a); free(a); return NULL; }
+    return Py_BuildValue("(NN)", sc, ac);
+}
+
+static PyObject *Column_len(ColumnObject *self, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLongLong(self->length);
+}
+
+static PyMethodDef Column_methods[] = {
+    {"__arrow_c_array__", (PyCFunction)(void (*)(void))Column_arrow_c_array, METH_VARARGS | METH_KEYWORDS,
+     "(schema capsule, array capsule) of the Arrow C data interface"},
+    {"length", (PyCFunction)Column_len, METH_NOARGS, "number of rows"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot Column_slots[] = {
+    {Py_tp_dealloc, (void *)Column_dealloc},
+    {Py_tp_methods, Column_methods},
+    {Py_tp_doc, (void *)"a scanner column exported through the Arrow PyCapsule interface"},
+    {0, NULL},
+};
+
+static PyType_Spec Column_spec = {
+    "proftab.io._kineto.Column", sizeof(ColumnObject), 0, Py_TPFLAGS_DEFAULT, Column_slots,
+};
+
+/* the Buffer behind `o` (a Buffer object), or NULL with TypeError; None gives NULL, no error */
+static BufferObject *as_buffer(PyObject *o, const char *what, int optional) {
+    if (o == Py_None && optional) return NULL;
+    if (!PyObject_TypeCheck(o, (PyTypeObject *)BufferType)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a scanner Buffer", what);
+        return NULL;
+    }
+    return (BufferObject *)o;
+}
+
+static const void *buffer_ptr(BufferObject *b) {
+    return b && b->data && b->size ? (const void *)b->data : (const void *)zero_block;
+}
+
+static const char *fixed_format(const char *kind) {
+    static const char *names[] = {"i64", "u64", "f64", "i32", "u16", "u8", NULL};
+    static const char *formats[] = {"l", "L", "g", "i", "S", "C"};
+    for (int i = 0; names[i]; i++) if (!strcmp(kind, names[i])) return formats[i];
+    return NULL;
+}
+
+static size_t fixed_width(const char *format) {
+    switch (format[0]) {
+        case 'l': case 'L': case 'g': return 8;
+        case 'i': return 4;
+        case 'S': return 2;
+        default: return 1;
+    }
+}
+
+/* fixed_column(kind, data, validity, length, null_count) */
+static PyObject *py_fixed_column(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *kind; PyObject *data, *valid; long long n, nulls;
+    if (!PyArg_ParseTuple(args, "sOOLL", &kind, &data, &valid, &n, &nulls)) return NULL;
+    const char *format = fixed_format(kind);
+    if (!format) { PyErr_Format(PyExc_ValueError, "unknown column kind %s", kind); return NULL; }
+    BufferObject *d = as_buffer(data, "data", 0);
+    if (!d) return NULL;
+    BufferObject *v = as_buffer(valid, "validity", 1);
+    if (!v && PyErr_Occurred()) return NULL;
+    if (n < 0 || (size_t)d->size < (size_t)n * fixed_width(format) || (v && (size_t)v->size < (size_t)((n + 7) >> 3))) {
+        PyErr_SetString(PyExc_ValueError, "buffers shorter than the column");
+        return NULL;
+    }
+    ColumnObject *c = column_new(format, n, v ? nulls : 0, 2, Py_BuildValue("(OO)", data, valid));
+    if (!c) return NULL;
+    c->buffers[0] = v ? buffer_ptr(v) : NULL;
+    c->buffers[1] = buffer_ptr(d);
+    return (PyObject *)c;
+}
+
+#define VIEW_INLINE 12
+#define VIEW_BUFFER_MAX ((int64_t)INT32_MAX)
+
+/* one string view: len, then 12 inline bytes, or a 4-byte prefix, buffer index, offset */
+static inline void put_view(char *view, const char *s, int64_t len, int32_t buf, int64_t off) {
+    int32_t l = (int32_t)len;
+    memcpy(view, &l, 4);
+    if (len <= VIEW_INLINE) {
+        if (len) memcpy(view + 4, s, (size_t)len);
+    } else {
+        int32_t b = buf, o = (int32_t)off;
+        memcpy(view + 4, s, 4);
+        memcpy(view + 8, &b, 4);
+        memcpy(view + 12, &o, 4);
+    }
+}
+
+/* a string-view Column over `data`, whose strings are [offs[i], offs[i+1]) for the valid rows;
+   the data is cut into buffers of at most 2^31-1 bytes at string starts (a view's offset is int32) */
+static PyObject *string_view_column(const int64_t *offs, int64_t n, const unsigned char *valid, int64_t nulls,
+                                    PyObject *data_obj, PyObject *valid_obj, int dict_codes, const int32_t *codes) {
+    BufferObject *d = (BufferObject *)data_obj;
+    const char *base = d->data ? d->data : "";
+    char *views = calloc((size_t)(n ? n : 1), 16);  /* untouched (null) rows stay unbacked zero pages */
+    if (!views) return PyErr_NoMemory();
+    int64_t cap = 4, nb = 1;
+    int64_t *starts = malloc((size_t)cap * sizeof(int64_t));
+    if (!starts) { free(views); return PyErr_NoMemory(); }
+    starts[0] = 0;
+    int64_t total = dict_codes ? 0 : offs[n];
+    for (int64_t i = 0; i < n; i++) {
+        if (valid && !(valid[i >> 3] & (1u << (i & 7)))) continue;
+        int64_t k = dict_codes ? codes[i] : i;
+        int64_t lo = offs[k], len = offs[k + 1] - offs[k];
+        if (len > VIEW_BUFFER_MAX) {
+            free(views); free(starts);
+            PyErr_SetString(PyExc_ValueError, "a string longer than 2 GiB");
+            return NULL;
+        }
+        if (!dict_codes && len > VIEW_INLINE && lo + len - starts[nb - 1] > VIEW_BUFFER_MAX) {
+            if (nb == cap) {
+                int64_t *ns = realloc(starts, (size_t)(cap *= 2) * sizeof(int64_t));
+                if (!ns) { free(views); free(starts); return PyErr_NoMemory(); }
+                starts = ns;
+            }
+            starts[nb++] = lo;
+        }
+        put_view(views + 16 * i, base + lo, len, (int32_t)(nb - 1), lo - starts[nb - 1]);
+    }
+    if (dict_codes) total = (int64_t)d->size;  /* the views point into the whole dictionary */
+    ColumnObject *c = column_new("vu", n, valid ? nulls : 0, 3 + nb, Py_BuildValue("(OO)", data_obj, valid_obj));
+    if (!c) { free(views); free(starts); return NULL; }
+    c->owned = views;
+    c->variadic_sizes = malloc((size_t)nb * sizeof(int64_t));
+    if (!c->variadic_sizes) { free(starts); Py_DECREF(c); return PyErr_NoMemory(); }
+    c->buffers[0] = valid ? (const void *)valid : NULL;
+    c->buffers[1] = views;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t end = b + 1 < nb ? starts[b + 1] : total;
+        c->buffers[2 + b] = end > starts[b] ? (const void *)(base + starts[b]) : (const void *)zero_block;
+        c->variadic_sizes[b] = end - starts[b];
+    }
+    c->buffers[2 + nb] = c->variadic_sizes;
+    free(starts);
+    return (PyObject *)c;
+}
+
+/* string_column(offsets, data, validity, length, null_count): a string-view Column */
+static PyObject *py_string_column(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *offsets, *data, *valid; long long n, nulls;
+    if (!PyArg_ParseTuple(args, "OOOLL", &offsets, &data, &valid, &n, &nulls)) return NULL;
+    BufferObject *o = as_buffer(offsets, "offsets", 0), *d = as_buffer(data, "data", 0);
+    if (!o || !d) return NULL;
+    BufferObject *v = as_buffer(valid, "validity", 1);
+    if (!v && PyErr_Occurred()) return NULL;
+    if (n < 0 || (size_t)o->size < (size_t)(n + 1) * 8 || (v && (size_t)v->size < (size_t)((n + 7) >> 3))) {
+        PyErr_SetString(PyExc_ValueError, "buffers shorter than the column");
+        return NULL;
+    }
+    const int64_t *offs = (const int64_t *)o->data;
+    if (offs[n] > (int64_t)d->size) { PyErr_SetString(PyExc_ValueError, "offsets past the data"); return NULL; }
+    return string_view_column(offs, n, v ? (const unsigned char *)v->data : NULL, nulls, data, valid, 0, NULL);
+}
+
+/* dict_string_column(codes, validity, dict_offsets, dict_data, length, null_count, dict_size):
+   the dictionary's strings per row, as a string-view Column sharing the dictionary's data */
+static PyObject *py_dict_string_column(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *codes, *valid, *offsets, *data; long long n, nulls, size;
+    if (!PyArg_ParseTuple(args, "OOOOLLL", &codes, &valid, &offsets, &data, &n, &nulls, &size)) return NULL;
+    BufferObject *cb = as_buffer(codes, "codes", 0), *o = as_buffer(offsets, "offsets", 0), *d = as_buffer(data, "data", 0);
+    if (!cb || !o || !d) return NULL;
+    BufferObject *v = as_buffer(valid, "validity", 1);
+    if (!v && PyErr_Occurred()) return NULL;
+    if (n < 0 || size < 0 || (size_t)cb->size < (size_t)n * 4 || (size_t)o->size < (size_t)(size + 1) * 8
+        || (v && (size_t)v->size < (size_t)((n + 7) >> 3))) {
+        PyErr_SetString(PyExc_ValueError, "buffers shorter than the column");
+        return NULL;
+    }
+    if ((int64_t)d->size > VIEW_BUFFER_MAX) {
+        PyErr_SetString(PyExc_ValueError, "dictionary data over 2 GiB");
+        return NULL;
+    }
+    const int32_t *cp = (const int32_t *)cb->data;
+    const unsigned char *vb = v ? (const unsigned char *)v->data : NULL;
+    for (int64_t i = 0; i < n; i++)
+        if ((!vb || (vb[i >> 3] & (1u << (i & 7)))) && (cp[i] < 0 || cp[i] >= size)) {
+            PyErr_SetString(PyExc_ValueError, "a dictionary code out of range");
+            return NULL;
+        }
+    return string_view_column((const int64_t *)o->data, n, vb, nulls, data, valid, 1, cp);
+}
+
+/* dictionary_column(codes, validity, dict_offsets, dict_data, length, null_count, dict_size):
+   int32 codes over a large-string dictionary (Polars: Categorical) */
+static PyObject *py_dictionary_column(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *codes, *valid, *offsets, *data; long long n, nulls, size;
+    if (!PyArg_ParseTuple(args, "OOOOLLL", &codes, &valid, &offsets, &data, &n, &nulls, &size)) return NULL;
+    BufferObject *cb = as_buffer(codes, "codes", 0), *o = as_buffer(offsets, "offsets", 0), *d = as_buffer(data, "data", 0);
+    if (!cb || !o || !d) return NULL;
+    BufferObject *v = as_buffer(valid, "validity", 1);
+    if (!v && PyErr_Occurred()) return NULL;
+    if (n < 0 || size < 0 || (size_t)cb->size < (size_t)n * 4 || (size_t)o->size < (size_t)(size + 1) * 8
+        || (v && (size_t)v->size < (size_t)((n + 7) >> 3))) {
+        PyErr_SetString(PyExc_ValueError, "buffers shorter than the column");
+        return NULL;
+    }
+    ColumnObject *dict = column_new("U", size, 0, 3, Py_BuildValue("(OO)", offsets, data));
+    if (!dict) return NULL;
+    dict->buffers[0] = NULL;
+    dict->buffers[1] = buffer_ptr(o);
+    dict->buffers[2] = buffer_ptr(d);
+    ColumnObject *c = column_new("i", n, v ? nulls : 0, 2, Py_BuildValue("(OO)", codes, valid));
+    if (!c) { Py_DECREF(dict); return NULL; }
+    c->buffers[0] = v ? buffer_ptr(v) : NULL;
+    c->buffers[1] = buffer_ptr(cb);
+    c->dictionary = dict;
+    return (PyObject *)c;
+}
+
 /* exposed for tests: exact µs text -> (ns, frac_digits, rounded) or None */
 static PyObject *py_us_to_ns(PyObject *self, PyObject *arg) {
     (void)self;
@@ -1990,6 +2365,14 @@ static PyObject *py_us_to_ns(PyObject *self, PyObject *arg) {
 
 static PyMethodDef module_methods[] = {
     {"us_to_ns", py_us_to_ns, METH_O, "us_to_ns(text) -> (ns, fraction_digits, rounded) or None"},
+    {"fixed_column", py_fixed_column, METH_VARARGS,
+     "fixed_column(kind, data, validity, length, null_count) -> Column (kind: i64 u64 f64 i32 u16 u8)"},
+    {"string_column", py_string_column, METH_VARARGS,
+     "string_column(offsets, data, validity, length, null_count) -> string-view Column"},
+    {"dict_string_column", py_dict_string_column, METH_VARARGS,
+     "dict_string_column(codes, validity, offsets, data, length, null_count, size) -> string-view Column"},
+    {"dictionary_column", py_dictionary_column, METH_VARARGS,
+     "dictionary_column(codes, validity, offsets, data, length, null_count, size) -> dictionary Column"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2013,6 +2396,7 @@ PyMODINIT_FUNC PyInit__kineto(void) {
     set_malloc_policy();
     if (!BufferType && !(BufferType = PyType_FromSpec(&Buffer_spec))) return NULL;
     if (!ParserType && !(ParserType = PyType_FromSpec(&Parser_spec))) return NULL;
+    if (!ColumnType && !(ColumnType = PyType_FromSpec(&Column_spec))) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;
     Py_INCREF(ParserType);  /* the module's reference; the global keeps its own */

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from proftab import schema
 from proftab.exceptions import ProftabWarning, TraceError
@@ -101,86 +100,75 @@ def scan_bytes(data: bytes, *, salvage: bool = False) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- columns
 
 
-def _fixed(spec: tuple[Any, Any, int] | None, n: int, typ: pa.DataType) -> pa.Array | None:
+def _fixed(spec: tuple[Any, Any, int] | None, n: int, kind: str, name: str) -> pl.Series | None:
+    """A fixed-width scanner column as a Series over the scanner's own buffers (no copy)."""
     if spec is None:  # all null: the scanner allocated nothing
         return None
     data, valid, nulls = spec
-    return pa.Array.from_buffers(typ, n, [None if valid is None else pa.py_buffer(valid), pa.py_buffer(data)],
-                                 null_count=nulls)
+    return pl.Series(_kineto.fixed_column(kind, data, valid, n, nulls)).alias(name)
 
 
-def _string(spec: tuple[Any, Any, Any, int] | None, n: int) -> pa.Array | None:
+def _string(spec: tuple[Any, Any, Any, int] | None, n: int, name: str) -> pl.Series | None:
+    """A string scanner column as a String Series (string views over the scanner's text)."""
     if spec is None:  # all null
         return None
     offsets, data, valid, nulls = spec
-    return pa.Array.from_buffers(pa.large_string(), n,
-                                 [None if valid is None else pa.py_buffer(valid), pa.py_buffer(offsets),
-                                  pa.py_buffer(data)], null_count=nulls)
+    return pl.Series(_kineto.string_column(offsets, data, valid, n, nulls)).alias(name)
 
 
-def _dict(spec: tuple[Any, Any, Any, int] | None, n: int) -> pa.DictionaryArray | None:
+def _dict(spec: tuple[Any, Any, Any, int] | None, n: int, name: str, *, strings: bool) -> pl.Series | None:
+    """A dictionary-coded scanner column: String rows sharing the dictionary's text
+    (`strings`), else Categorical."""
     if spec is None:  # all null
         return None
-    codes, offsets, data, size = spec
-    dictionary = pa.Array.from_buffers(pa.large_string(), size, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    return pa.DictionaryArray.from_arrays(_fixed(codes, n, pa.int32()), dictionary)
+    (codes, valid, nulls), offsets, data, size = spec
+    build = _kineto.dict_string_column if strings else _kineto.dictionary_column
+    return pl.Series(build(codes, valid, offsets, data, n, nulls, size)).alias(name)
 
 
-#: a string column with at most one value in this many rows is built by scattering its values
-#: into a null column: importing the scanner's dense Arrow offsets would cost 16 bytes per row
-_SPARSE_ROWS_PER_VALUE = 8
-
-
-def _string_series(name: str, arr: pa.Array) -> pl.Series:
-    """`arr` (large_string) as a Polars String Series, cheaply when it is mostly null."""
-    n, valid = len(arr), len(arr) - arr.null_count
-    if valid * _SPARSE_ROWS_PER_VALUE > n:
-        return pl.Series(name, arr)
-    rows = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
-    return pl.repeat(None, n, dtype=pl.String, eager=True).alias(name).scatter(rows, pl.Series(arr.drop_null()))
-
-
-def _dict_strings(name: str, arr: pa.DictionaryArray) -> pl.Series:
-    """A dictionary column as a String Series whose rows share the dictionary's string data."""
-    values = pl.Series(arr.dictionary)
-    codes = pl.Series(arr.indices)
-    return values.gather(codes).alias(name)
+def _row_kinds(spec: tuple[Any, Any, Any, int] | None, n: int) -> np.ndarray:
+    """`_K_*` per row from the ph dictionary (no per-row string work)."""
+    if spec is None:
+        return np.full(n, _K_UNKNOWN, dtype=np.uint8)
+    (codes, valid, _), offsets, data, size = spec
+    bounds = np.frombuffer(offsets, dtype=np.int64, count=size + 1)
+    text = bytes(memoryview(data))
+    table = np.array([_PH_KIND.get(text[bounds[i]:bounds[i + 1]].decode("utf-8", "replace"), _K_UNKNOWN)
+                      for i in range(size)] + [_K_UNKNOWN], dtype=np.uint8)
+    ids = np.frombuffer(codes, dtype=np.int32, count=n)
+    if valid is not None:  # null ph: the unknown slot
+        is_valid = np.unpackbits(np.frombuffer(valid, dtype=np.uint8), count=n, bitorder="little").view(bool)
+        ids = np.where(is_valid, ids, size)
+    return table[ids]
 
 
 def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
     """All scanned rows as one frame (columns of every table; split later by ph)."""
     n = res["rows"]
-    ph = _dict(res["ph"], n)
-    if ph is None:
-        kinds = np.full(n, _K_UNKNOWN, dtype=np.uint8)
-    else:
-        table = np.array([_PH_KIND.get(v, _K_UNKNOWN) for v in ph.dictionary.to_pylist()] + [_K_UNKNOWN],
-                         dtype=np.uint8)
-        kinds = table[ph.indices.fill_null(len(table) - 1).to_numpy()]
-    i64, text = pl.Int64, pl.String
-    cols: dict[str, tuple[pa.Array | None, pl.DataType]] = {
-        "event_id": (_fixed(res["event_index"], n, pa.int64()), i64),
-        "ph": (ph, pl.Categorical()),
-        "_kind": (pa.array(kinds), pl.UInt8()),
-        "cat": (_dict(res["cat"], n), pl.Categorical()),
-        "name": (_dict(res["name"], n), text),
-        "pid": (_fixed(res["pid"], n, pa.int64()), i64),
-        "pid_text": (_string(res["pid_text"], n), text),
-        "tid": (_fixed(res["tid"], n, pa.int64()), i64),
-        "tid_text": (_string(res["tid_text"], n), text),
-        "ts": (_fixed(res["ts"], n, pa.int64()), i64),
-        "dur": (_fixed(res["dur"], n, pa.int64()), i64),
-        "id": (_fixed(res["id"], n, pa.int64()), i64),
-        "id_text": (_string(res["id_text"], n), text),
-        "bp": (_dict(res["bp"], n), text),
-        "s": (_dict(res["s"], n), text),
-        "reason": (_dict(res["reason"], n), text),
-        "excerpt": (_string(res["excerpt"], n), text),
-        "byte_offset": (_fixed(res["offset"], n, pa.int64()), i64),
-        "flags": (_fixed(res["flags"], n, pa.uint16()), pl.UInt16()),
-        "args": (_string(res["args"], n), text),
-        "extra": (_string(res["extra"], n), text),
-        "mvalue": (_string(res["mvalue"], n), text),
+    i64, text = pl.Int64(), pl.String()
+    cols: dict[str, tuple[pl.Series | None, pl.DataType]] = {
+        "event_id": (_fixed(res["event_index"], n, "i64", "event_id"), i64),
+        "ph": (_dict(res["ph"], n, "ph", strings=False), pl.Categorical()),
+        "_kind": (pl.Series("_kind", _row_kinds(res["ph"], n)), pl.UInt8()),
+        "cat": (_dict(res["cat"], n, "cat", strings=False), pl.Categorical()),
+        "name": (_dict(res["name"], n, "name", strings=True), text),
+        "pid": (_fixed(res["pid"], n, "i64", "pid"), i64),
+        "pid_text": (_string(res["pid_text"], n, "pid_text"), text),
+        "tid": (_fixed(res["tid"], n, "i64", "tid"), i64),
+        "tid_text": (_string(res["tid_text"], n, "tid_text"), text),
+        "ts": (_fixed(res["ts"], n, "i64", "ts"), i64),
+        "dur": (_fixed(res["dur"], n, "i64", "dur"), i64),
+        "id": (_fixed(res["id"], n, "i64", "id"), i64),
+        "id_text": (_string(res["id_text"], n, "id_text"), text),
+        "bp": (_dict(res["bp"], n, "bp", strings=True), text),
+        "s": (_dict(res["s"], n, "s", strings=True), text),
+        "reason": (_dict(res["reason"], n, "reason", strings=True), text),
+        "excerpt": (_string(res["excerpt"], n, "excerpt"), text),
+        "byte_offset": (_fixed(res["offset"], n, "i64", "byte_offset"), i64),
+        "flags": (_fixed(res["flags"], n, "u16", "flags"), pl.UInt16()),
+        "args": (_string(res["args"], n, "args"), text),
+        "extra": (_string(res["extra"], n, "extra"), text),
+        "mvalue": (_string(res["mvalue"], n, "mvalue"), text),
     }
     typed = res["typed"]
     for i, name in enumerate(_TYPED_NAMES):
@@ -189,22 +177,14 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
             continue
         kind = ArgKind(schema.TYPED_COLUMNS[name][1])
         if kind.is_text:
-            cols[name] = (_string(spec, n), text)
+            cols[name] = (_string(spec, n, name), text)
         else:  # bool columns are int64 here; _ensure casts them
-            arrow, polars = ((pa.uint64(), pl.UInt64()) if kind is ArgKind.U64 else
-                             (pa.float64(), pl.Float64()) if kind is ArgKind.F64 else (pa.int64(), i64))
-            cols[name] = (_fixed(spec, n, arrow), polars)
-    series, nulls = [], []
-    for c, (arr, dtype) in cols.items():
-        if arr is None:  # all null: a literal, materialized only where an operation needs it
-            nulls.append(pl.lit(None, dtype).alias(c))
-        elif isinstance(arr, pa.DictionaryArray) and dtype == text:
-            series.append(_dict_strings(c, arr))
-        elif dtype == text:
-            series.append(_string_series(c, arr))
-        else:
-            # column by column: converting a whole pa.Table copies every buffer, a Series does not
-            series.append(pl.Series(c, arr))
+            code, dtype = (("u64", pl.UInt64()) if kind is ArgKind.U64 else
+                           ("f64", pl.Float64()) if kind is ArgKind.F64 else ("i64", i64))
+            cols[name] = (_fixed(spec, n, code, name), dtype)
+    series = [col for col, _ in cols.values() if col is not None]
+    # an all-null column is a literal, materialized only where an operation needs it
+    nulls = [pl.lit(None, dtype).alias(c) for c, (col, dtype) in cols.items() if col is None]
     df = pl.DataFrame(series, height=n).with_columns(nulls)
     return df.with_columns(pl.col("flags").fill_null(0))  # typed bool columns stay int64 here; _ensure casts them
 
