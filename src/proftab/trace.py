@@ -88,9 +88,13 @@ class Trace:
         if "nested" in self._tables:
             return self._tables["nested"]
         if "nested" not in self._cache:
-            ev = self.collect("events").with_columns(_end=pl.col("end_ns"))
-            ev = ev.with_columns(end_ns=pl.max_horizontal("start_ns", "end_ns"))
-            self._cache["nested"] = nest(ev, by=schema.TRACK_KEYS).with_columns(end_ns=pl.col("_end")).drop("_end")
+            ev = self.collect("events")
+            if ev.select((pl.col("end_ns") < pl.col("start_ns")).any()).item():  # negative durations
+                ev = ev.with_columns(_end=pl.col("end_ns"), end_ns=pl.max_horizontal("start_ns", "end_ns"))
+                nested = nest(ev, by=schema.TRACK_KEYS).with_columns(end_ns=pl.col("_end")).drop("_end")
+            else:  # the common case: no clamped copy of end_ns
+                nested = nest(ev, by=schema.TRACK_KEYS)
+            self._cache["nested"] = nested
         out: pl.DataFrame = self._cache["nested"]
         return out
 

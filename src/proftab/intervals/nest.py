@@ -412,19 +412,24 @@ def _nest_arrays(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray)
     if (int(tid.max()) + 1) * span >= _KEY_LIMIT:
         return None
     perm, ks = _order(tid, s, e, eid, span, base)
-    s_ = s[perm]
-    e_ = e[perm]
-    dur = e_ - s_
+    dur_rows = e - s
+    dur = dur_rows[perm]
+    del dur_rows
     ke = ks + dur
 
-    # vectorized pass: exact depth, candidate parent, certification
+    # vectorized pass: exact depth, candidate parent, certification; the arrays that are
+    # not needed yet are gathered after the depth pass, the largest temporary
     depth = _depth(ks, ke)
     parent = _candidate_parent(depth)
-    bad = _uncertified(None, parent, depth, s_, e_)
+    # a candidate parent is in its child's track, where key differences are time differences:
+    # the keys certify exactly as the times would, and no time arrays are gathered for it
+    bad = _uncertified(None, parent, depth, ks, ke)
     passes = 1
     if not bad.any():
-        del bad, ks, ke, s_
-        return perm, parent, depth, _self_nested(parent, dur, n), 0, 0, passes, e_
+        del bad, ks, ke
+        return perm, parent, depth, _self_nested(parent, dur, n), 0, 0, passes, e[perm]
+    s_ = s[perm]
+    e_ = e[perm]
     tid_ = ks // span
     pos = np.arange(n)
 
@@ -578,13 +583,14 @@ def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
     del res, tid
     root = depth == 0  # exactly where parent is -1 (parent_id is nulled there below)
     np.maximum(parent, 0, out=parent)
-    overrun = e_[parent]
+    overrun = np.take(e_, parent)
     np.subtract(e_, overrun, out=overrun)
     np.maximum(overrun, 0, out=overrun)
     overrun[root] = 0
     del e_
-    np.take(perm, parent, out=parent)  # parent positions -> parent rows -> parent event ids
-    np.take(eid, parent, out=parent)
+    # parent positions -> parent rows -> parent event ids, in place (valid indices: no buffered copy)
+    np.take(perm, parent, out=parent, mode="clip")
+    np.take(eid, parent, out=parent, mode="clip")
 
     def in_rows(sorted_values: np.ndarray, dtype: type | None = None) -> np.ndarray:
         """Values given in sorted positions, put back in row order (one array at a time)."""

@@ -32,9 +32,10 @@ def row_positions(rank: np.ndarray, ids: np.ndarray, want_rank: np.ndarray, want
         wkey = widx.astype(np.int64) * stride + np.where(ok, want_id, 0)
     del widx
     if stride * len(ranks) <= 4 * n + 1024:
-        table = np.full(stride * len(ranks), -1, np.int64)
-        table[key] = np.arange(n)
-        out: np.ndarray = table[wkey]
+        small = np.int32 if n < 2**31 else np.int64  # the table holds row positions
+        table = np.full(stride * len(ranks), -1, small)
+        table[key] = np.arange(n, dtype=small)
+        out: np.ndarray = table[wkey].astype(np.int64)
         del table
         out[~ok] = -1
         return out
@@ -77,7 +78,18 @@ def containing_ancestor(parent: np.ndarray, start: np.ndarray, end: np.ndarray) 
     subtree never reaches past its root. Parent = row index, -1 for a root.
     """
     cur = parent.copy()
-    todo = np.flatnonzero(cur >= 0)
+    # the first step over all rows at once, with one gathered array (most rows fit their parent)
+    parent_end = np.maximum(cur, 0)
+    np.take(end, parent_end, out=parent_end, mode="clip")  # indices are valid: no buffered copy
+    fits = parent_end > start
+    fits &= parent_end >= end
+    del parent_end
+    fits |= cur < 0
+    todo = np.flatnonzero(~fits)
+    del fits
+    if len(todo):
+        cur[todo] = parent[cur[todo]]
+        todo = todo[cur[todo] >= 0]
     while len(todo):
         c = cur[todo]
         bad = ~((end[c] > start[todo]) & (end[c] >= end[todo]))

@@ -94,7 +94,7 @@ def _name_codes(names: pl.Series) -> tuple[np.ndarray, np.ndarray, list[str | No
     code_of = [table.setdefault("ProfilerStep*" if s is not None and s.startswith("ProfilerStep#") else s, len(table))
                for s in u_str]
     size = int(u_ids.max()) + 2 if len(u_ids) else 1
-    lut = np.zeros(size, np.int64)
+    lut = np.zeros(size, np.int32 if len(table) < 2**31 else np.int64)
     filt = np.zeros(size, bool)
     null_slot = size - 1
     for i, s, c in zip(u_ids, u_str, code_of, strict=True):
@@ -109,14 +109,25 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
               extra_columns: Sequence[str] = ()) -> tuple[pl.DataFrame, list[str | None]]:
     """The host events torch builds its tree from, with torch's parent links.
 
-    Returns one row per kept host event (columns `_TREE_COLUMNS` + `extra_columns`) with
-    `kept_parent` (row position of the nearest kept ancestor that contains the event, -1
-    for roots), `tree_self_ns` (own self + filtered descendants' self), `rep` (row position of
-    the event it is folded into by `_remove_dup_nodes`, itself if none), `name_code` (torch's
-    grouping name as an index into the returned list of names) and `tree_depth`.
+    Returns rows (columns `_TREE_COLUMNS` + `extra_columns`) with `_kept` (a host event torch
+    keeps: the other rows are filtered names, and the few non-host rows when there are few),
+    `kept_parent` (row position of the nearest kept ancestor that contains the event, -1 for
+    roots), `tree_self_ns` (own self + filtered descendants' self), `rep` (row position of the
+    event it is folded into by `_remove_dup_nodes`, itself if none), `name_code` (torch's
+    grouping name as an index into the returned list of names) and `tree_depth`. Rows that are
+    not `_kept` hold no kept event's time and are nobody's `kept_parent`; the caller skips them.
     """
-    host = nested.select([*_TREE_COLUMNS, "depth", *extra_columns]).filter(kinds.is_host_op())
+    frame = nested.select([*_TREE_COLUMNS, "depth", *extra_columns])
+    is_host = frame.select(kinds.is_host_op().fill_null(False)).to_series().to_numpy()
+    n_other = len(is_host) - int(np.count_nonzero(is_host))
+    # a frame-wide copy only to leave out many non-host (device) rows; a few (profiler spans)
+    # stay in, dropped like filtered names
+    few = n_other * _FEW_OTHER_ROWS <= len(is_host)
+    host = frame if few else frame.filter(pl.Series(is_host))
     names, dropped_np, code_names = _name_codes(host["name"])
+    if few and n_other:
+        dropped_np |= ~is_host
+    del is_host
     if not include_python_functions:
         dropped_np |= (host["cat"] == kinds.PYTHON_FRAME).fill_null(False).to_numpy()
     n = len(host)
@@ -124,7 +135,11 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     parent_ids = host["parent_id"].fill_null(-1).to_numpy()
     parent = row_positions(rank, host["event_id"].to_numpy(), rank, parent_ids)
     start = host["start_ns"].to_numpy()
-    contained = containing_ancestor(parent, start, np.maximum(start, host["end_ns"].to_numpy()))
+    end = host["end_ns"].to_numpy()
+    if (end < start).any():  # a negative duration counts as zero-length
+        end = np.maximum(start, end)
+    contained = containing_ancestor(parent, start, end)
+    del end
     # without crossing events the nesting depth is the number of ancestors; otherwise the
     # containing parents change it and it is recounted
     depth = host["depth"].to_numpy() if np.array_equal(contained, parent) else tree_depth(contained)
@@ -132,8 +147,10 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     levels = depth_levels(depth)
     self_ns = host["self_ns"].to_numpy()
 
-    # nearest kept ancestor, top-down (a parent is always shallower)
-    kept_parent = parent.copy()
+    # nearest kept ancestor, top-down (a parent is always shallower); row positions fit int32
+    pos_type = np.int32 if n < 2**31 else np.int64
+    kept_parent = parent.astype(pos_type)
+    del parent, contained
     if dropped_np.any():
         for sel in levels:
             p = kept_parent[sel]
@@ -147,15 +164,18 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     keep = ~dropped_np
     # _remove_dup_nodes: fold an only child with the parent's name into the parent
     has_kp = kept_parent >= 0
-    nchildren = np.bincount(kept_parent[keep & has_kp], minlength=n)
+    only_child = np.bincount(kept_parent[keep & has_kp], minlength=n) == 1
     kp = np.maximum(kept_parent, 0)
-    merge = keep & has_kp & (nchildren[kp] == 1) & (names[kp] == names)
-    rep = np.arange(n)
+    merge = keep & has_kp & only_child[kp] & (names[kp] == names)
+    del only_child
+    rep = np.arange(n, dtype=pos_type)
     if merge.any():
         for sel in levels:
             m = sel[merge[sel]]
             rep[m] = rep[kept_parent[m]]
+    # the dropped rows stay (no frame-wide filter): `_kept` marks the others
     out = host.with_columns(
+        pl.Series("_kept", keep),
         pl.Series("kept_parent", kept_parent),
         pl.Series("tree_self_ns", tree_self),
         pl.Series("rep", rep),
@@ -163,14 +183,11 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
         pl.Series("tree_depth", depth),
         pl.Series("name_code", names),
     )
-    if not dropped_np.any():
-        return out, code_names
-    # re-index the links to positions among the kept rows
-    new_pos = np.cumsum(keep) - 1
-    return out.filter(pl.Series(keep)).with_columns(
-        pl.Series("kept_parent", np.where(kept_parent[keep] >= 0, new_pos[kp[keep]], -1)),
-        pl.Series("rep", new_pos[rep[keep]]),
-    ), code_names
+    return out, code_names
+
+
+#: `host_tree` keeps non-host rows in (as dropped rows) when at most 1 row in this many is one
+_FEW_OTHER_ROWS = 100
 
 
 def _minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -182,7 +199,7 @@ def _minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _EXCLUDED = -1
 
 #: `_order` of the rows that cannot be the first of their group
-_NOT_FIRST = np.iinfo(np.int64).max
+_NOT_FIRST = 2**31 - 1  # positions among the sorted candidates (about one per group) are below it
 
 
 def _first_occurrence_order(host: pl.DataFrame, host_keys: list[str], dev: pl.DataFrame, dev_keys: list[str]
@@ -201,7 +218,7 @@ def _first_occurrence_order(host: pl.DataFrame, host_keys: list[str], dev: pl.Da
         if keys == ["_code", "is_user_annotation"] and len(rows):  # the default keys: small integer codes
             group = rows["_code"].to_numpy() - _EXCLUDED  # >= 0
             group = group * 2 + rows["is_user_annotation"].to_numpy()
-            earliest = np.full(int(group.max()) + 1, _NOT_FIRST, np.int64)
+            earliest = np.full(int(group.max()) + 1, np.iinfo(np.int64).max, np.int64)
             np.minimum.at(earliest, group, start)
             positions = np.flatnonzero(earliest[group] == start)
         else:
@@ -217,7 +234,7 @@ def _first_occurrence_order(host: pl.DataFrame, host_keys: list[str], dev: pl.Da
     rank_of[order] = np.arange(len(order))
 
     def with_order(rows: pl.DataFrame, positions: np.ndarray, ranks: np.ndarray) -> pl.DataFrame:
-        values = np.full(len(rows), _NOT_FIRST, np.int64)
+        values = np.full(len(rows), _NOT_FIRST, np.int32)
         values[positions] = ranks
         return rows.with_columns(pl.Series("_order", values))
 
@@ -324,6 +341,8 @@ def key_averages(
     kp = tree["kept_parent"].to_numpy()
     rep = tree["rep"].to_numpy()
     depth = tree["tree_depth"].to_numpy()
+    kept = tree["_kept"].to_numpy()
+    dropped = None if kept.all() else ~kept  # filtered names (and profiler spans): no time of their own here
 
     own_dev = np.zeros(n, np.int64)
     if device_self is not None and n and not device_self.is_empty():
@@ -331,9 +350,15 @@ def key_averages(
                          device_self["event_id"].to_numpy())
         hit = pos >= 0
         np.add.at(own_dev, pos[hit], device_self["self_device_ns"].to_numpy()[hit])
+        if dropped is not None:
+            own_dev[dropped] = 0
     dev_total = subtree_sum(own_dev, kp, depth) if own_dev.any() else own_dev
     cpu_mem, dev_mem = _memory(tree, instants)
-    has_p = kp >= 0
+    if dropped is not None:
+        for values in (cpu_mem, dev_mem):
+            if values.any():
+                values[dropped] = 0
+    has_p = (kp >= 0) & kept
     def child_sum(values: np.ndarray) -> np.ndarray:
         if not values.any():
             return values
@@ -360,7 +385,7 @@ def key_averages(
     # the folded duplicates (and with `top_level_only` the nested events) get the name code
     # `_EXCLUDED`, a group of their own that is dropped after the aggregation
     top = kp < 0
-    excluded = merged | (~top if top_level_only else False)
+    excluded = merged | ~kept | (~top if top_level_only else False)
     code = tree["name_code"].to_numpy()
     if excluded.any():
         code = np.where(excluded, _EXCLUDED, code)
@@ -446,7 +471,13 @@ def key_averages(
         first = pl.col("_order").arg_min()
         optional = [pl.col(c).get(first) for c in ("input_shapes", "stack", "overload_name")
                     if c in rows.columns and c not in keys]
-        return rows.group_by(keys).agg(
+        by: list[str | pl.Series] = list(keys)
+        carried = []
+        if keys == ["_code", "is_user_annotation"]:  # the default: one int64 key, not a row-encoded pair
+            by = [pl.Series("_group", rows["_code"].to_numpy() * 2 + rows["is_user_annotation"].to_numpy())]
+            carried = [pl.col(c).first() for c in keys]
+        return rows.group_by(by).agg(
+            *carried,
             pl.col("_order").min(),
             pl.len().cast(pl.Int64).alias("calls"),
             *(pl.col(c).sum() for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
@@ -462,7 +493,7 @@ def key_averages(
 
     host_out = aggregate(host_rows, host_keys).filter(pl.col("_code") != _EXCLUDED).with_columns(
         name=pl.col("_code").replace_strict(dict(enumerate(code_names)), default=None, return_dtype=pl.String),
-        device_type=pl.lit("CPU")).drop("_code")
+        device_type=pl.lit("CPU")).drop("_code", "_group", strict=False)
     if group_by_overload_name:  # `aten::add.Tensor` -> name `aten::add`, overload `Tensor`
         host_out = host_out.with_columns(name=pl.when(pl.col("overload_name") != "").then(
             pl.col("name").str.replace(r"\.\w+$", "")).otherwise(pl.col("name")))
