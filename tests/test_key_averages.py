@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import proftab as pt
 from proftab import schema
@@ -338,3 +340,53 @@ def test_group_by_stack_uses_enclosing_python_frames() -> None:
     got = {(name, tuple(stack)) for name, stack in ops.select("name", "stack").iter_rows()}
     assert got == want
     assert len(want) > len({n for n, _ in want})  # some ops are reached through several stacks
+
+
+def _first_occurrence_by_full_sort(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Reference: sort every row by (start, -end, rank, event_id); per group its first row's position."""
+    order = rows.with_row_index("_row").sort(["start_ns", "end_ns", "rank", "event_id"],
+                                              descending=[False, True, False, False])
+    ranked = order.with_row_index("_pos")
+    return ranked.group_by(keys).agg(pl.col("_pos").min(), pl.col("_row").get(pl.col("_pos").arg_min()))
+
+
+_EPOCH_NS = 1_764_547_200_000_000_000  # epoch-ns timestamps, as in real traces
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 4), st.booleans(), st.integers(0, 6), st.integers(0, 4),
+                          st.integers(0, 1), st.none() | st.integers(0, 2)), min_size=1, max_size=40),
+       st.booleans())
+def test_first_occurrence_order_equals_a_full_sort(rows: list[tuple[int, bool, int, int, int, int | None]],
+                                                   by_step: bool) -> None:
+    """Sorting only each group's earliest events gives every group the same first event and the
+    same relative order as sorting all events (ties on start broken by -end, rank, event_id), for
+    the default keys (one integer code) and for others (a nullable step key: the window path)."""
+    from proftab.torch.aggregate import _first_occurrence_order
+
+    host = pl.DataFrame(
+        {"_code": [r[0] for r in rows], "is_user_annotation": [r[1] for r in rows],
+         "start_ns": [_EPOCH_NS + r[2] for r in rows], "end_ns": [_EPOCH_NS + r[2] + r[3] for r in rows],
+         "rank": [r[4] for r in rows], "event_id": list(range(len(rows))), "step": [r[5] for r in rows]},
+        schema={"_code": pl.Int32, "is_user_annotation": pl.Boolean, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                "rank": pl.Int32, "event_id": pl.Int64, "step": pl.Int64},
+    )
+    dev = host.head(0).rename({"_code": "name"}).with_columns(pl.col("name").cast(pl.String))
+    keys = ["step", "_code", "is_user_annotation"] if by_step else ["_code", "is_user_annotation"]
+    got, _ = _first_occurrence_order(host, keys, dev, ["name", "is_user_annotation"])
+    got = got.with_row_index("_row").group_by(keys).agg(pl.col("_order").min(),
+                                                        pl.col("_row").get(pl.col("_order").arg_min()))
+    want = _first_occurrence_by_full_sort(host, keys)
+    got_sorted = got.sort("_order").select(*keys, "_row")
+    want_sorted = want.sort("_pos").select(*keys, "_row")
+    assert got_sorted.equals(want_sorted)
+
+
+def test_by_step_rows_follow_first_occurrence() -> None:
+    """With `by_step`, each (step, name) group has its own first event: an op's rows come in step
+    order (step N's first call precedes step N+1's), not in the order of an arbitrary tie."""
+    ka = pt.load(BUNDLED / "train_cnn.pt.trace.json.gz").key_averages(by_step=True)
+    steps = ka.filter(pl.col("step").is_not_null()).group_by("name", maintain_order=True).agg("step")
+    multi = steps.filter(pl.col("step").list.len() > 1)
+    assert len(multi) > 10
+    assert all(s == sorted(s) for s in multi["step"].to_list())

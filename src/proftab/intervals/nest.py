@@ -200,7 +200,7 @@ def _column_codes(col: pl.Series) -> tuple[np.ndarray | None, int]:
             codes[col.is_null().to_numpy()] = len(uniq)
         return codes, len(uniq) + (1 if nulls else 0)
     ranked = col.rank("dense")  # 1..k, nulls stay null
-    k = int(ranked.max() or 0)
+    k = int(ranked.cast(pl.Int64).max() or 0)  # type: ignore[arg-type]
     if k == 1 and not nulls:
         return None, 1
     codes = ranked.fill_null(0).cast(pl.Int64).to_numpy(writable=True)
@@ -606,7 +606,7 @@ def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
     overrun_col = pl.Series("overrun_ns", in_rows(overrun))
     del overrun
     parent_col = pl.Series("parent_id", in_rows(parent))
-    del parent, perm
+    del parent
     _local.stats = NestStats(n, n_tracks, n_crossing, n_slow, passes)
     return events.with_columns(parent_col, depth_col, self_col, overrun_col).with_columns(
         pl.when(pl.col("depth") > 0).then(pl.col("parent_id")).alias("parent_id"))

@@ -21,7 +21,7 @@ nested events it equals torch's `dur - Σ children dur`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -149,7 +149,7 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
 
     # nearest kept ancestor, top-down (a parent is always shallower); row positions fit int32
     pos_type = np.int32 if n < 2**31 else np.int64
-    kept_parent = parent.astype(pos_type)
+    kept_parent: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = parent.astype(pos_type)
     del parent, contained
     if dropped_np.any():
         for sel in levels:
@@ -459,13 +459,14 @@ def key_averages(
         dev_rows = dev_rows.with_columns(overload_name=pl.lit(""))
         dev_keys.append("overload_name")
 
-    host_rows, dev_rows = _first_occurrence_order(host_rows, host_keys, dev_rows, dev_keys)
     if by_step:
         windows = step_windows(nested)
         host_rows = assign_steps(host_rows, windows)
         dev_rows = assign_steps(dev_rows, windows)
         host_keys.insert(0, "step")
         dev_keys.insert(0, "step")
+    # after every key column is there: each group (steps included) needs its own first event
+    host_rows, dev_rows = _first_occurrence_order(host_rows, host_keys, dev_rows, dev_keys)
 
     def aggregate(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         first = pl.col("_order").arg_min()
