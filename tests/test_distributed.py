@@ -180,8 +180,8 @@ def test_client_local_starts_and_closes_a_local_cluster(tmp_path: Path) -> None:
     assert pt.scan(out).collect("status")["status"].to_list() == ["ok", "ok"]
     with pytest.raises(pt.ProftabError, match="client must be"):
         pt.convert([str(p) for p in GLOO4[:2]], tmp_path / "ds2", client=3, progress=False)
-    with pytest.raises(pt.ProftabError, match="object-store outputs"):
-        pt.convert([str(p) for p in GLOO4[:2]], "s3://bucket/ds", progress=False)
+    with pytest.raises(pt.ProftabError, match="cannot open this URL's file system"):
+        pt.convert([str(p) for p in GLOO4[:2]], "nosuchproto://bucket/ds", progress=False)
 
 
 def test_a_killed_worker_does_not_lose_files(client, tmp_path: Path) -> None:
@@ -216,3 +216,19 @@ def test_a_killed_worker_does_not_lose_files(client, tmp_path: Path) -> None:
     ref = [pt.load(str(p)).events.height for p in GLOO4]
     assert heights == [ref[i % 4] for i in range(n)]
     assert not list(out.glob(".staging-*"))
+
+
+def test_convert_on_the_cluster_to_an_object_store_url(client, tmp_path: Path) -> None:
+    """Workers write the ranks under `staging`; the client uploads the dataset, manifest last."""
+    fsspec = pytest.importorskip("fsspec")
+    url = "memory://proftab-dask-test/gloo4.pq"
+    if fsspec.filesystem("memory").exists("/proftab-dask-test"):
+        fsspec.filesystem("memory").rm("/proftab-dask-test", recursive=True)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    assert pt.convert([str(p) for p in GLOO4], url, client=client, progress=False, staging=staging) == url
+    assert list(staging.iterdir()) == []  # the local copy is gone after the upload
+    sc, tr = pt.scan(url), pt.load([str(p) for p in GLOO4])
+    _same_tables(sc, tr)
+    assert_frame_equal(sc.ranks.collective_instances(), tr.ranks.collective_instances())
+    assert sc.collect("status")["status"].to_list() == ["ok"] * 4

@@ -99,9 +99,13 @@ def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool
     """
     import proftab as pt
     from proftab.io.files import dataset_root, expand_sources
+    from proftab.io.remote import is_remote
     from proftab.progress import Progress
 
     items = [sources] if isinstance(sources, str) else list(sources)
+    if len(items) == 1 and is_remote(items[0]):  # a dataset on an object store
+        with shown_warnings(args):
+            return pt.scan(items[0])
     if len(items) == 1 and (root := dataset_root(items[0])) is not None:
         with shown_warnings(args):
             return pt.scan(root)

@@ -18,6 +18,8 @@ EXAMPLES = """\
   proftab convert run/ run.pq --scheduler local --workers 4     on a Dask LocalCluster
   proftab convert 's3://bucket/run/*.json.gz' /shared/run.pq --scheduler tcp://head:8786 --keep-going
   proftab convert run/ run.pq --resume                   convert only the files run.pq lacks
+  proftab convert run/ s3://bucket/job42.pq              converted locally, uploaded (manifest last)
+  proftab summary s3://bucket/job42.pq                   read from the object store (lazily)
   python -c "import proftab as pt; print(pt.scan('run.pq').table())"
 """
 
@@ -25,7 +27,12 @@ EXAMPLES = """\
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("sources", nargs="+", metavar="TRACE",
                    help="a .json / .json.gz trace, a directory of rank files or a glob (several: one dataset)")
-    p.add_argument("out", metavar="OUT", help="the dataset directory to create")
+    p.add_argument("out", metavar="OUT",
+                   help="the dataset directory to create, or an object-store URL (s3://..., gs://...: needs "
+                        "fsspec and the store's package; credentials from its usual environment)")
+    p.add_argument("--staging", default=None, metavar="DIR",
+                   help="with a URL OUT: where the dataset is converted before its upload (default: the temp "
+                        "directory; a shared file system for a remote --scheduler)")
     p.add_argument("--force", action="store_true", help="replace an existing dataset at OUT")
     p.add_argument("--salvage", action="store_true",
                    help="keep the complete events of a damaged or truncated file (warns what was lost)")
@@ -54,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
                        ranks=args.ranks,
                        progress="never" if args.quiet else args.progress, client=args.scheduler,
                        on_error="skip" if args.keep_going else "raise", resume=args.resume,
-                       summaries=not args.no_summaries)
+                       summaries=not args.no_summaries, staging=args.staging)
     if not args.quiet:
         print(f"proftab: wrote {path}", file=sys.stderr)
     return 0

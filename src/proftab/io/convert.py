@@ -128,7 +128,9 @@ def _can_spawn() -> bool:
 def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
             force: bool = False, progress: bool | str = "auto", salvage: bool = False,
             ranks: Sequence[int] | None = None, max_workers: int | None = None, client: Any = None,
-            on_error: str = "raise", resume: bool = False, summaries: bool = True) -> Path:
+            on_error: str = "raise", resume: bool = False, summaries: bool = True,
+            storage_options: dict[str, Any] | None = None, staging: str | os.PathLike[str] | None = None,
+            ) -> Path | str:
     """Convert trace files (a file, directory, glob or list) into one Parquet dataset.
 
     Several files are converted in parallel (worker processes, or Dask tasks with `client`),
@@ -141,8 +143,10 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         As for :func:`proftab.load`; also fsspec URLs (``file://``, ``s3://`` ...), read by the
         workers (`proftab.io.distributed`).
     out
-        The dataset directory to create (a local path or ``file://`` URL, the same path on
-        every worker).
+        The dataset directory to create: a local path or ``file://`` URL (the same path on
+        every worker), or an object-store / fsspec URL (``s3://bucket/job.pq``): the dataset is
+        then converted under `staging` and uploaded with its manifest last
+        (`proftab.io.remote`).
     force
         Replace an existing dataset at `out`.
     progress
@@ -167,11 +171,16 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         complete, so that a failed or killed run rerun with `resume` continues from them.
     summaries
         Write the per-rank summaries (`proftab.io.summaries`).
+    storage_options
+        fsspec options for a URL `out` (credentials, ``client_kwargs={"endpoint_url": ...}``).
+    staging
+        Where a URL `out` is converted before its upload (default: the system's temporary
+        directory); Dask workers other than local ones need it on a shared file system.
 
     Returns
     -------
-    pathlib.Path
-        `out`.
+    pathlib.Path or str
+        `out` (the URL string for a URL).
 
     Raises
     ------
@@ -187,10 +196,17 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         msg = f"on_error must be 'raise' or 'skip', not {on_error!r}"
         raise ProftabError(msg)
     out_local = local_path(os.fspath(out))
-    if out_local is None:
-        msg = (f"{out}: the output must be a local or shared-file-system path (or file:// URL); "
-               "object-store outputs are not supported yet")
-        raise ProftabError(msg)
+    if out_local is None:  # an object store: convert locally, then upload
+        from proftab.io.remote import remote_output
+
+        if resume:
+            msg = (f"{out}: resume needs a file-system output (an object store has no rename to resume into); "
+                   "convert to a local or shared path with resume, then convert or copy that to the URL")
+            raise ProftabError(msg)
+        with remote_output(os.fspath(out), force=force, storage_options=storage_options, staging=staging) as local:
+            convert(sources, local, progress=progress, salvage=salvage, ranks=ranks, max_workers=max_workers,
+                    client=client, on_error=on_error, summaries=summaries)
+        return os.fspath(out)
     out = Path(out_local)
     items = [os.fspath(sources)] if isinstance(sources, str | os.PathLike) else [os.fspath(x) for x in sources]
     if any(is_url(i) and local_path(i) is None for i in items):
@@ -220,11 +236,11 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
     bar = Progress([paths[i] for i in todo], progress, title="proftab convert", poll=False)
     with atomic_dir(out, force=force or bool(resume)) as tmp:
         base = tmp if ckpt is None else ckpt
-        staging = [base / f".staging-{keys[i] if ckpt is not None else i}" for i in range(len(paths))]
+        stage_dirs = [base / f".staging-{keys[i] if ckpt is not None else i}" for i in range(len(paths))]
         for i, res in reuse.items():
             results[i] = _link_rank(out, tmp, res)
         single = len(paths) == 1
-        calls = [(paths[i], i, None if ranks is None else ranks[i], salvage, str(staging[i]), single, summaries,
+        calls = [(paths[i], i, None if ranks is None else ranks[i], salvage, str(stage_dirs[i]), single, summaries,
                   on_error) for i in todo]
         bar.show("starting")
 
@@ -243,7 +259,7 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                 _run_local(calls, done, max_workers)
         finally:
             bar.close()
-        _finish(tmp, paths, results, staging)
+        _finish(tmp, paths, results, stage_dirs)
     if ckpt is not None:
         shutil.rmtree(ckpt, ignore_errors=True)
     return out

@@ -24,7 +24,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -141,7 +141,8 @@ def _manifest(ranks: dict[int, dict[str, Any]], rows: dict[int, dict[str, int]])
 
 
 @register_trace_method("to_parquet")
-def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = False,
+                  storage_options: dict[str, Any] | None = None) -> Path | str:
     """Write every table of `trace` into a Parquet dataset directory (see module docs).
 
     Parameters
@@ -149,21 +150,33 @@ def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = F
     trace
         A loaded (or scanned) Trace; its nesting and anomalies are computed if needed.
     path
-        The dataset directory to create.
+        The dataset directory to create: a local path, a ``file://`` URL, or an object-store /
+        fsspec URL (``s3://bucket/ds``: written locally, then uploaded with its manifest last;
+        `proftab.io.remote`).
     force
         Replace an existing dataset at `path`.
+    storage_options
+        fsspec options for a URL `path` (credentials, endpoint).
 
     Returns
     -------
-    pathlib.Path
-        `path`.
+    pathlib.Path or str
+        `path` (the URL string for a URL).
 
     Raises
     ------
     ProftabError
         `path` exists (without `force`), or is a non-empty directory that is not a dataset.
     """
+    from proftab.io.distributed import local_path
+    from proftab.io.remote import is_remote, remote_output
     from proftab.meta import file_meta
+
+    if is_remote(path):
+        with remote_output(os.fspath(path), force=force, storage_options=storage_options) as local:
+            write_parquet(trace, local)
+        return os.fspath(path)
+    path = local_path(os.fspath(path)) or path
 
     per_rank = _split_by_rank(trace)
     with atomic_dir(path, force=force) as tmp:
@@ -242,12 +255,8 @@ def _required_columns() -> dict[str, set[str]]:
             "accounting": set(schema.ACCOUNTING_COLUMNS), "anomalies": {"rank"}, "meta": set(META_COLUMNS)}
 
 
-def validate_dataset(root: Path, manifest: object) -> None:
-    """Cheap checks of a dataset before it is used: the manifest's shape, and every part file's
-    presence, Parquet footer, columns and row count (raises TraceError naming the file)."""
-    import pyarrow.parquet as pq
-
-    mpath = str(root / MANIFEST)
+def check_manifest(manifest: object, mpath: str) -> None:
+    """The manifest's shape: schema version, rank entries, row counts (raises TraceError)."""
 
     def bad(what: str) -> TraceError:
         return TraceError(f"not a valid proftab dataset manifest: {what}", path=mpath)
@@ -266,13 +275,23 @@ def validate_dataset(root: Path, manifest: object) -> None:
     if not isinstance(totals, dict) or not all(isinstance(totals.get(t), int) for t in TABLES):
         msg = "no row count per table"
         raise bad(msg)
-    required = _required_columns()
     for entry in ranks:
         rank = entry.get("rank") if isinstance(entry, dict) else None
         rows = entry.get("rows") if isinstance(entry, dict) else None
         if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(rows, dict):
             msg = f"rank entry {entry!r:.80} lacks an integer 'rank' and its 'rows'"
             raise bad(msg)
+
+
+def validate_dataset(root: Path, manifest: object) -> None:
+    """Cheap checks of a dataset before it is used: the manifest's shape, and every part file's
+    presence, Parquet footer, columns and row count (raises TraceError naming the file)."""
+    import pyarrow.parquet as pq
+
+    check_manifest(manifest, str(root / MANIFEST))
+    required = _required_columns()
+    for entry in cast("dict[str, Any]", manifest)["ranks"]:
+        rank, rows = entry["rank"], entry["rows"]
         for table in TABLES:
             part = root / table / f"rank={rank}" / "part-0.parquet"
             try:
@@ -312,19 +331,26 @@ def _stored_key_averages(root: Path) -> pl.LazyFrame | None:
     return None
 
 
-def scan(path: str | os.PathLike[str]) -> Trace:
+def scan(path: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None) -> Trace:
     """Open a Parquet dataset written by `to_parquet` / `convert` as a lazy Trace.
 
     Every table is a `polars.LazyFrame` over the dataset's part files; only the small `meta`
     table (the Trace's `files`) is read now. Analyses read the columns they need
     (`Trace.collect(table, columns)`); `nested` is the stored nesting, never recomputed.
+    `path` may be a URL (``s3://``, ``gs://`` ... through fsspec, with `storage_options`;
+    `proftab.io.remote`).
 
     Raises
     ------
     ProftabError
         `path` is not a proftab dataset, or was written by a newer schema version.
     """
-    root = Path(path)
+    from proftab.io.distributed import local_path
+    from proftab.io.remote import is_remote
+
+    if is_remote(path):
+        return _scan_url(os.fspath(path), storage_options)
+    root = Path(local_path(os.fspath(path)) or path)
     manifest = read_manifest(root)
     ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
 
@@ -351,6 +377,74 @@ def scan(path: str | os.PathLike[str]) -> Trace:
             msg = f"the dataset's meta table holds invalid JSON ({exc})"
             raise TraceError(msg, path=str(root / "meta")) from None
     return Trace(tables, files, source=str(root))
+
+
+def _scan_url(url: str, storage_options: dict[str, Any] | None = None) -> Trace:
+    """`scan` for a dataset at a URL (lazy; see `proftab.io.remote`)."""
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+    from proftab.io.remote import filesystem, has_files
+
+    fs, root = filesystem(url, storage_options)
+    mpath = f"{root}/{MANIFEST}"
+    if not fs.exists(mpath):
+        if not has_files(fs, root):
+            msg = f"{url}: no such dataset"
+            raise ProftabError(msg)
+        msg = (f"{url}: not a proftab Parquet dataset, or its upload did not finish (no {MANIFEST}) "
+               "(Hint: `proftab convert TRACES URL` writes one)")
+        raise ProftabError(msg)
+    try:
+        manifest = json.loads(fs.cat_file(mpath))
+    except (OSError, ValueError) as exc:
+        msg = f"the dataset manifest is unreadable ({exc})"
+        raise TraceError(msg, path=f"{url}/{MANIFEST}") from None
+    check_manifest(manifest, f"{url}/{MANIFEST}")
+    ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
+    arrow_fs = PyFileSystem(FSSpecHandler(fs))
+
+    def parts(table: str) -> list[str]:
+        return [f"{root}/{table}/rank={r}/part-0.parquet" for r in ranks]
+
+    def frame(files: list[str], table: str) -> pl.LazyFrame:
+        try:
+            return pl.scan_pyarrow_dataset(pads.dataset(files, format="parquet", filesystem=arrow_fs))
+        except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
+            msg = f"cannot open table {table!r} of the dataset ({type(exc).__name__}: {str(exc)[:300]})"
+            raise TraceError(msg, path=f"{url}/{table}") from None
+
+    def lazy(table: str) -> pl.LazyFrame:
+        return frame(parts(table), table)
+
+    nested = lazy("events")
+    tables: dict[str, pl.LazyFrame] = {name: lazy(name) for name in TRACE_TABLES if name != "events"}
+    tables |= {"events": nested.drop(list(NEST_COLUMNS)), "nested": nested, "anomalies": lazy("anomalies")}
+    stored = f"{root}/{DERIVED_KEY_AVERAGES}.parquet"
+    if fs.exists(stored):
+        with arrow_fs.open_input_file(stored) as fh:
+            meta = (pq.read_metadata(fh).metadata or {}).get(b"proftab")
+        if meta and json.loads(meta).get("fingerprint") == _analysis_fingerprint():
+            tables[DERIVED_KEY_AVERAGES] = frame([stored], DERIVED_KEY_AVERAGES)
+    for name in manifest.get("summaries", []):
+        present = [p for p in parts(name) if fs.exists(p)]
+        if len(present) == len(ranks):  # a summary is used only when every rank has it
+            tables[name] = frame(present, name)
+    if fs.exists(f"{root}/{STATUS}"):
+        tables["status"] = frame([f"{root}/{STATUS}"], "status")
+    try:
+        files = lazy("meta").collect().select(list(META_COLUMNS))
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        msg = f"cannot read table 'meta' of the dataset ({type(exc).__name__}: {str(exc)[:300]})"
+        raise TraceError(msg, path=f"{url}/meta") from None
+    for raw in files["meta_json"]:
+        try:
+            json.loads(raw)
+        except (TypeError, ValueError) as exc:
+            msg = f"the dataset's meta table holds invalid JSON ({exc})"
+            raise TraceError(msg, path=f"{url}/meta") from None
+    return Trace(tables, files, source=url)
 
 
 def read_parquet(path: str | os.PathLike[str]) -> Trace:
