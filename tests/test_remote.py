@@ -58,6 +58,7 @@ def test_a_multi_rank_url_dataset_answers_cross_rank_tables_from_its_summaries(t
     pt.convert([str(p) for p in GLOO], url, progress=False)
     remote, local = pt.scan(url), pt.scan(pt.convert([str(p) for p in GLOO], tmp_path / "l", progress=False))
     assert remote.files.height == len(GLOO)
+    assert {"summary_key_averages", "summary_steps"} <= set(remote.tables)  # the cross-rank tables' source
     assert_frame_equal(remote.ranks.key_averages(), local.ranks.key_averages())
     def status(tr: pt.Trace) -> pl.DataFrame:
         return tr.collect("status").drop("host", "seconds")

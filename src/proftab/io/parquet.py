@@ -404,6 +404,8 @@ def _scan_url(url: str, storage_options: dict[str, Any] | None = None) -> Trace:
     check_manifest(manifest, f"{url}/{MANIFEST}")
     ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
     arrow_fs = PyFileSystem(FSSpecHandler(fs))
+    # one recursive listing (a few list requests on an object store), not a request per part file
+    listed = {str(p).rstrip("/") for p in fs.find(root)}
 
     def parts(table: str) -> list[str]:
         return [f"{root}/{table}/rank={r}/part-0.parquet" for r in ranks]
@@ -422,16 +424,16 @@ def _scan_url(url: str, storage_options: dict[str, Any] | None = None) -> Trace:
     tables: dict[str, pl.LazyFrame] = {name: lazy(name) for name in TRACE_TABLES if name != "events"}
     tables |= {"events": nested.drop(list(NEST_COLUMNS)), "nested": nested, "anomalies": lazy("anomalies")}
     stored = f"{root}/{DERIVED_KEY_AVERAGES}.parquet"
-    if fs.exists(stored):
+    if stored in listed:
         with arrow_fs.open_input_file(stored) as fh:
             meta = (pq.read_metadata(fh).metadata or {}).get(b"proftab")
         if meta and json.loads(meta).get("fingerprint") == _analysis_fingerprint():
             tables[DERIVED_KEY_AVERAGES] = frame([stored], DERIVED_KEY_AVERAGES)
     for name in manifest.get("summaries", []):
-        present = [p for p in parts(name) if fs.exists(p)]
+        present = [p for p in parts(name) if p in listed]
         if len(present) == len(ranks):  # a summary is used only when every rank has it
             tables[name] = frame(present, name)
-    if fs.exists(f"{root}/{STATUS}"):
+    if f"{root}/{STATUS}" in listed:
         tables["status"] = frame([f"{root}/{STATUS}"], "status")
     try:
         files = lazy("meta").collect().select(list(META_COLUMNS))

@@ -75,11 +75,11 @@ def upload_dataset(local: Path, url: str, *, force: bool = False,
             raise ProftabError(msg)
         fs.rm(root, recursive=True)
     files = sorted(p for p in local.rglob("*") if p.is_file() and p.name != MANIFEST)
+    dests = [f"{root}/{p.relative_to(local).as_posix()}" for p in files]
     try:
-        for p in files:
-            dest = f"{root}/{p.relative_to(local).as_posix()}"
-            fs.makedirs(dest.rsplit("/", 1)[0], exist_ok=True)
-            fs.put_file(str(p), dest)
+        # one call for every file: asynchronous file systems (s3fs, gcsfs) upload them concurrently;
+        # object stores have no directories to create (a makedirs per directory was a request each)
+        fs.put([str(p) for p in files], dests)
         fs.put_file(str(local / MANIFEST), f"{root}/{MANIFEST}")  # last: the dataset is complete
     except OSError as exc:
         msg = (f"{url}: the upload stopped ({type(exc).__name__}: {exc}); the URL holds no manifest, so "
