@@ -33,6 +33,18 @@ def _timed(label: str, fn, out: dict) -> object:
     return res
 
 
+def _measure(sources: list[str], out: str, so: dict | None) -> dict:
+    """Convert `sources` to `out`, then scan it and read three cross-rank answers, each timed."""
+    r: dict = {}
+    _timed("convert_s", lambda: pt.convert(sources, out, progress=False, storage_options=so), r)
+    sc = _timed("scan_s", lambda: pt.scan(out, storage_options=so), r)
+    _timed("ranks_key_averages_s", lambda: sc.ranks.key_averages(), r)
+    _timed("step_times_s", lambda: sc.ranks.step_times(), r)
+    _timed("one_rank_events_s", lambda: sc.lazy("events").filter(pl.col("rank") == 3).select("name", "dur_ns")
+           .collect(), r)
+    return r
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", type=Path, required=True, help="a directory of rank-*.json.gz (scale.py gen)")
@@ -57,15 +69,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="proftab-objbench-"))
     try:
         for where, out, so in (("local", str(tmp / "ds"), None), ("s3", "s3://bench/ds", opts)):
-            r: dict = {}
-            _timed("convert_s", lambda: pt.convert(sources, out, progress=False, storage_options=so), r)
-            sc = _timed("scan_s", lambda: pt.scan(out, storage_options=so), r)
-            _timed("ranks_key_averages_s", lambda: sc.ranks.key_averages(), r)
-            _timed("step_times_s", lambda: sc.ranks.step_times(), r)
-            _timed("one_rank_events_s", lambda: sc.lazy("events").filter(pl.col("rank") == 3)
-                   .select("name", "dur_ns").collect(), r)
-            rows[where] = r
-            print(where, json.dumps(r), flush=True)
+            rows[where] = _measure(sources, out, so)
+            print(where, json.dumps(rows[where]), flush=True)
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
