@@ -603,7 +603,9 @@ def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
     del depth
     self_col = pl.Series("self_ns", in_rows(self_t))
     del self_t
-    overrun_col = pl.Series("overrun_ns", in_rows(overrun))
+    # all zero in a properly nested trace: a literal then, materialized only where it is read
+    overrun_col = (pl.Series("overrun_ns", in_rows(overrun)) if overrun.any()
+                   else pl.lit(0, pl.Int64).alias("overrun_ns"))
     del overrun
     parent_col = pl.Series("parent_id", in_rows(parent))
     del parent

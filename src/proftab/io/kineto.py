@@ -192,6 +192,9 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
 def _mark_rejected(df: pl.DataFrame) -> pl.DataFrame:
     """Give a reason to rows that cannot be placed (no ts, unknown phase); kind REJECTED."""
     kind = pl.col("_kind")
+    unplaced = (kind <= _K_COUNTER) & pl.col("ts").is_null() | (kind == _K_UNKNOWN)
+    if df.get_column("reason").null_count() == len(df) and not df.select(unplaced.any()).item():
+        return df  # the common case: nothing to reject, and no full-height copies of reason and _kind
     df = df.with_columns(
         reason=pl.when(pl.col("reason").is_null() & (kind <= _K_COUNTER) & pl.col("ts").is_null())
         .then(pl.lit("missing ts"))

@@ -156,10 +156,14 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
             p = kept_parent[sel]
             lift = (p >= 0) & dropped_np[np.maximum(p, 0)]
             kept_parent[sel[lift]] = kept_parent[p[lift]]
-    # filtered events give their self time to their kept ancestor
-    tree_self = np.where(dropped_np, 0, self_ns)
+    # filtered events give their self time to their kept ancestor (a dropped row's own value is
+    # never read: it is nobody's kept row); without any to give, the stored self times serve as is
     give = dropped_np & (kept_parent >= 0)
-    np.add.at(tree_self, kept_parent[give], self_ns[give])
+    if give.any():
+        tree_self = np.where(dropped_np, 0, self_ns)
+        np.add.at(tree_self, kept_parent[give], self_ns[give])
+    else:
+        tree_self = self_ns
 
     keep = ~dropped_np
     # _remove_dup_nodes: fold an only child with the parent's name into the parent
