@@ -81,7 +81,7 @@ print(json.dumps(out))
 #: measured once (2026-12-01, this 2-core machine, the 512 MB generated trace), not by this script
 MEMORY_NOTE = (
     "**How the peak came down** (the process's maximum RSS of `pt.load(path).key_averages()` in a fresh process, "
-    "512 MB trace, measured once after each commit): 0.92 GB (1.8x the JSON) at the start of the work; the "
+    "512 MB trace, one `/usr/bin/time` run after each commit): 0.92 GB (1.8x the JSON) at the start of the work; the "
     "scanner allocates nothing for all-null columns and zeroes its growth only 64 KiB ahead; glibc's mmap "
     "threshold is fixed at 1 MiB when the scanner is imported, so freed column buffers and numpy temporaries go "
     "back to the OS instead of staying in a heap Polars' allocator cannot reuse; key_averages adopts the tree's "
@@ -149,9 +149,12 @@ def render(rows: list[dict], stamp: str, commit: str) -> str:
               f"{r['scanner_s']:.2f} s ({r['scanner_s'] / total:.0%} of load + key_averages); decompression "
               f"({r['isal_s']:.2f} s with ISA-L) runs beside it on the second core; building the frames, nesting "
               f"and aggregating take {post:.2f} s ({post / total:.0%}) after it. 300 MB/s would be "
-              f"{mb / 300:.2f} s in all, and the scan stage alone already takes {r['scan_s']:.2f} s, leaving "
-              f"{mb / 300 - r['scan_s']:.2f} s for {post:.2f} s of post-scan work: it needs the "
-              "scan split across both cores and the post-scan stages cut by more than half.",
+              f"{mb / 300:.2f} s in all: "
+              + (f"the scan stage alone already takes {r['scan_s']:.2f} s, longer than that, so 300 MB/s needs a "
+                 "faster scanner before anything else" if r["scan_s"] >= mb / 300 else
+                 f"the scan stage alone takes {r['scan_s']:.2f} s, leaving {mb / 300 - r['scan_s']:.2f} s for "
+                 f"{post:.2f} s of post-scan work")
+              + ".",
               "", f"**Where the memory goes** ({r['name']}): peak RSS is "
               f"{r['key_averages_peak'] / r['json_bytes']:.2f}x the JSON. Of it, the imports (polars, numpy) "
               f"hold {r['import_peak'] / 1e6:.0f} MB; scanning and building the Trace raise the peak to "
