@@ -2295,50 +2295,61 @@ static PyObject *py_string_column(PyObject *self, PyObject *args) {
     return string_view_column(offs, n, v ? (const unsigned char *)v->data : NULL, nulls, data, valid, 0, NULL);
 }
 
+/* the arguments of the dictionary exporters: (codes, validity, dict_offsets, dict_data, length,
+   null_count, dict_size), parsed and checked (sizes, and every valid row's code within the dictionary) */
+typedef struct {
+    PyObject *codes, *valid, *offsets, *data;
+    BufferObject *cb, *v, *o, *d;
+    long long n, nulls, size;
+} dict_args_t;
+
+static int parse_dict_args(PyObject *args, dict_args_t *a) {
+    if (!PyArg_ParseTuple(args, "OOOOLLL", &a->codes, &a->valid, &a->offsets, &a->data, &a->n, &a->nulls, &a->size))
+        return -1;
+    a->cb = as_buffer(a->codes, "codes", 0);
+    a->o = as_buffer(a->offsets, "offsets", 0);
+    a->d = as_buffer(a->data, "data", 0);
+    if (!a->cb || !a->o || !a->d) return -1;
+    a->v = as_buffer(a->valid, "validity", 1);
+    if (!a->v && PyErr_Occurred()) return -1;
+    if (a->n < 0 || a->size < 0 || (size_t)a->cb->size < (size_t)a->n * 4
+        || (size_t)a->o->size < (size_t)(a->size + 1) * 8 || (a->v && (size_t)a->v->size < (size_t)((a->n + 7) >> 3))) {
+        PyErr_SetString(PyExc_ValueError, "buffers shorter than the column");
+        return -1;
+    }
+    const int32_t *cp = (const int32_t *)a->cb->data;
+    const unsigned char *vb = a->v ? (const unsigned char *)a->v->data : NULL;
+    for (int64_t i = 0; i < a->n; i++)
+        if ((!vb || (vb[i >> 3] & (1u << (i & 7)))) && (cp[i] < 0 || cp[i] >= a->size)) {
+            PyErr_SetString(PyExc_ValueError, "a dictionary code out of range");
+            return -1;
+        }
+    return 0;
+}
+
 /* dict_string_column(codes, validity, dict_offsets, dict_data, length, null_count, dict_size):
    the dictionary's strings per row, as a string-view Column sharing the dictionary's data */
 static PyObject *py_dict_string_column(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *codes, *valid, *offsets, *data; long long n, nulls, size;
-    if (!PyArg_ParseTuple(args, "OOOOLLL", &codes, &valid, &offsets, &data, &n, &nulls, &size)) return NULL;
-    BufferObject *cb = as_buffer(codes, "codes", 0), *o = as_buffer(offsets, "offsets", 0), *d = as_buffer(data, "data", 0);
-    if (!cb || !o || !d) return NULL;
-    BufferObject *v = as_buffer(valid, "validity", 1);
-    if (!v && PyErr_Occurred()) return NULL;
-    if (n < 0 || size < 0 || (size_t)cb->size < (size_t)n * 4 || (size_t)o->size < (size_t)(size + 1) * 8
-        || (v && (size_t)v->size < (size_t)((n + 7) >> 3))) {
-        PyErr_SetString(PyExc_ValueError, "buffers shorter than the column");
-        return NULL;
-    }
-    if ((int64_t)d->size > VIEW_BUFFER_MAX) {
+    dict_args_t a;
+    if (parse_dict_args(args, &a)) return NULL;
+    if ((int64_t)a.d->size > VIEW_BUFFER_MAX) {
         PyErr_SetString(PyExc_ValueError, "dictionary data over 2 GiB");
         return NULL;
     }
-    const int32_t *cp = (const int32_t *)cb->data;
-    const unsigned char *vb = v ? (const unsigned char *)v->data : NULL;
-    for (int64_t i = 0; i < n; i++)
-        if ((!vb || (vb[i >> 3] & (1u << (i & 7)))) && (cp[i] < 0 || cp[i] >= size)) {
-            PyErr_SetString(PyExc_ValueError, "a dictionary code out of range");
-            return NULL;
-        }
-    return string_view_column((const int64_t *)o->data, n, vb, nulls, data, valid, 1, cp);
+    return string_view_column((const int64_t *)a.o->data, a.n, a.v ? (const unsigned char *)a.v->data : NULL,
+                              a.nulls, a.data, a.valid, 1, (const int32_t *)a.cb->data);
 }
 
 /* dictionary_column(codes, validity, dict_offsets, dict_data, length, null_count, dict_size):
    int32 codes over a large-string dictionary (Polars: Categorical) */
 static PyObject *py_dictionary_column(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *codes, *valid, *offsets, *data; long long n, nulls, size;
-    if (!PyArg_ParseTuple(args, "OOOOLLL", &codes, &valid, &offsets, &data, &n, &nulls, &size)) return NULL;
-    BufferObject *cb = as_buffer(codes, "codes", 0), *o = as_buffer(offsets, "offsets", 0), *d = as_buffer(data, "data", 0);
-    if (!cb || !o || !d) return NULL;
-    BufferObject *v = as_buffer(valid, "validity", 1);
-    if (!v && PyErr_Occurred()) return NULL;
-    if (n < 0 || size < 0 || (size_t)cb->size < (size_t)n * 4 || (size_t)o->size < (size_t)(size + 1) * 8
-        || (v && (size_t)v->size < (size_t)((n + 7) >> 3))) {
-        PyErr_SetString(PyExc_ValueError, "buffers shorter than the column");
-        return NULL;
-    }
+    dict_args_t a;
+    if (parse_dict_args(args, &a)) return NULL;
+    PyObject *offsets = a.offsets, *data = a.data, *codes = a.codes, *valid = a.valid;
+    BufferObject *o = a.o, *d = a.d, *cb = a.cb, *v = a.v;
+    long long n = a.n, nulls = a.nulls, size = a.size;
     ColumnObject *dict = column_new("U", size, 0, 3, Py_BuildValue("(OO)", offsets, data));
     if (!dict) return NULL;
     dict->buffers[0] = NULL;
