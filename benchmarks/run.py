@@ -10,6 +10,7 @@ For each trace of a ladder of real Kineto traces it measures, each in a fresh pr
                         and the `stats` rows (dropped / misnested slices)
   hta/load              HTA (holistictraceanalysis 0.5, or its rename traceinsight 0.6) Trace(...).load_traces()
   hta/call_graph        HTA load + CallGraph(trace)
+  tracelens/perf_report TraceLens generate_perf_report_pytorch(trace) (GPU traces; needs GPU activity)
   proftab/load          pt.load(path)
   proftab/key_averages  pt.load(path).key_averages()  (+ tr.table())
   proftab/device_time   pt.load(path).device_time()   (or a similarly named method)
@@ -31,7 +32,8 @@ Configuration (environment variables; defaults in brackets):
   PROFTAB_BENCH_SHARED   the shared/ folder (torch213 + public traces, tp_node.js) [<repo>/../shared]
   PROFTAB_BENCH_VENVS    where the bench venvs live              [/work/venvs]
   PROFTAB_BENCH_PY       python with proftab + msgspec           [<repo>/.venv/bin/python]
-  PROFTAB_BENCH_HTA_PY   python with holistictraceanalysis 0.5   [$VENVS/hta/bin/python]
+  PROFTAB_BENCH_HTA_PY   python with holistictraceanalysis 0.5 (or traceinsight 0.6)   [$VENVS/hta/bin/python]
+  PROFTAB_BENCH_TRACELENS_PY   python with TraceLens (pip install shared/tools/tracelens)   [$VENVS/tracelens/bin/python]
   PROFTAB_BENCH_TORCH_PY python with torch (versions only)       [$VENVS/torch/bin/python]
   PROFTAB_BENCH_NODE     node binary                             [node on PATH]
   PROFTAB_BENCH_TP_JS    Perfetto wasm host                      [$SHARED/tools/perfetto_wasm/tp_node.js]
@@ -71,6 +73,7 @@ def _default_py() -> str:
 
 PY = os.environ.get("PROFTAB_BENCH_PY") or _default_py()
 HTA_PY = os.environ.get("PROFTAB_BENCH_HTA_PY") or str(VENVS / "hta" / "bin" / "python")
+TL_PY = os.environ.get("PROFTAB_BENCH_TRACELENS_PY") or str(VENVS / "tracelens" / "bin" / "python")
 TORCH_PY = os.environ.get("PROFTAB_BENCH_TORCH_PY") or str(VENVS / "torch" / "bin" / "python")
 NODE = os.environ.get("PROFTAB_BENCH_NODE") or shutil.which("node") or "node"
 TP_JS = os.environ.get("PROFTAB_BENCH_TP_JS") or str(SHARED / "tools" / "perfetto_wasm" / "tp_node.js")
@@ -331,6 +334,9 @@ def measurements(tools: set[str]):
             return _py_step("hta", "call_graph_no_ns_rounding", HTA_PY, "hta_step.py", ["call_graph", t["path"]], c,
                             env_extra={"HTA_DISABLE_NS_ROUNDING": "1"})
         ms.append(("hta", "call_graph_no_ns_rounding", hta_cg_noround))
+    if "tracelens" in tools:
+        ms.append(("tracelens", "perf_report", lambda t, c: _py_step("tracelens", "perf_report", TL_PY,
+                                                                      "tracelens_step.py", ["perf_report", t["path"]], c)))
     if "proftab" in tools:
         penv = {"PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
         for s in ("load", "key_averages", "device_time", "to_parquet", "scan_key_averages",
@@ -390,6 +396,7 @@ def versions() -> dict:
     for label, py, mods, extra_env in (
             ("project", PY, ["polars", "pyarrow", "msgspec", "proftab"], {"PYTHONPATH": str(REPO / "src")}),
             ("hta_venv", HTA_PY, ["pandas", "numpy", "ijson"], {}),
+            ("tracelens_venv", TL_PY, ["pandas", "numpy"], {}),
             ("torch_venv", TORCH_PY, ["torch", "polars", "pyarrow", "matplotlib"], {})):
         if not Path(py).exists():
             v[label] = None
@@ -407,6 +414,9 @@ def versions() -> dict:
                 [HTA_PY, "-c", "from importlib.metadata import version\n"
                  "try:\n    print('holistictraceanalysis', version('holistictraceanalysis'))\n"
                  "except Exception:\n    print('traceinsight', version('traceinsight'))"])
+    if Path(TL_PY).exists() and isinstance(v.get("tracelens_venv"), dict):
+        v["tracelens_venv"]["tracelens"] = _cmd_out(
+            [TL_PY, "-c", "from importlib.metadata import version; print(version('TraceLens'))"])
     v["node"] = _cmd_out([NODE, "--version"])
     v["perfetto_wasm"] = TP_WASM if Path(TP_WASM).exists() else None
     return v
@@ -445,7 +455,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small traces only (under two minutes)")
     ap.add_argument("--traces", nargs="+", help="names (e.g. torch213/train_cnn, xdit_flux), groups "
                     "(torch213, public, generated) or paths to .json[.gz] files")
-    ap.add_argument("--tools", default="floor,perfetto,hta,proftab")
+    ap.add_argument("--tools", default="floor,perfetto,hta,tracelens,proftab")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each measurement (fresh process each)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per measurement process")
     ap.add_argument("--rss-cap-gb", type=float, default=14.0, help="kill a measurement whose RSS exceeds this")
