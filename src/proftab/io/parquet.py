@@ -24,7 +24,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
@@ -35,6 +35,9 @@ from proftab.exceptions import ProftabError, TraceError
 from proftab.io.atomic import MANIFEST, _is_dataset, atomic_dir
 from proftab.trace import TABLES as TRACE_TABLES
 from proftab.trace import Trace
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "read_parquet", "scan", "write_parquet"]
 
@@ -242,10 +245,6 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     return manifest
 
 
-def _part_files(root: Path, table: str, ranks: list[int]) -> list[str]:
-    return [str(root / table / f"rank={r}" / "part-0.parquet") for r in ranks]
-
-
 def _required_columns() -> dict[str, set[str]]:
     from proftab import schema
 
@@ -311,24 +310,53 @@ def validate_dataset(root: Path, manifest: object) -> None:
                 raise TraceError(msg, path=str(part))
 
 
-def collect_checked(lf: pl.LazyFrame, root: Path, table: str) -> pl.DataFrame:
+def collect_checked(lf: pl.LazyFrame, root: Path | str, table: str) -> pl.DataFrame:
     """Collect a dataset scan; a read error (a damaged page) becomes a TraceError naming the table."""
     try:
         return lf.collect()
-    except (pl.exceptions.PolarsError, OSError) as exc:
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
         msg = f"cannot read table {table!r} of the dataset ({type(exc).__name__}: {str(exc)[:300]})"
-        raise TraceError(msg, path=str(root / ("events" if table == "nested" else table))) from None
+        raise TraceError(msg, path=f"{root}/{'events' if table == 'nested' else table}") from None
 
 
-def _stored_key_averages(root: Path) -> pl.LazyFrame | None:
-    """The dataset's stored default key_averages, only if this very code wrote it."""
-    stored = root / f"{DERIVED_KEY_AVERAGES}.parquet"
-    if not stored.is_file():
-        return None
-    meta = pl.read_parquet_metadata(stored).get("proftab")
-    if meta and json.loads(meta).get("fingerprint") == _analysis_fingerprint():
-        return pl.scan_parquet(stored)
-    return None
+def _dataset_trace(root: str, manifest: dict[str, Any], *, frame: Callable[[list[str], str], pl.LazyFrame],
+                   exists: Callable[[str], bool], stored_meta: Callable[[str], str | bytes | None],
+                   source: str) -> Trace:
+    """The lazy Trace of the dataset at `root` (a directory, or a path in an fsspec file system).
+
+    `frame(files, table)` opens part files as one LazyFrame, `exists(path)` says whether a file
+    is there, `stored_meta(path)` reads the ``proftab`` key of a Parquet file's metadata;
+    `source` names the dataset in errors and in `Trace.source`.
+    """
+    ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
+
+    def parts(table: str) -> list[str]:
+        return [f"{root}/{table}/rank={r}/part-0.parquet" for r in ranks]
+
+    def lazy(table: str) -> pl.LazyFrame:
+        return frame(parts(table), table)
+
+    nested = lazy("events")
+    tables: dict[str, pl.LazyFrame] = {name: lazy(name) for name in TRACE_TABLES if name != "events"}
+    tables |= {"events": nested.drop(list(NEST_COLUMNS)), "nested": nested, "anomalies": lazy("anomalies")}
+    stored = f"{root}/{DERIVED_KEY_AVERAGES}.parquet"
+    meta = stored_meta(stored) if exists(stored) else None
+    if meta and json.loads(meta).get("fingerprint") == _analysis_fingerprint():  # only if this very code wrote it
+        tables[DERIVED_KEY_AVERAGES] = frame([stored], DERIVED_KEY_AVERAGES)
+    for name in manifest.get("summaries", []):
+        present = [p for p in parts(name) if exists(p)]
+        if len(present) == len(ranks):  # a summary is used only when every rank has it
+            tables[name] = frame(present, name)
+    if exists(f"{root}/{STATUS}"):
+        tables["status"] = frame([f"{root}/{STATUS}"], "status")
+    files = collect_checked(lazy("meta"), source, "meta").select(list(META_COLUMNS))
+    for raw in files["meta_json"]:
+        try:
+            json.loads(raw)
+        except (TypeError, ValueError) as exc:
+            msg = f"the dataset's meta table holds invalid JSON ({exc})"
+            raise TraceError(msg, path=f"{source}/meta") from None
+    return Trace(tables, files, source=source)
 
 
 def scan(path: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None) -> Trace:
@@ -351,32 +379,10 @@ def scan(path: str | os.PathLike[str], *, storage_options: dict[str, Any] | None
     if is_remote(path):
         return _scan_url(os.fspath(path), storage_options)
     root = Path(local_path(os.fspath(path)) or path)
-    manifest = read_manifest(root)
-    ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
-
-    def lazy(table: str) -> pl.LazyFrame:
-        return pl.scan_parquet(_part_files(root, table, ranks), hive_partitioning=False)
-
-    nested = lazy("events")
-    tables: dict[str, pl.LazyFrame] = {name: lazy(name) for name in TRACE_TABLES if name != "events"}
-    tables |= {"events": nested.drop(list(NEST_COLUMNS)), "nested": nested, "anomalies": lazy("anomalies")}
-    stored = _stored_key_averages(root)
-    if stored is not None:
-        tables[DERIVED_KEY_AVERAGES] = stored
-    for name in manifest.get("summaries", []):
-        parts = [p for p in _part_files(root, name, ranks) if os.path.isfile(p)]
-        if len(parts) == len(ranks):  # a summary is used only when every rank has it
-            tables[name] = pl.scan_parquet(parts, hive_partitioning=False)
-    if (root / STATUS).is_file():
-        tables["status"] = pl.scan_parquet(root / STATUS)
-    files = collect_checked(lazy("meta"), root, "meta").select(list(META_COLUMNS))
-    for raw in files["meta_json"]:
-        try:
-            json.loads(raw)
-        except (TypeError, ValueError) as exc:
-            msg = f"the dataset's meta table holds invalid JSON ({exc})"
-            raise TraceError(msg, path=str(root / "meta")) from None
-    return Trace(tables, files, source=str(root))
+    return _dataset_trace(
+        str(root), read_manifest(root),
+        frame=lambda files, _table: pl.scan_parquet(files, hive_partitioning=False),
+        exists=os.path.isfile, stored_meta=lambda p: pl.read_parquet_metadata(p).get("proftab"), source=str(root))
 
 
 def _scan_url(url: str, storage_options: dict[str, Any] | None = None) -> Trace:
@@ -402,13 +408,9 @@ def _scan_url(url: str, storage_options: dict[str, Any] | None = None) -> Trace:
         msg = f"the dataset manifest is unreadable ({exc})"
         raise TraceError(msg, path=f"{url}/{MANIFEST}") from None
     check_manifest(manifest, f"{url}/{MANIFEST}")
-    ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
     arrow_fs = PyFileSystem(FSSpecHandler(fs))
     # one recursive listing (a few list requests on an object store), not a request per part file
     listed = {str(p).rstrip("/") for p in fs.find(root)}
-
-    def parts(table: str) -> list[str]:
-        return [f"{root}/{table}/rank={r}/part-0.parquet" for r in ranks]
 
     def frame(files: list[str], table: str) -> pl.LazyFrame:
         try:
@@ -417,36 +419,13 @@ def _scan_url(url: str, storage_options: dict[str, Any] | None = None) -> Trace:
             msg = f"cannot open table {table!r} of the dataset ({type(exc).__name__}: {str(exc)[:300]})"
             raise TraceError(msg, path=f"{url}/{table}") from None
 
-    def lazy(table: str) -> pl.LazyFrame:
-        return frame(parts(table), table)
+    def stored_meta(path: str) -> bytes | None:
+        with arrow_fs.open_input_file(path) as fh:
+            meta: bytes | None = (pq.read_metadata(fh).metadata or {}).get(b"proftab")
+        return meta
 
-    nested = lazy("events")
-    tables: dict[str, pl.LazyFrame] = {name: lazy(name) for name in TRACE_TABLES if name != "events"}
-    tables |= {"events": nested.drop(list(NEST_COLUMNS)), "nested": nested, "anomalies": lazy("anomalies")}
-    stored = f"{root}/{DERIVED_KEY_AVERAGES}.parquet"
-    if stored in listed:
-        with arrow_fs.open_input_file(stored) as fh:
-            meta = (pq.read_metadata(fh).metadata or {}).get(b"proftab")
-        if meta and json.loads(meta).get("fingerprint") == _analysis_fingerprint():
-            tables[DERIVED_KEY_AVERAGES] = frame([stored], DERIVED_KEY_AVERAGES)
-    for name in manifest.get("summaries", []):
-        present = [p for p in parts(name) if p in listed]
-        if len(present) == len(ranks):  # a summary is used only when every rank has it
-            tables[name] = frame(present, name)
-    if f"{root}/{STATUS}" in listed:
-        tables["status"] = frame([f"{root}/{STATUS}"], "status")
-    try:
-        files = lazy("meta").collect().select(list(META_COLUMNS))
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        msg = f"cannot read table 'meta' of the dataset ({type(exc).__name__}: {str(exc)[:300]})"
-        raise TraceError(msg, path=f"{url}/meta") from None
-    for raw in files["meta_json"]:
-        try:
-            json.loads(raw)
-        except (TypeError, ValueError) as exc:
-            msg = f"the dataset's meta table holds invalid JSON ({exc})"
-            raise TraceError(msg, path=f"{url}/meta") from None
-    return Trace(tables, files, source=url)
+    return _dataset_trace(root, manifest, frame=frame, exists=listed.__contains__, stored_meta=stored_meta,
+                          source=url)
 
 
 def read_parquet(path: str | os.PathLike[str]) -> Trace:
