@@ -371,8 +371,10 @@ def test_first_occurrence_order_equals_a_full_sort(rows: list[tuple[int, bool, i
         schema={"_code": pl.Int32, "is_user_annotation": pl.Boolean, "start_ns": pl.Int64, "end_ns": pl.Int64,
                 "rank": pl.Int32, "event_id": pl.Int64, "step": pl.Int64},
     )
+    host = host.with_columns(_group=(pl.col("_code") + 1) * 2 + pl.col("is_user_annotation").cast(pl.Int32))
     dev = host.head(0).rename({"_code": "name"}).with_columns(pl.col("name").cast(pl.String))
-    keys = ["step", "_code", "is_user_annotation"] if by_step else ["_code", "is_user_annotation"]
+    # the default keys as key_averages passes them (one non-negative integer), or a windowed set
+    keys = ["step", "_code", "is_user_annotation"] if by_step else ["_group"]
     got, _ = _first_occurrence_order(host, keys, dev, ["name", "is_user_annotation"])
     got = got.with_row_index("_row").group_by(keys).agg(pl.col("_order").min(),
                                                         pl.col("_row").get(pl.col("_order").arg_min()))

@@ -202,6 +202,9 @@ def _minus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 #: the name code of host rows that are not counted (folded duplicates; nested rows for `top_level_only`)
 _EXCLUDED = -1
 
+#: the default host keys (name code, user annotation) as one non-negative int32 column
+_GROUP = "_group"
+
 #: `_order` of the rows that cannot be the first of their group
 _NOT_FIRST = 2**31 - 1  # positions among the sorted candidates (about one per group) are below it
 
@@ -219,9 +222,8 @@ def _first_occurrence_order(host: pl.DataFrame, host_keys: list[str], dev: pl.Da
 
     def candidates(rows: pl.DataFrame, keys: list[str]) -> tuple[pl.DataFrame, np.ndarray]:
         start = rows["start_ns"].to_numpy()
-        if keys == ["_code", "is_user_annotation"] and len(rows):  # the default keys: small integer codes
-            group = rows["_code"].to_numpy() - _EXCLUDED  # >= 0
-            group = group * 2 + rows["is_user_annotation"].to_numpy()
+        if keys == [_GROUP] and len(rows):  # one small non-negative integer key: the earliest start per group
+            group = rows[_GROUP].to_numpy()
             earliest = np.full(int(group.max()) + 1, np.iinfo(np.int64).max, np.int64)
             np.minimum.at(earliest, group, start)
             positions = np.flatnonzero(earliest[group] == start)
@@ -469,20 +471,22 @@ def key_averages(
         dev_rows = assign_steps(dev_rows, windows)
         host_keys.insert(0, "step")
         dev_keys.insert(0, "step")
+    # the default keys as one small int key, derived once: the first-occurrence candidates and the
+    # group-by then work on one integer column, not on a row-encoded pair
+    carried: list[str] = []
+    if host_keys == ["_code", "is_user_annotation"]:
+        host_rows = host_rows.with_columns(
+            pl.Series(_GROUP, (code - _EXCLUDED) * 2 + host_rows["is_user_annotation"].to_numpy()))
+        host_keys, carried = [_GROUP], host_keys
     # after every key column is there: each group (steps included) needs its own first event
     host_rows, dev_rows = _first_occurrence_order(host_rows, host_keys, dev_rows, dev_keys)
 
-    def aggregate(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    def aggregate(rows: pl.DataFrame, keys: list[str], carried: Sequence[str] = ()) -> pl.DataFrame:
         first = pl.col("_order").arg_min()
         optional = [pl.col(c).get(first) for c in ("input_shapes", "stack", "overload_name")
                     if c in rows.columns and c not in keys]
-        by: list[str | pl.Series] = list(keys)
-        carried = []
-        if keys == ["_code", "is_user_annotation"]:  # the default: one int64 key, not a row-encoded pair
-            by = [pl.Series("_group", rows["_code"].to_numpy() * 2 + rows["is_user_annotation"].to_numpy())]
-            carried = [pl.col(c).first() for c in keys]
-        return rows.group_by(by).agg(
-            *carried,
+        return rows.group_by(keys).agg(
+            *(pl.col(c).first() for c in carried),  # constant within a group
             pl.col("_order").min(),
             pl.len().cast(pl.Int64).alias("calls"),
             *(pl.col(c).sum() for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
@@ -496,9 +500,9 @@ def key_averages(
             *optional,
         )
 
-    host_out = aggregate(host_rows, host_keys).filter(pl.col("_code") != _EXCLUDED).with_columns(
+    host_out = aggregate(host_rows, host_keys, carried).filter(pl.col("_code") != _EXCLUDED).with_columns(
         name=pl.col("_code").replace_strict(dict(enumerate(code_names)), default=None, return_dtype=pl.String),
-        device_type=pl.lit("CPU")).drop("_code", "_group", strict=False)
+        device_type=pl.lit("CPU")).drop("_code", _GROUP, strict=False)
     if group_by_overload_name:  # `aten::add.Tensor` -> name `aten::add`, overload `Tensor`
         host_out = host_out.with_columns(name=pl.when(pl.col("overload_name") != "").then(
             pl.col("name").str.replace(r"\.\w+$", "")).otherwise(pl.col("name")))
