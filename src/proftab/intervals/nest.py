@@ -328,14 +328,16 @@ def _candidate_parent(depth: np.ndarray) -> np.ndarray:
     return out
 
 
-def _uncertified(pos: np.ndarray | None, q: np.ndarray, depth: np.ndarray, s_: np.ndarray, e_: np.ndarray
+def _uncertified(pos: np.ndarray | None, q: np.ndarray, depth: np.ndarray, start: np.ndarray, end: np.ndarray
                  ) -> np.ndarray:
     """Events whose candidate parent is not provably their parent (see module docs).
 
-    `pos` are the events' positions; None means all positions in order (no gathers).
+    `start` / `end` per sorted position: times, or the track-major sort keys (a candidate parent
+    is in its child's track, where keys differ exactly as times do). `pos` are the events'
+    positions; None means all positions in order (no gathers).
     """
-    e_q = e_[np.maximum(q, 0)]
-    s_p, e_p = (s_, e_) if pos is None else (s_[pos], e_[pos])
+    e_q = end[np.maximum(q, 0)]
+    s_p, e_p = (start, end) if pos is None else (start[pos], end[pos])
     out: np.ndarray = (e_q <= s_p) | (e_p > e_q)
     del e_q
     out |= q < 0

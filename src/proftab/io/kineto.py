@@ -192,14 +192,14 @@ def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
 def _mark_rejected(df: pl.DataFrame) -> pl.DataFrame:
     """Give a reason to rows that cannot be placed (no ts, unknown phase); kind REJECTED."""
     kind = pl.col("_kind")
-    unplaced = (kind <= _K_COUNTER) & pl.col("ts").is_null() | (kind == _K_UNKNOWN)
-    if df.get_column("reason").null_count() == len(df) and not df.select(unplaced.any()).item():
+    missing_ts = (kind <= _K_COUNTER) & pl.col("ts").is_null()
+    unknown = kind == _K_UNKNOWN
+    if df.get_column("reason").null_count() == len(df) and not df.select((missing_ts | unknown).any()).item():
         return df  # the common case: nothing to reject, and no full-height copies of reason and _kind
+    no_reason = pl.col("reason").is_null()
     df = df.with_columns(
-        reason=pl.when(pl.col("reason").is_null() & (kind <= _K_COUNTER) & pl.col("ts").is_null())
-        .then(pl.lit("missing ts"))
-        .when(pl.col("reason").is_null() & (kind == _K_UNKNOWN))
-        .then(pl.format("unsupported phase '{}'", pl.col("ph").cast(pl.String)))
+        reason=pl.when(no_reason & missing_ts).then(pl.lit("missing ts"))
+        .when(no_reason & unknown).then(pl.format("unsupported phase '{}'", pl.col("ph").cast(pl.String)))
         .otherwise(pl.col("reason"))
     )
     return df.with_columns(_kind=pl.when(pl.col("reason").is_not_null()).then(pl.lit(_K_REJECTED, pl.UInt8))
