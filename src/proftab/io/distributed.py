@@ -32,7 +32,8 @@ from proftab.exceptions import ProftabError, TraceError
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["dask_client", "expand_urls", "is_url", "local_path", "localized", "run_tasks", "source_size"]
+__all__ = ["dask_client", "expand_urls", "filesystem", "is_url", "local_path", "localized", "run_tasks",
+           "source_size"]
 
 
 def is_url(path: str) -> bool:
@@ -47,12 +48,21 @@ def local_path(path: str) -> str | None:
     return None if is_url(path) else path
 
 
-def _fs(url: str) -> Any:
+def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """(fsspec file system, path within it) for `url`; a clear error when it cannot be opened."""
     from proftab._dependencies import import_optional
 
-    fsspec = import_optional("fsspec", extra="dask", what=f"reading {url}")
-    fs, _, _ = fsspec.get_fs_token_paths(url)
-    return fs
+    fsspec: Any = import_optional("fsspec", extra="dask", what=f"using {url}")
+    try:
+        fs, path = fsspec.url_to_fs(url, **(storage_options or {}))
+    except (ImportError, ValueError) as exc:  # an unknown protocol, or its package is missing
+        msg = f"{url}: cannot open this URL's file system ({exc})"
+        raise ProftabError(msg) from None
+    return fs, str(path).rstrip("/")
+
+
+def _fs(url: str) -> Any:
+    return filesystem(url)[0]
 
 
 def expand_urls(items: Sequence[str]) -> list[str]:

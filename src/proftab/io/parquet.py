@@ -391,7 +391,8 @@ def _scan_url(url: str, storage_options: dict[str, Any] | None = None) -> Trace:
     import pyarrow.parquet as pq
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-    from proftab.io.remote import filesystem, has_files
+    from proftab.io.distributed import filesystem
+    from proftab.io.remote import has_files
 
     fs, root = filesystem(url, storage_options)
     mpath = f"{root}/{MANIFEST}"

@@ -27,31 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 from proftab.exceptions import ProftabError
 from proftab.io.atomic import MANIFEST
-from proftab.io.distributed import local_path
+from proftab.io.distributed import filesystem, local_path
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
-__all__ = ["filesystem", "has_files", "is_remote", "remote_output", "upload_dataset"]
+__all__ = ["has_files", "is_remote", "remote_output", "upload_dataset"]
 
 
 def is_remote(path: str | os.PathLike[str]) -> bool:
     """Whether `path` is a URL that is not a local path (``file://`` is local)."""
     return local_path(os.fspath(path)) is None
-
-
-def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
-    """(fsspec file system, path within it) for `url`; a clear error when it cannot be opened."""
-    from proftab._dependencies import import_optional
-
-    fsspec: Any = import_optional("fsspec", extra="dask", what=f"using {url}")
-    try:
-        fs, path = fsspec.url_to_fs(url, **(storage_options or {}))
-    except (ImportError, ValueError) as exc:  # an unknown protocol, or its package is missing
-        msg = f"{url}: cannot open this URL's file system ({exc})"
-        raise ProftabError(msg) from None
-    return fs, str(path).rstrip("/")
 
 
 def has_files(fs: Any, path: str) -> bool:
