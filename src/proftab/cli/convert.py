@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from proftab.cli import Command
-from proftab.cli._common import parse_ranks, shown_warnings
+from proftab.cli._common import parse_ranks, say, shown_warnings
 
 if TYPE_CHECKING:
     import argparse
@@ -63,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                        on_error="skip" if args.keep_going else "raise", resume=args.resume,
                        summaries=not args.no_summaries, staging=args.staging)
     if not args.quiet:
-        print(f"proftab: wrote {path}", file=sys.stderr)
+        say(f"wrote {path}")
     return 0
 
 

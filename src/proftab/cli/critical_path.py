@@ -10,8 +10,8 @@ from proftab.cli._common import (
     add_trace_arguments,
     guess_format,
     load_trace,
+    show_frame,
     write_frame,
-    write_text,
 )
 from proftab.exceptions import UsageError
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     import argparse
 
     import polars as pl
+
+    from proftab.render.table import Col
 
 EXAMPLES = """\
   proftab critical-path trace.json.gz
@@ -68,17 +70,20 @@ def _scale(items: list[str]) -> dict[str, float]:
     return out
 
 
-def _text(df: pl.DataFrame, by: str) -> str:
-    from proftab.render.text import fmt_ns, fmt_share, plain_table
+#: the per-bound_by time columns of ``--by step`` (ns)
+_BOUND_COLS = ("cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_memcpy_bound", "launch_overhead",
+               "sync")
 
-    ns_cols = [c for c in df.columns if c.endswith("_ns") or c == "ns" or c in (
-        "cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_memcpy_bound", "launch_overhead", "sync")]
-    rows = []
-    for r in df.iter_rows(named=True):
-        rows.append([fmt_ns(v) if c in ns_cols and v is not None and c not in ("start_ns", "end_ns")
-                     else fmt_share(v) if c in ("share",) else "" if v is None else str(v) for c, v in r.items()])
-    return plain_table(df.columns, rows, "<" * (2 if by in ("name", "path") else 1) + ">" * (len(df.columns) - (
-        2 if by in ("name", "path") else 1)))
+
+def _cols(df: pl.DataFrame) -> list[Col]:
+    """How the tables print: absolute start/end as integers, names cut, segment details dropped first."""
+    from proftab.render.table import Col
+
+    drop = {"via": 1, "module": 2, "seq": 3, "event_id": 4, "start_ns": 5, "end_ns": 6, "min_ns": 7, "max_ns": 8,
+            "median_ns": 9}
+    return [Col(c, kind="int" if c in ("start_ns", "end_ns") else "ns" if c in _BOUND_COLS else None,
+                drop=drop.get(c), cut=c in ("name", "module") and c == ("name" if "name" in df.columns else "module"))
+            for c in df.columns]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     if fmt != "text":
         write_frame(df, fmt, args.output)
         return 0
-    write_text(_text(df, by), args.output)
+    show_frame(args, df, _cols(df), title=f"proftab critical-path: {', '.join(args.trace)}"
+               + (" (what-if)" if by == "what_if" else ""))
     return 0
 
 

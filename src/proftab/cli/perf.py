@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from proftab.cli import Command
 from proftab.cli._common import (
@@ -10,15 +10,16 @@ from proftab.cli._common import (
     add_trace_arguments,
     guess_format,
     load_trace,
-    rich_console,
+    show_frame,
     write_frame,
-    write_text,
 )
 
 if TYPE_CHECKING:
     import argparse
 
     import polars as pl
+
+    from proftab.render.table import Col
 
 EXAMPLES = """\
   proftab perf trace.pt.trace.json.gz
@@ -44,24 +45,15 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p)
 
 
-def _cells(df: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """Human text per cell: times as torch does, shares as %, rates with 3 digits."""
-    from proftab.render.text import fmt_ns, fmt_share
+def _cols(df: pl.DataFrame) -> list[Col]:
+    """How the perf columns print: the name or family kept, secondary columns dropped first on a terminal."""
+    from proftab.render.table import Col
 
-    def cell(col: str, v: Any) -> str:
-        if v is None:
-            return ""
-        if col.endswith("_ns"):
-            return fmt_ns(v)
-        if col in ("share", "roofline_pct"):
-            return fmt_share(v)
-        if isinstance(v, float):
-            return f"{v:.3f}"
-        if isinstance(v, int) and col in ("flops", "bytes"):
-            return f"{v:.3e}" if v >= 10**6 else str(v)
-        return str(v)
-    headers = list(df.columns)
-    return headers, [[cell(c, v) for c, v in zip(headers, row, strict=True)] for row in df.iter_rows()]
+    drop = {"modelled_ns": 1, "flops": 2, "bytes": 3, "peak_tb_per_s": 4, "peak_tflops": 5, "event_id": 6,
+            "family": 7, "n_compute_bound": 8, "compute_bound": 8, "bound": 9, "tb_per_s": 10, "tflops_per_s": 11}
+    cut = "name" if "name" in df.columns else "family"
+    return [Col(c, kind="share" if c == "roofline_pct" else None, drop=drop.get(c), cut=c == cut)
+            for c in df.columns]
 
 
 def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
@@ -80,8 +72,6 @@ def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Print or write the perf table; see the module docstring."""
-    from proftab.render.text import plain_table
-
     fmt = guess_format(args)
     df, note = _frame(args)
     if fmt != "text":
@@ -93,22 +83,7 @@ def run(args: argparse.Namespace) -> int:
         keep = ["event_id", "name", "family", "device_ns", "flops", "bytes", "tflops_per_s", "tb_per_s", "bound",
                 "roofline_pct", "lost_ns"]
         shown = shown.select([c for c in keep if c in shown.columns])
-    headers, rows = _cells(shown)
-    console = rich_console(args)
-    if console is not None:
-        from rich.table import Table
-
-        table = Table(title=f"proftab perf: {', '.join(args.trace)}", title_justify="left", caption=note,
-                      caption_justify="left")
-        numeric = [t.is_numeric() for t in shown.dtypes]
-        for h, num in zip(headers, numeric, strict=True):
-            table.add_column(h, justify="right" if num else "left", overflow="fold")
-        for r in rows:
-            table.add_row(*r)
-        console.print(table)  # type: ignore[attr-defined]
-        return 0
-    aligns = "".join(">" if t.is_numeric() else "<" for t in shown.dtypes)
-    write_text(plain_table(headers, rows, aligns) + note + "\n", args.output)
+    show_frame(args, shown, _cols(shown), title=f"proftab perf: {', '.join(args.trace)}", notes=[note])
     return 0
 
 

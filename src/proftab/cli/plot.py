@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from proftab.cli import Command
-from proftab.cli._common import add_trace_arguments, load_trace
+from proftab.cli._common import add_trace_arguments, load_trace, say
 from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
@@ -63,9 +63,7 @@ def run(args: argparse.Namespace) -> int:
         chart = plot.steps(tr, args.limit or 8, metric=args.metric, python=args.python, rank=args.rank)
     plot.save(chart, args.output)
     if not args.quiet:
-        import sys
-
-        print(f"proftab: wrote {args.output}", file=sys.stderr)
+        say(f"wrote {args.output}")
     return 0
 
 
