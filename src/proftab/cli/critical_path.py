@@ -70,18 +70,13 @@ def _scale(items: list[str]) -> dict[str, float]:
     return out
 
 
-#: the per-bound_by time columns of ``--by step`` (ns)
-_BOUND_COLS = ("cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_memcpy_bound", "launch_overhead",
-               "sync")
-
-
 def _cols(df: pl.DataFrame) -> list[Col]:
     """How the tables print: absolute start/end as integers, names cut, segment details dropped first."""
     from proftab.render.table import Col
 
     drop = {"via": 1, "module": 2, "seq": 3, "event_id": 4, "start_ns": 5, "end_ns": 6, "min_ns": 7, "max_ns": 8,
             "median_ns": 9}
-    return [Col(c, kind="int" if c in ("start_ns", "end_ns") else "ns" if c in _BOUND_COLS else None,
+    return [Col(c, kind="int" if c in ("start_ns", "end_ns") else None,
                 drop=drop.get(c), cut=c in ("name", "module") and c == ("name" if "name" in df.columns else "module"))
             for c in df.columns]
 

@@ -93,9 +93,9 @@ def _blocks(tr: Trace, args: argparse.Namespace) -> list[Block | str]:
         (pl.col("peak_ns") - pl.col("t0")).alias("at_ns"))
     multi = tr.files.height > 1
     heads = {"rank": "rank", "device_name": "device", "peak_bytes": "peak", "at_ns": "at", "step": "step",
-             "reserved_at_peak": "reserved at peak", "pre_window_bytes": "held from before",
-             "initial_bytes": "start", "final_bytes": "end", "events": "events"}
-    kinds = {"reserved_at_peak": "bytes", "events": "count", "step": "int"}
+             "reserved_at_peak_bytes": "reserved at peak", "pre_window_bytes": "held from before",
+             "initial_bytes": "start", "final_bytes": "end", "n_events": "events"}
+    kinds = {"step": "int"}
     cols = [Col(c, header=h, kind=kinds.get(c), drop={"initial_bytes": 1, "final_bytes": 2}.get(c))
             for c, h in heads.items() if multi or c != "rank"]
     blocks: list[Block | str] = [Block(summary, cols, title)]

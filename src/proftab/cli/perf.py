@@ -50,19 +50,19 @@ def _cols(df: pl.DataFrame) -> list[Col]:
     from proftab.render.table import Col
 
     drop = {"modelled_ns": 1, "flops": 2, "bytes": 3, "peak_tb_per_s": 4, "peak_tflops": 5, "event_id": 6,
-            "family": 7, "n_compute_bound": 8, "compute_bound": 8, "bound": 9, "tb_per_s": 10, "tflops_per_s": 11}
+            "family": 7, "n_compute_bound": 8, "bound": 9, "tb_per_s": 10, "tflops_per_s": 11}
     cut = "name" if "name" in df.columns else "family"
-    return [Col(c, kind="share" if c == "roofline_pct" else None, drop=drop.get(c), cut=c == cut)
+    return [Col(c, drop=drop.get(c), cut=c == cut)
             for c in df.columns]
 
 
 def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
     tr = load_trace(args.trace, args)
-    peaks = tr.perf.peaks(args.peaks)
-    device = peaks["device"] if peaks else "unknown device (no roofline; pass --peaks)"
-    cov = tr.perf.coverage()
-    share = "" if cov["coverage"] is None else f"{cov['coverage'] * 100:.1f}%"
-    note = (f"peaks: {device}; modelled: {share} of device time, {cov['unknown_ops']} op(s) without a model")
+    peaks = tr.perf.device_peaks(args.peaks)
+    device = peaks["device"][0] if peaks.height else "unknown device (no roofline; pass --peaks)"
+    cov = tr.perf.model_coverage(args.peaks).row(0, named=True)
+    share = "" if cov["modelled_share"] is None else f"{cov['modelled_share'] * 100:.1f}%"
+    note = (f"peaks: {device}; modelled: {share} of device time, {cov['n_unknown_ops']} op(s) without a model")
     if args.ops:
         return tr.perf.ops(args.peaks), note
     if args.lost is not None:
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     shown = df if limit < 0 else df.head(limit)
     if args.ops:  # the parameter columns are for files; the text shows the model's outcome
         keep = ["event_id", "name", "family", "device_ns", "flops", "bytes", "tflops_per_s", "tb_per_s", "bound",
-                "roofline_pct", "lost_ns"]
+                "roofline_share", "lost_ns"]
         shown = shown.select([c for c in keep if c in shown.columns])
     show_frame(args, shown, _cols(shown), title=f"proftab perf: {', '.join(args.trace)}", notes=[note])
     return 0

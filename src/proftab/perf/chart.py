@@ -26,7 +26,7 @@ def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, 
     total = int(pts["device_ns"].sum() or 0)
     if total and min_share > 0:
         pts = pts.filter(pl.col("device_ns") >= min_share * total)
-    extra = [c for c in ("roofline_pct", "bound") if c in pts.columns]
+    extra = [c for c in ("roofline_share", "bound") if c in pts.columns]
     pts = pts.select("event_id", "name", "family", "device_ns", "flops", "bytes", "flops_per_byte",
                      "tflops_per_s", "tb_per_s", *extra).with_columns(time_us=pl.col("device_ns") / 1000)
     x = alt.X("flops_per_byte:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)")
@@ -34,7 +34,7 @@ def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, 
     points = alt.Chart(_data(pts)).mark_circle(opacity=0.6).encode(
         x=x, y=y, size=alt.Size("time_us:Q", title="device time (µs)"), color=alt.Color("family:N"),
         tooltip=["name:N", "event_id:Q", "family:N", "time_us:Q", "tflops_per_s:Q", "tb_per_s:Q",
-                 *(["roofline_pct:Q", "bound:N"] if "bound" in pts.columns else [])])
+                 *(["roofline_share:Q", "bound:N"] if "bound" in pts.columns else [])])
     layers = [points]
     if peaks and peaks.get("hbm_tb_s") and not pts.is_empty():
         intensity = pts["flops_per_byte"].to_numpy()
