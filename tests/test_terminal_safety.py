@@ -195,3 +195,28 @@ def test_summary_of_real_trace_unchanged_when_piped() -> None:
     with contextlib.redirect_stdout(out):
         assert main(["summary", str(CNN), "-q"]) == 0
     assert out.getvalue().splitlines()[0].lstrip().startswith("-")
+
+
+# ----------------------------------------------------------------------------- charts from the CLI (issue 25.11)
+
+
+def test_every_chart_reachable_from_the_cli(tmp_path: Path) -> None:
+    """`proftab plot roofline|critical-path`, `perf --chart`, `critical-path --chart` on a real GPU trace."""
+    pytest.importorskip("altair")
+    h100 = str(H100)
+    for argv, out in ((["plot", "roofline", h100, "-o"], "roof.json"), (["plot", "critical-path", h100, "-o"],
+                                                                        "cp.json"),
+                      (["perf", h100, "--chart"], "perf.html"), (["critical-path", h100, "--step", "6", "--chart"],
+                                                                 "cp.html")):
+        path = tmp_path / out
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            assert main([*argv, str(path)]) == 0, err.getvalue()
+        text = path.read_text(encoding="utf-8")
+        if out.endswith(".json"):
+            spec = json.loads(text)
+            assert "layer" in spec or "vconcat" in spec or "hconcat" in spec, out
+        else:
+            assert "vegaEmbed(" in text and "wrote" in err.getvalue()
+    roof = json.loads((tmp_path / "roof.json").read_text(encoding="utf-8"))
+    assert "aten::addmm" in json.dumps(roof)  # the ops are the points

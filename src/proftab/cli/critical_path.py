@@ -10,6 +10,7 @@ from proftab.cli._common import (
     add_trace_arguments,
     guess_format,
     load_trace,
+    say,
     show_frame,
     write_frame,
 )
@@ -33,6 +34,7 @@ EXAMPLES = """\
       step time if GEMMs were 2x faster and copies free (the graph replayed)
   proftab critical-path trace.json.gz --annotation forward   windows of a user annotation
   proftab critical-path trace.json.gz --overlay cp.json.gz   the trace with the path marked (Perfetto UI)
+  proftab critical-path trace.json.gz --step 6 --chart cp.html   the step's timeline, its path marked (offline HTML)
 """
 
 
@@ -50,6 +52,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--what-if", action="append", default=[], metavar="KEY=FACTOR",
                    help="scale durations (a kind, bound_by, kernel category or name regex) and report the new "
                         "step time; repeatable")
+    p.add_argument("--chart", metavar="FILE", default=None,
+                   help="also write the timeline of the first window with its path marked: .html (offline), .json, "
+                        ".png / .svg / .pdf")
     p.add_argument("--overlay", metavar="FILE", default=None,
                    help="also write the trace as Chrome JSON with the path marked (.gz: compressed)")
     add_output_arguments(p)
@@ -101,6 +106,12 @@ def run(args: argparse.Namespace) -> int:
         by = args.by
     if args.overlay:
         cp.overlay(args.overlay, step, rank=args.rank)
+    if args.chart:
+        from proftab import plot
+
+        plot.save(cp.chart(step, rank=args.rank, scale=scale or None), args.chart)
+        if not args.quiet:
+            say(f"wrote {args.chart}")
     if fmt != "text":
         write_frame(df, fmt, args.output)
         return 0

@@ -10,6 +10,7 @@ from proftab.cli._common import (
     add_trace_arguments,
     guess_format,
     load_trace,
+    say,
     show_frame,
     write_frame,
 )
@@ -28,6 +29,7 @@ EXAMPLES = """\
   proftab perf trace.json.gz --lost 30                the op instances that lose the most time
   proftab perf trace.json.gz --ops -o ops.csv         every op instance (also .json, .md, .parquet)
   proftab perf trace.json.gz --peaks H100-SXM         peaks of another device (proftab.perf.peaks.PEAKS)
+  proftab perf trace.json.gz --chart roofline.html    also the roofline chart (offline HTML)
 """
 
 
@@ -42,6 +44,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use this device's peaks (a key of proftab.perf.peaks.PEAKS) instead of the trace's")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="rows to show, -1 for all (default: 50 for text, all for files)")
+    p.add_argument("--chart", metavar="FILE", default=None,
+                   help="also write the roofline chart: .html (offline), .json (Vega-Lite), .png / .svg / .pdf")
     add_output_arguments(p)
 
 
@@ -58,6 +62,12 @@ def _cols(df: pl.DataFrame) -> list[Col]:
 
 def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
     tr = load_trace(args.trace, args)
+    if args.chart:
+        from proftab import plot
+
+        plot.save(tr.perf.roofline(args.peaks), args.chart)
+        if not args.quiet:
+            say(f"wrote {args.chart}")
     peaks = tr.perf.device_peaks(args.peaks)
     device = peaks["device"][0] if peaks.height else "unknown device (no roofline; pass --peaks)"
     cov = tr.perf.model_coverage(args.peaks).row(0, named=True)
