@@ -16,7 +16,8 @@ def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, 
 
     x = `flops_per_byte`, y = achieved `tflops_per_s`, size = `device_ns`, colour = family.
     With `peaks`, the device's roof for `dtype` (`min(peak, bandwidth · intensity)`) and
-    the fp32 vector roof are drawn as lines. `min_share` drops points below that share of
+    the fp32 vector roof are drawn as lines, each ceiling labelled (``bf16 peak 989.4 TFLOP/s``,
+    ``memory 3.35 TB/s``). `min_share` drops points below that share of
     the modelled device time.
     """
     from proftab.plot import _alt, _data
@@ -49,5 +50,16 @@ def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, 
         if roofs:
             layers.append(alt.Chart(_data(pl.concat(roofs))).mark_line(strokeDash=[4, 2]).encode(
                 x=x, y=y, detail="roof:N", tooltip=["roof:N"]))
+            # each ceiling labelled: compute peaks at the right end, the memory slope at the left
+            bw = float(peaks["hbm_tb_s"])
+            ceilings = pl.DataFrame({
+                "flops_per_byte": [hi] * len(roofs), "tflops_per_s": [float(r["tflops_per_s"][-1]) for r in roofs],
+                "label": [f"{r['roof'][0].rsplit(' ', 1)[-1]} peak {float(r['tflops_per_s'][-1]):g} TFLOP/s"
+                          for r in roofs]})
+            slope = pl.DataFrame({"flops_per_byte": [lo], "tflops_per_s": [bw * lo], "label": [f"memory {bw:g} TB/s"]})
+            layers += [alt.Chart(_data(ceilings)).mark_text(align="right", dy=-7, fontSize=11).encode(
+                           x=x, y=y, text="label:N"),
+                       alt.Chart(_data(slope)).mark_text(align="left", dy=-7, fontSize=11).encode(
+                           x=x, y=y, text="label:N")]
     name = title or f"roofline · {peaks['device'] if peaks else 'no device peaks'}"
     return alt.layer(*layers).properties(title=name, width=520, height=360).interactive()
