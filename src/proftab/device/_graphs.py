@@ -224,7 +224,8 @@ def _in_windows(frame: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """
     w = windows.select(_thread(), "window", "window_start_ns", "window_end_ns").sort("window_start_ns")
     threads = w["_thr"].unique()
-    narrow = frame.select("rank", "event_id", "start_ns", "end_ns", _thread()).filter(pl.col("_thr").is_in(threads))
+    narrow = frame.select("rank", "event_id", "start_ns", "end_ns", _thread()).filter(
+        pl.col("_thr").is_in(threads.implode()))
     hit = (narrow.sort("start_ns")
            .join_asof(w, left_on="start_ns", right_on="window_start_ns", by="_thr", strategy="backward",
                       check_sortedness=False)
