@@ -132,7 +132,7 @@ def _align_streams(captured: np.ndarray, streams: list[np.ndarray]) -> tuple[lis
         toks = streams[i]
         usable = np.flatnonzero(~claimed & np.isin(captured, toks))
         m = align(captured[usable], toks)
-        got = np.where(m >= 0, usable[np.maximum(m, 0)], -1)
+        got = np.where(m >= 0, usable[np.maximum(m, 0)], -1) if len(usable) else m
         claimed[got[got >= 0]] = True
         result[i] = got
     if len(streams) > 1:  # leftovers: the k-th unmatched kernel of a name takes the k-th unclaimed call of it
