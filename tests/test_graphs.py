@@ -260,3 +260,27 @@ def test_vllm_merge_costs_less_than_twice_loading_both_files() -> None:
         t2 = time.perf_counter()
         best_load, best_merge = min(best_load, t1 - t0), min(best_merge, t2 - t1)
     assert best_merge < 2 * best_load
+
+
+@needs_shared
+def test_vllm_merge_agrees_with_tracelens() -> None:
+    """Per-op device time of the merged trace = TraceLens's merged report (tests/data/graphs/README.md).
+
+    TraceLens sums float µs (its sums sit on a 1/1024 µs grid); proftab's are the exact ns of the
+    decimal text: they differ by at most 10 ns per op, the calls and the op set are the same.
+    """
+    tl = pl.read_csv(Path(__file__).parent / "data" / "graphs" / "tracelens_vllm_decode_ops_summary.csv")
+    tr = pt.load(EXECUTION, graph_capture=CAPTURE)
+    ka = tr.key_averages().filter(pl.col("device_type") == "CPU", pl.col("self_device_ns") > 0)
+    j = ka.join(tl, on="name", how="full", coalesce=True)
+    assert j.filter(pl.col("calls").is_null() | pl.col("Count").is_null()).is_empty()  # the same ops
+    assert (j["calls"] == j["Count"]).all()
+    direct = (j["total_direct_kernel_time_sum"] * 1000 - j["self_device_ns"]).abs()
+    subtree = (j["total_subtree_kernel_time_sum"] * 1000 - j["device_total_ns"]).abs()
+    assert direct.max() <= 10 and subtree.max() <= 10
+    # the ops holding >= 95 % of the kernel time: the same ops, in the same order
+    total = tr.device.activities()["dur_ns"].sum()
+    top = ka.sort("self_device_ns", descending=True)
+    k = int((top["self_device_ns"].cum_sum() < 0.95 * total).sum()) + 1
+    assert k == 8 and top["name"].head(k).to_list() == tl.sort("total_direct_kernel_time_sum", descending=True)[
+        "name"].head(k).to_list()
