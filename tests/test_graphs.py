@@ -199,6 +199,8 @@ def test_capture_merge_errors_and_cli(synthetic: tuple[Path, Path], tmp_path: Pa
     ex, caps = synthetic
     with pytest.raises(TraceError, match="not a graph capture trace"):
         pt.load(ex, graph_capture=ex)
+    with pytest.raises(TraceError, match="only an execution_details.json"):
+        pt.load(ex, graph_capture=caps / "execution_details.json")
     assert main(["summary", str(ex), "--graph-capture", str(caps / "graph_capture_a.json"), "--graph-capture",
                  str(caps / "graph_capture_b.json"), "--plain", "-q"]) == 0
     out = capsys.readouterr().out

@@ -155,6 +155,9 @@ def _merge_graph_capture(trace: Trace, graph_capture: str | os.PathLike[str] | S
     from proftab.api import hook
 
     paths = [p for p in expand_sources(graph_capture) if os.path.basename(p) != "execution_details.json"]
+    if not paths:
+        msg = "no graph capture trace given (only an execution_details.json)"
+        raise TraceError(msg, path=os.fspath(graph_capture) if isinstance(graph_capture, str | os.PathLike) else None)
     captures = [(p, trace_from_files(read_files([p], salvage=salvage, ranks=[0]))) for p in paths]
     merged: Trace = hook("graph_capture")(trace, captures)
     return merged
