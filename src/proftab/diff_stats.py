@@ -44,7 +44,8 @@ STATS_COLUMNS = ["kind", "module", "name", "input_shapes", "match", "status", "n
 #: volatile name parts -> a fixed stand-in: object addresses, temporary paths, pids, thread ids
 _VOLATILE = [
     (r"0x[0-9a-fA-F]+", "0x…"),
-    (r"/tmp/[^\s:'\"]+", "/tmp/…"),
+    (r"/tmp/[^/\s:'\"()]+/", "/tmp/…/"),  # a temporary directory
+    (r"\btmp[a-z0-9_]{6,}", "tmp…"),  # tempfile's names (tmpab12cd34)
     (r"(?i)\b(pid|tid)([ :=#]+)\d+", "${1}${2}…"),
 ]
 
@@ -55,7 +56,8 @@ def normalize_name(name: pl.Expr) -> pl.Expr:
     """`name` with its volatile parts replaced, for matching across runs.
 
     ``<built-in method relu of type object at 0x7fd4740cea40>`` becomes ``... at 0x…>``;
-    temporary paths (``/tmp/...``) become ``/tmp/…`` and ``pid 123`` / ``tid=7`` lose the number.
+    a temporary directory (``/tmp/x/``) becomes ``/tmp/…/``, tempfile's ``tmpab12cd34``
+    ``tmp…``, and ``pid 123`` / ``tid=7`` lose the number.
     """
     for pattern, repl in _VOLATILE:
         name = name.str.replace_all(pattern, repl)
@@ -63,10 +65,11 @@ def normalize_name(name: pl.Expr) -> pl.Expr:
 
 
 def _windows(events: pl.DataFrame, window: str | None) -> pl.DataFrame:
-    """Step windows: `ProfilerStep#N`, or each host annotation named `window` (numbered per rank)."""
+    """Step windows: `ProfilerStep#N`, or each host annotation whose name starts with `window`
+    (numbered per rank in time order)."""
     if window is None:
         return step_windows(events)
-    return (events.filter(kinds.is_host() & (pl.col("name") == window))
+    return (events.filter(kinds.is_user_annotation() & pl.col("name").str.starts_with(window))
             .sort("rank", "start_ns")
             .select("rank", pl.int_range(pl.len()).over("rank").cast(pl.Int64).alias("step"), "name", "start_ns",
                     "end_ns", "dur_ns", "event_id"))
@@ -87,8 +90,8 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None,
     warmup
         Leave out each rank's first `warmup` steps (warm-up: allocator, caches, autotuning).
     window
-        Name of a host annotation (`record_function`) whose ranges are the steps, instead
-        of `ProfilerStep#N`.
+        Name prefix of the host annotations (`record_function`) whose ranges are the steps,
+        instead of `ProfilerStep#N` (e.g. ``"microbatch_"``).
     unit
         Force ``"event"`` samples (default: ``"step"`` when each rank keeps >= 2 steps).
 
@@ -110,7 +113,7 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None,
     nested = trace.collect("nested", [c for c in (*_EVENTS, "self_ns") if c in names])
     windows = _windows(nested, window)
     if window is not None and windows.is_empty():
-        msg = f"window={window!r}: no host annotation of that name in the trace"
+        msg = f"window={window!r}: no user annotation whose name starts with it in the trace"
         raise UsageError(msg)
     first = windows.group_by("rank").agg(pl.col("step").sort().head(warmup).alias("_skip"))
     kept = windows.join(first, on="rank", how="left").filter(
@@ -120,7 +123,8 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None,
         unit = "step" if isinstance(fewest, int) and fewest >= 2 else "event"
     paths = _module_paths(trace)
     host = nested.filter(kinds.is_host_op() & ~pl.col("name").str.starts_with(STEP_PREFIX)
-                         & (pl.col("name") != (window or ""))
+                         & ~(pl.lit(window is not None) & kinds.is_user_annotation()
+                             & pl.col("name").str.starts_with(window or ""))
                          & ~(kinds.is_python_frame() & pl.col("name").str.starts_with(kinds.MODULE_PREFIX)))
     host = host.join(paths, on=["rank", "event_id"], how="left")
     host = host.with_columns(
@@ -144,7 +148,7 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None,
                                  flops=pl.lit(0, pl.Int64)))
     if unit == "step":
         parts.append(kept.select("rank", "start_ns", "event_id", kind=pl.lit("step"), module=pl.lit(""),
-                                 name=pl.lit(window or "ProfilerStep*"), input_shapes=pl.lit("[]"),
+                                 name=pl.lit(f"{window}*" if window else "ProfilerStep*"), input_shapes=pl.lit("[]"),
                                  value_ns=pl.col("dur_ns"), flops=pl.lit(0, pl.Int64)))
     rows = pl.concat([p.with_columns(pl.col("value_ns").cast(pl.Int64), pl.col("flops").cast(pl.Int64),
                                      pl.col("rank").cast(windows.schema["rank"])) for p in parts])
