@@ -97,7 +97,8 @@ def test_erfc_and_holm_against_references() -> None:
 def test_normalize_name_removes_volatile_parts() -> None:
     names = pl.Series(["<built-in method relu of type object at 0x7fd4740cea40>",
                        "<built-in method relu of type object at 0x7fa59f8cea40>",
-                       "/tmp/tmpab12cd/model.py(3): f", "/var/tmpk2j4h5x9.py(1): g", "worker pid 4121", "worker pid=977", "aten::mm"])
+                       "/tmp/tmpab12cd/model.py(3): f", "/var/tmpk2j4h5x9.py(1): g", "worker pid 4121",
+                       "worker pid=977", "aten::mm"])
     out = pl.select(normalize_name(pl.lit(names))).to_series().to_list()
     assert out[0] == out[1] == "<built-in method relu of type object at 0x…>"
     assert out[2] == "/tmp/…/model.py(3): f" and out[3] == "/var/tmp….py(1): g"
@@ -195,7 +196,7 @@ def test_one_step_trace_falls_back_to_events() -> None:
     assert (d["unit"] == "event").all() and not d["significant"].any() and (d["delta_ns"] == 0).all()
     assert d.filter(pl.col("kind") == "step").is_empty()
     ops = tr.nested.filter(pl.col("name") == "aten::addmm")
-    row = d.filter((pl.col("name") == "aten::addmm")).select(pl.col("n_samples_a").sum()).item()
+    row = d.filter(pl.col("name") == "aten::addmm").select(pl.col("n_samples_a").sum()).item()
     assert row == ops.height  # every event is a sample
     # annotation windows: the two micro-batches are the steps
     s, unit = step_samples(tr, warmup=0, window="microbatch_")

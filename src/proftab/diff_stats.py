@@ -17,7 +17,7 @@ effect's confidence interval. A trace with a single step falls back to event-lev
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import polars as pl
@@ -168,8 +168,8 @@ def _module_paths(trace: Trace) -> pl.DataFrame:
     """`rank`, `event_id`, `module`: the module path each host row's time is charged to."""
     if not trace.categories & {kinds.PYTHON_FRAME, kinds.USER_ANNOTATION}:
         return pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "module": pl.String})
-    frames = trace.modules.tree()
-    assigned = trace.modules.assigned()
+    frames: pl.DataFrame = trace.modules.tree()
+    assigned: pl.DataFrame = trace.modules.assigned()
     return (assigned.filter(pl.col("frame_id").is_not_null())
             .join(frames.select("rank", "frame_id", pl.col("path").alias("module")), on=["rank", "frame_id"])
             .select("rank", "event_id", "module"))
@@ -218,7 +218,8 @@ def _erfc(x: np.ndarray) -> np.ndarray:
     poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
         -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
     ans = t * np.exp(poly)
-    return np.where(x >= 0, ans, 2.0 - ans)
+    out: np.ndarray = np.where(x >= 0, ans, 2.0 - ans)
+    return out
 
 
 def mann_whitney(long: pl.DataFrame) -> pl.DataFrame:
@@ -506,7 +507,7 @@ def regressions(d: pl.DataFrame, threshold: float = 0.02) -> pl.DataFrame:
                   descending=[False, False, True])
 
 
-def headline(r: dict[str, object]) -> str:
+def headline(r: dict[str, Any]) -> str:
     """One line for a row of `stats_diff`: ``Net_0.Block_2 +1.8 ms/step [CI …] (aten::mm … added)``."""
     from proftab.render.text import fmt_ns, fmt_share
 
@@ -517,7 +518,7 @@ def headline(r: dict[str, object]) -> str:
     text = (f"{r['kind']} {name}{shapes if r['kind'] in ('op', 'kernel') else ''}{where} "
             f"{fmt_ns(r['delta_ns'], signed=True)}/{per} ({fmt_share(r['step_share'], signed=True)} of the step) "
             f"[CI {fmt_ns(r['ci_low_ns'], signed=True)} .. {fmt_ns(r['ci_high_ns'], signed=True)}], "
-            f"{r['status']}, p={r['p_value']:.2g}" if r["p_value"] is not None else "")
+            f"{r['status']}" + (f", p={r['p_value']:.2g}" if r["p_value"] is not None else ""))
     if r["kind"] in ("op", "kernel") and r["flops_delta"]:
         text += f", {r['flops_delta']:+,} FLOPs/{per}"
     if r.get("cause"):
