@@ -98,11 +98,12 @@ def test_normalize_name_removes_volatile_parts() -> None:
     names = pl.Series(["<built-in method relu of type object at 0x7fd4740cea40>",
                        "<built-in method relu of type object at 0x7fa59f8cea40>",
                        "/tmp/tmpab12cd/model.py(3): f", "/var/tmpk2j4h5x9.py(1): g", "worker pid 4121",
-                       "worker pid=977", "aten::mm"])
+                       "worker pid=977", "aten::mm", "model.py(46): forward"])
     out = pl.select(normalize_name(pl.lit(names))).to_series().to_list()
     assert out[0] == out[1] == "<built-in method relu of type object at 0x…>"
-    assert out[2] == "/tmp/…/model.py(3): f" and out[3] == "/var/tmp….py(1): g"
+    assert out[2] == "/tmp/…/model.py(…): f" and out[3] == "/var/tmp….py(…): g"
     assert out[4] == "worker pid …" and out[5] == "worker pid=…" and out[6] == "aten::mm"
+    assert out[7] == "model.py(…): forward"
 
 
 # ------------------------------------------------------------------------------------ samples are exact

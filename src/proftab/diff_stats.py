@@ -47,6 +47,7 @@ _VOLATILE = [
     (r"/tmp/[^/\s:'\"()]+/", "/tmp/…/"),  # a temporary directory
     (r"\btmp[a-z0-9_]{6,}", "tmp…"),  # tempfile's names (tmpab12cd34)
     (r"(?i)\b(pid|tid)([ :=#]+)\d+", "${1}${2}…"),
+    (r"\.py\(\d+\)", ".py(…)"),  # a python frame's line number (moves with any edit above it)
 ]
 
 Unit = Literal["step", "event"]
@@ -57,7 +58,7 @@ def normalize_name(name: pl.Expr) -> pl.Expr:
 
     ``<built-in method relu of type object at 0x7fd4740cea40>`` becomes ``... at 0x…>``;
     a temporary directory (``/tmp/x/``) becomes ``/tmp/…/``, tempfile's ``tmpab12cd34``
-    ``tmp…``, and ``pid 123`` / ``tid=7`` lose the number.
+    ``tmp…``, a python frame's line number (``model.py(46): forward``) ``model.py(…)``, and ``pid 123`` / ``tid=7`` lose the number.
     """
     for pattern, repl in _VOLATILE:
         name = name.str.replace_all(pattern, repl)
@@ -493,9 +494,9 @@ def regressions(d: pl.DataFrame, threshold: float = 0.02) -> pl.DataFrame:
     """The gate: significant regressions larger than `threshold` of the baseline's step time.
 
     Rows of `stats_diff` with `significant`, `delta_ns` > 0 and `step_share` > `threshold`
-    (added keys count when significant). Ordered so that the culprit comes first: the ops
-    and kernels (largest first) and, before each, nothing else; then modules, deepest
-    first; then the step.
+    (added keys count when significant). Ordered so that the culprit comes first: modules,
+    deepest first (their `cause` names the op), then ops and kernels, largest first, then
+    the step.
     """
     if threshold < 0:
         msg = f"threshold must be >= 0, not {threshold}"
