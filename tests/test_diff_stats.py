@@ -211,8 +211,13 @@ def test_gpu_pair_rank_dirs_and_datasets(tmp_path: Path) -> None:
     assert {"kernel", "op", "step"} <= set(d["kind"])
     kern = d.filter(pl.col("kind") == "kernel")
     assert kern["n_samples_a"].max() == 2
-    both = pt.diff(RANKS, RANKS, stats=True, warmup=0)
+    rank_dir = tmp_path / "ranks"
+    rank_dir.mkdir()
+    for f in RANKS:
+        (rank_dir / f.name).write_bytes(f.read_bytes())
+    both = pt.diff(RANKS, rank_dir, stats=True, warmup=0)
     assert (both["n_samples_a"] == 4).all() and (both["delta_ns"] == 0).all()  # 2 ranks x 2 steps
+    assert not both["significant"].any()
     tr = pt.load(RERUN_A)
     tr.to_parquet(str(tmp_path / "ds"))
     from_ds = pt.diff(pt.scan(str(tmp_path / "ds")), RERUN_B, stats=True)
@@ -242,6 +247,7 @@ def test_cli_gate_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str
                  str(tmp_path / "d.csv")]) == 0
     assert pl.read_csv(tmp_path / "d.csv").height > 100
     assert main(["diff", str(RERUN_A), str(SLOWED), "--gate", "--normalize", "step"]) == 2
+    assert main(["diff", str(RERUN_A), str(SLOWED), "--gate", "--threshold", "two"]) == 2
 
 
 def test_report_markdown_without_regressions(traces: dict[str, pt.Trace]) -> None:

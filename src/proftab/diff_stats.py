@@ -456,11 +456,12 @@ def _with_causes(out: pl.DataFrame) -> pl.DataFrame:
             pl.format(", {} FLOPs/step", pl.col("flops_delta").map_elements(lambda v: f"{v:+,}",
                                                                              return_dtype=pl.String)))
         .otherwise(pl.lit("")))
-    mods = out.filter(pl.col("kind") == "module").select("module").unique()
     if ops.is_empty():
         return out.with_columns(cause=pl.lit(None, pl.String))
-    pairs = mods.join(ops, how="cross", suffix="_op").filter(
-        (pl.col("module_op") == pl.col("module")) | pl.col("module_op").str.starts_with(pl.col("module") + "."))
+    # each op under its module and every ancestor path ("a.b.c" -> "a", "a.b", "a.b.c"): Σ depth rows
+    parts = ops.filter(pl.col("module") != "").with_columns(_parts=pl.col("module").str.split("."))
+    pairs = (parts.with_columns(_k=pl.int_ranges(1, pl.col("_parts").list.len() + 1)).explode("_k")
+             .with_columns(module=pl.col("_parts").list.head(pl.col("_k")).list.join(".")))
     top = pairs.sort(pl.col("delta_ns").abs(), descending=True).unique("module", keep="first").select(
         "module", cause="text")
     step_cause = ops.sort(pl.col("delta_ns").abs(), descending=True).head(1)["text"][0]
