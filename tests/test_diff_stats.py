@@ -254,3 +254,32 @@ def test_report_markdown_without_regressions(traces: dict[str, pt.Trace]) -> Non
     d = pt.diff(traces["a"], traces["b"], stats=True)
     text = report_markdown(d, threshold=0.02)
     assert "**No significant regression** larger than 2.0% of the step time" in text
+
+
+def _samples(rows: list[tuple[str, str, str, str, int, int]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=["kind", "module", "name", "input_shapes", "sample", "value_ns"],
+                        orient="row").with_columns(shown_name=pl.col("name"), flops=pl.lit(0, pl.Int64)).select(
+        "kind", "module", "name", "input_shapes", "shown_name", "sample", "value_ns", "flops")
+
+
+def test_matching_levels_on_synthetic_keys() -> None:
+    """An op that moved module matches on op + shape; one whose shape changed on op; a new op is added."""
+    steps = range(6)
+    a = _samples([("op", "m.0", "aten::mm", "[[2, 2]]", s, 100 + s) for s in steps]
+                 + [("op", "m.1", "aten::relu", "[[4]]", s, 50) for s in steps]
+                 + [("op", "m.2", "aten::add", "[[8]]", s, 10) for s in steps])
+    b = _samples([("op", "m.0", "aten::mm", "[[2, 2]]", s, 100 + s) for s in steps]
+                 + [("op", "m.9", "aten::relu", "[[4]]", s, 50) for s in steps]  # moved module
+                 + [("op", "m.2", "aten::add", "[[16]]", s, 30) for s in steps]  # new shape, slower
+                 + [("op", "m.2", "aten::cat", "[]", s, 7) for s in steps if s % 2])  # added, every 2nd step
+    d = compare(a, b, alpha=0.05, n_boot=100)
+    by = {r["name"]: r for r in d.iter_rows(named=True)}
+    assert by["aten::mm"]["match"] == "module+op+shape" and by["aten::mm"]["delta_ns"] == 0
+    assert (by["aten::relu"]["match"], by["aten::relu"]["module"]) == ("op+shape", "")
+    assert by["aten::add"]["match"] == "op" and by["aten::add"]["input_shapes"] == "[]"
+    assert by["aten::add"]["delta_ns"] == 20 and by["aten::add"]["significant"]
+    cat = by["aten::cat"]
+    assert (cat["status"], cat["match"], cat["mean_ns_a"]) == ("added", None, 0)
+    assert cat["mean_ns_b"] == round(3 * 7 / 6) and cat["n_samples_b"] == 6  # absent steps count 0
+    with pytest.raises(pt.ProftabError, match="alpha"):
+        compare(a, b, alpha=1.5)
