@@ -161,6 +161,11 @@ def test_slowed_run_names_the_module_and_the_added_matmul(traces: dict[str, pt.T
     assert op["mean_ns_a"] == 0 and op["delta_ns"] == op["mean_ns_b"]
     # no other module regresses beyond the threshold
     assert set(reg.filter(pl.col("kind") == "module")["module"]) == {"Net_0.Block_2"}
+    # the model's own names (instance_names(model, x) of generate.py's Net gives these)
+    names = {"Net_0": "model", **{f"Block_{i}": f"model.layers.{i}" for i in range(4)}}
+    named = regressions(pt.diff(traces["a"], traces["slowed"], stats=True, names=names), 0.02)
+    assert named["module"].to_list()[:2] == ["model.layers.2", "model.layers.2"]
+    assert named.filter(pl.col("kind") == "module")["name"].to_list() == ["model.layers.2"]
     # the shared ops matched at the most specific level
     addmm = d.filter(pl.col("name") == "aten::addmm")
     assert (addmm["match"] == "module+op+shape").all() and addmm.height == 8

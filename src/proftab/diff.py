@@ -22,7 +22,7 @@ from proftab.steps import step_windows
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from proftab.trace import Trace
 
@@ -78,7 +78,7 @@ def _side(rows: pl.DataFrame, keys: list[str], scale: float) -> pl.DataFrame:
 def diff(a: object, b: object, *, group_by_input_shape: bool = False,
          normalize: Literal["rank", "step"] | None = None,
          sort: Literal["self", "total", "calls"] = "self", stats: bool = False, warmup: int = 2,
-         window: str | None = None, alpha: float = 0.01) -> pl.DataFrame:
+         window: str | None = None, alpha: float = 0.01, names: Mapping[str, str] | None = None) -> pl.DataFrame:
     """Per key_averages row: calls, self and total in `a` and `b`, with absolute and relative change.
 
     Parameters
@@ -104,6 +104,9 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
         With `stats`: a host annotation name whose ranges are the steps instead of `ProfilerStep#N`.
     alpha
         With `stats`: family-wise error rate (Holm) and 1 - the confidence level of the CIs.
+    names
+        With `stats`: instance name -> the model's name (`proftab.modules.instance_names`),
+        so modules read ``model.layers.2`` instead of ``Net_0.Block_2``.
 
     Returns
     -------
@@ -118,7 +121,7 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
     >>> d.head(10)                                                         # doctest: +SKIP
     """
     if stats:
-        return _stats(a, b, warmup=warmup, window=window, alpha=alpha)
+        return _stats(a, b, warmup=warmup, window=window, alpha=alpha, names=names)
     if normalize not in (None, "rank", "step"):  # checked before loading anything
         msg = f"unknown normalize {normalize!r}; valid: 'rank', 'step' or None"
         raise UsageError(msg)
@@ -164,7 +167,8 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
     return j.select(*DIFF_COLUMNS[:3], *front, *DIFF_COLUMNS[3:])
 
 
-def _stats(a: object, b: object, *, warmup: int, window: str | None, alpha: float) -> pl.DataFrame:
+def _stats(a: object, b: object, *, warmup: int, window: str | None, alpha: float,
+           names: Mapping[str, str] | None) -> pl.DataFrame:
     from proftab.diff_stats import stats_diff
     from proftab.trace import Trace
 
@@ -177,4 +181,4 @@ def _stats(a: object, b: object, *, warmup: int, window: str | None, alpha: floa
         from proftab.io.files import load
 
         return load(x)  # type: ignore[arg-type]
-    return stats_diff(trace(a, "a"), trace(b, "b"), warmup=warmup, window=window, alpha=alpha)
+    return stats_diff(trace(a, "a"), trace(b, "b"), warmup=warmup, window=window, alpha=alpha, names=names)

@@ -27,6 +27,8 @@ from proftab.exceptions import UsageError
 from proftab.steps import STEP_PREFIX, assign_steps, step_windows
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from proftab.trace import Trace
 
 __all__ = ["KEY_COLUMNS", "SAMPLE_COLUMNS", "STATS_COLUMNS", "compare", "normalize_name", "regressions",
@@ -58,7 +60,8 @@ def normalize_name(name: pl.Expr) -> pl.Expr:
 
     ``<built-in method relu of type object at 0x7fd4740cea40>`` becomes ``... at 0x…>``;
     a temporary directory (``/tmp/x/``) becomes ``/tmp/…/``, tempfile's ``tmpab12cd34``
-    ``tmp…``, a python frame's line number (``model.py(46): forward``) ``model.py(…)``, and ``pid 123`` / ``tid=7`` lose the number.
+    ``tmp…``, a python frame's line number (``model.py(46): forward``) ``model.py(…)``, and
+    ``pid 123`` / ``tid=7`` lose the number.
     """
     for pattern, repl in _VOLATILE:
         name = name.str.replace_all(pattern, repl)
@@ -80,8 +83,8 @@ _EVENTS = ["rank", "event_id", "cat", "name", "start_ns", "end_ns", "dur_ns", "i
            "concrete_inputs"]
 
 
-def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None,
-                 unit: Unit | None = None) -> tuple[pl.DataFrame, Unit]:
+def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None, unit: Unit | None = None,
+                 names: Mapping[str, str] | None = None) -> tuple[pl.DataFrame, Unit]:
     """Per key and step of `trace`, the time of the key in that step: the samples `compare` tests.
 
     Parameters
@@ -95,6 +98,10 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None,
         instead of `ProfilerStep#N` (e.g. ``"microbatch_"``).
     unit
         Force ``"event"`` samples (default: ``"step"`` when each rank keeps >= 2 steps).
+    names
+        Instance name -> the model's name (`proftab.modules.instance_names(model, x)`):
+        a module path whose innermost instance is known is shown by that name
+        (``Net_0.Block_2`` -> ``model.layers.2``).
 
     Returns
     -------
@@ -110,8 +117,8 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None,
     if warmup < 0:
         msg = f"warmup must be >= 0 steps, not {warmup}"
         raise UsageError(msg)
-    names = trace.lazy("nested").collect_schema().names()
-    nested = trace.collect("nested", [c for c in (*_EVENTS, "self_ns") if c in names])
+    have = trace.lazy("nested").collect_schema().names()
+    nested = trace.collect("nested", [c for c in (*_EVENTS, "self_ns") if c in have])
     windows = _windows(nested, window)
     if window is not None and windows.is_empty():
         msg = f"window={window!r}: no user annotation whose name starts with it in the trace"
@@ -154,6 +161,13 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None,
     rows = pl.concat([p.with_columns(pl.col("value_ns").cast(pl.Int64), pl.col("flops").cast(pl.Int64),
                                      pl.col("rank").cast(windows.schema["rank"])) for p in parts])
     rows = rows.with_columns(shown_name=pl.col("name"), name=normalize_name(pl.col("name")))
+    if names:
+        known = pl.col("module").str.split(".").list.last().replace_strict(dict(names), default=None,
+                                                                            return_dtype=pl.String)
+        renamed = pl.when(pl.col("module") != "").then(known.fill_null(pl.col("module"))).otherwise(pl.col("module"))
+        rows = rows.with_columns(module=renamed).with_columns(
+            name=pl.when(pl.col("kind") == "module").then(pl.col("module")).otherwise(pl.col("name")),
+            shown_name=pl.when(pl.col("kind") == "module").then(pl.col("module")).otherwise(pl.col("shown_name")))
     if unit == "event":
         if not kept.is_empty():  # the one kept step (per rank) bounds the events
             rows = assign_steps(rows, kept).filter(pl.col("step").is_not_null()).drop("step")
@@ -472,21 +486,21 @@ def _with_causes(out: pl.DataFrame) -> pl.DataFrame:
 
 
 def stats_diff(a: Trace, b: Trace, *, warmup: int = 2, window: str | None = None, alpha: float = 0.01,
-               n_boot: int = 2000, seed: int = 0) -> pl.DataFrame:
+               n_boot: int = 2000, seed: int = 0, names: Mapping[str, str] | None = None) -> pl.DataFrame:
     """`compare` of the `step_samples` of two traces, plus `unit`.
 
     `unit` is ``"step"``, or ``"event"`` when either trace keeps fewer than two steps per
     rank after the warm-up (then `n_samples_*` count events and deltas are per trace).
     Parameters as in `step_samples` and `compare`.
     """
-    sa, ua = step_samples(a, warmup=warmup, window=window)
-    sb, ub = step_samples(b, warmup=warmup, window=window)
+    sa, ua = step_samples(a, warmup=warmup, window=window, names=names)
+    sb, ub = step_samples(b, warmup=warmup, window=window, names=names)
     unit: Unit = "step" if ua == ub == "step" else "event"
     if unit == "event" and (ua == "step" or ub == "step"):  # both sides sample alike
         if ua == "step":
-            sa, _ = step_samples(a, warmup=warmup, window=window, unit="event")
+            sa, _ = step_samples(a, warmup=warmup, window=window, unit="event", names=names)
         if ub == "step":
-            sb, _ = step_samples(b, warmup=warmup, window=window, unit="event")
+            sb, _ = step_samples(b, warmup=warmup, window=window, unit="event", names=names)
     out = compare(sa, sb, unit, alpha=alpha, n_boot=n_boot, seed=seed)
     return out.with_columns(unit=pl.lit(unit))
 
