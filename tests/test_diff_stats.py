@@ -251,6 +251,10 @@ def test_cli_gate_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["diff", str(RERUN_A), str(SLOWED), "--gate", "--threshold", "50%", "-o",
                  str(tmp_path / "d.csv")]) == 0
     assert pl.read_csv(tmp_path / "d.csv").height > 100
+    # a Parquet dataset (proftab convert / to_parquet) as the baseline
+    pt.load(RERUN_A).to_parquet(str(tmp_path / "ds"))
+    assert main(["diff", str(tmp_path / "ds"), str(SLOWED), "--gate", "-q", "-o", str(tmp_path / "x.txt")]) == 1
+    assert "Net_0.Block_2" in (tmp_path / "x.txt").read_text()
     assert main(["diff", str(RERUN_A), str(SLOWED), "--gate", "--normalize", "step"]) == 2
     assert main(["diff", str(RERUN_A), str(SLOWED), "--gate", "--threshold", "two"]) == 2
 
