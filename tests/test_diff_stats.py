@@ -147,6 +147,14 @@ def test_rerun_vs_rerun_passes_the_gate(traces: dict[str, pt.Trace]) -> None:
     assert relu.height >= 1 and relu["name"][0] in raw_a | raw_b  # shown once, as recorded
     step = d.filter(pl.col("kind") == "step").row(0, named=True)
     assert step["ci_low_ns"] <= step["delta_ns"] <= step["ci_high_ns"] and step["n_samples_a"] == 38
+    # the real step durations: the vectorized test against the pair-counting reference, the delta exact
+    durs = [step_windows(traces[k].events).sort("step")["dur_ns"].to_list()[2:] for k in ("a", "b")]
+    long = pl.DataFrame({"group": [0] * 76, "side": [0] * 38 + [1] * 38,
+                         "value": [float(v) for v in durs[0] + durs[1]]})
+    assert mann_whitney(long)["p_value"][0] == pytest.approx(_reference_mwu(*[[float(v) for v in x] for x in durs]),
+                                                             rel=1e-6)
+    assert step["delta_ns"] == round(sum(durs[1]) / 38 - sum(durs[0]) / 38)
+    assert step["mean_ns_a"] == round(sum(durs[0]) / 38)
 
 
 def test_slowed_run_names_the_module_and_the_added_matmul(traces: dict[str, pt.Trace]) -> None:

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["KEY_COLUMNS", "SAMPLE_COLUMNS", "STATS_COLUMNS", "compare", "normalize_name", "regressions",
-           "report_markdown", "stats_diff", "step_samples"]
+__all__ = ["KEY_COLUMNS", "SAMPLE_COLUMNS", "STATS_COLUMNS", "compare", "headline", "holm", "mann_whitney",
+           "normalize_name", "regressions", "report_markdown", "stats_diff", "step_samples"]
 
 #: the columns that identify a key (`module` is "" for a key outside every module)
 KEY_COLUMNS = ["kind", "module", "name", "input_shapes"]
@@ -312,10 +312,11 @@ def compare(samples_a: pl.DataFrame, samples_b: pl.DataFrame, unit: Unit = "step
     pl.DataFrame
         `STATS_COLUMNS`, one row per matched key (or added / removed key): `match` (the level
         it matched at, null when added / removed), `status` (``added``, ``removed``,
-        ``changed``: significant, ``same``), `mean_ns_*` (per step), `delta_ns` (B - A per
-        step), `ci_low_ns` / `ci_high_ns`, `rel` (delta / mean A), `step_share` (delta / the
-        baseline's mean step time), `p_value` (Holm-adjusted), `significant`, `flops_delta`
-        (per step), `cause` (modules and the step: the op in it whose change is largest).
+        ``changed``: significant, ``same``), `mean_ns_*` (per step; Σ per trace in the
+        event unit), `delta_ns` (B - A, likewise), `ci_low_ns` / `ci_high_ns`, `rel`
+        (delta / mean A), `step_share` (delta / the baseline's mean step time), `p_value`
+        (Holm-adjusted), `significant`, `flops_delta` (per step), `cause` (modules and the
+        step: the op in it whose change is largest).
         Sorted by `delta_ns`, largest regression first.
     """
     if not 0 < alpha < 1:
