@@ -217,6 +217,28 @@ def test_one_step_trace_falls_back_to_events() -> None:
     assert unit == "step" and s["sample"].n_unique() == 2
     with pytest.raises(pt.ProftabError, match="no user annotation"):
         step_samples(tr, window="nonesuch")
+    # the one step is a warm-up step too: its events still bound the samples
+    s, unit = step_samples(tr)
+    w = step_windows(tr.events).row(0, named=True)
+    inside = (pl.col("start_ns") >= w["start_ns"]) & (pl.col("start_ns") < w["end_ns"])
+    ids = set(s.filter(pl.col("kind") == "op")["sample"])
+    assert unit == "event" and ids <= set(tr.nested.filter(inside)["event_id"])
+    assert set(tr.nested.filter(inside & (pl.col("cat") == "cpu_op"))["event_id"]) <= ids
+
+
+def test_trace_without_steps(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    p = tmp_path / "nosteps.json.gz"
+    ev = [{"ph": "X", "name": n, "cat": "cpu_op", "ts": i * 10, "dur": d, "pid": 1, "tid": 1}
+          for i, (n, d) in enumerate([("aten::mm", 5), ("aten::mm", 7), ("aten::add", 2)])]
+    with gzip.open(p, "wt") as fh:
+        json.dump({"traceEvents": ev}, fh)
+    d = pt.diff(p, p, stats=True)
+    assert (d["unit"] == "event").all() and set(d["name"]) == {"aten::mm", "aten::add"}
+    mm = d.filter(pl.col("name") == "aten::mm").row(0, named=True)
+    assert (mm["n_samples_a"], mm["mean_ns_a"], mm["delta_ns"], mm["significant"]) == (2, 12_000, 0, False)
 
 
 def test_gpu_pair_rank_dirs_and_datasets(tmp_path: Path) -> None:

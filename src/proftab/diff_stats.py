@@ -109,7 +109,8 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None, un
         The samples (`SAMPLE_COLUMNS`; `sample` is ``rank * 2**32 + step``, a key absent
         from a step has no row there) and the unit: ``"step"``, or ``"event"`` when fewer
         than two steps remain after the warm-up (then every event is a sample, `sample` its
-        event id, and step keys are left out).
+        event id, step keys are left out, and the events are those in the kept steps, else
+        in any step, else the whole trace).
     """
     from proftab.torch.aggregate import input_shapes_expr
     from proftab.torch.flops import torch_flops
@@ -169,8 +170,9 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None, un
             name=pl.when(pl.col("kind") == "module").then(pl.col("module")).otherwise(pl.col("name")),
             shown_name=pl.when(pl.col("kind") == "module").then(pl.col("module")).otherwise(pl.col("shown_name")))
     if unit == "event":
-        if not kept.is_empty():  # the one kept step (per rank) bounds the events
-            rows = assign_steps(rows, kept).filter(pl.col("step").is_not_null()).drop("step")
+        bound = kept if not kept.is_empty() else windows  # the kept steps, else every step, else all
+        if not bound.is_empty():
+            rows = assign_steps(rows, bound).filter(pl.col("step").is_not_null()).drop("step")
         return rows.select(*KEY_COLUMNS, "shown_name", pl.col("event_id").alias("sample"), "value_ns",
                            "flops"), unit
     rows = assign_steps(rows, kept).filter(pl.col("step").is_not_null())
