@@ -33,6 +33,7 @@ from proftab.api import register_trace_namespace
 from proftab.compiled._names import GENERATED_PATTERN, KIND_NAMES, kernel_name_columns, split_fused_ops
 from proftab.exceptions import UsageError
 from proftab.intervals.tree import nearest_ancestor, row_positions
+from proftab.io.inductor import PROVENANCE_TABLE
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["KERNEL_COLUMNS", "KIND_NAMES", "PROVENANCE_TABLE", "REGION_COLUMNS", "Compiled", "apportion",
            "kernel_events", "kernels", "key_averages", "regions", "split_fused_ops"]
 
-#: the Trace table `pt.load(..., compile_provenance=...)` adds (`proftab.io.inductor.PROVENANCE_COLUMNS`)
-PROVENANCE_TABLE = "compile_provenance"
 CALL_PREFIX = "## Call CompiledFxGraph"
 REGION_PREFIX = "Torch-Compiled Region"
 _COMPILE_ID_RE = r"compile_id=(\d+/\d+)"
@@ -133,17 +132,19 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
 def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.DataFrame:
     """One row per (kernel event, node): provenance nodes where they exist, else the fused ops (a guess).
 
-    Columns: rank, event_id, dur_ns, mapped, node, aten_op, module, source (`file:line`), source_code.
+    Columns: rank, event_id, dur_ns, mapped, node, aten_op, pre_grad_op, module, source (`file:line`),
+    source_code.
     """
     base = events.select("rank", "event_id", "kernel", "compile_id", "dur_ns", "fused_ops")
     mapped = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "node": pl.String,
-                                  "aten_op": pl.String, "module": pl.String, "source": pl.String,
+                                  "aten_op": pl.String, "pre_grad_op": pl.String, "module": pl.String,
+                                  "source": pl.String,
                                   "source_code": pl.String})
     if provenance is not None and provenance.height:
         prov = provenance.with_columns(
             source=pl.when(pl.col("source_file").is_not_null())
             .then(pl.format("{}:{}", "source_file", "source_line")))
-        cols = ["node", "aten_op", "module", "source", "source_code"]
+        cols = ["node", "aten_op", "pre_grad_op", "module", "source", "source_code"]
         by_id = prov.filter(pl.col("compile_id").is_not_null()).select("compile_id", "kernel", *cols)
         # mapping files without a compile id: per kernel name, the first artifact that has it
         first = (prov.filter(pl.col("compile_id").is_null()).select("artifact", "kernel").unique(maintain_order=True)
@@ -158,6 +159,7 @@ def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.Data
                .filter(pl.col("fused_ops").is_not_null())
                .select("rank", "event_id", pl.col("fused_ops").alias("node"),
                        pl.format("aten::{}", "fused_ops").alias("aten_op"),
+                       pl.format("aten::{}", "fused_ops").alias("pre_grad_op"),
                        pl.lit(None, pl.String).alias("module"), pl.lit(None, pl.String).alias("source"),
                        pl.lit(None, pl.String).alias("source_code")))
     rows = pl.concat([mapped.with_columns(mapped=pl.lit(True)), guessed.with_columns(mapped=pl.lit(False))])
@@ -201,8 +203,9 @@ def kernels(events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.
     return out.with_columns(guess=~pl.col("mapped")).select(KERNEL_COLUMNS)
 
 
-By = Literal["op", "module", "source", "node"]
-_KEYS: dict[str, list[str]] = {"op": ["aten_op"], "module": ["module"], "source": ["source", "source_code"],
+By = Literal["op", "pre_grad_op", "module", "source", "node"]
+_KEYS: dict[str, list[str]] = {"op": ["aten_op"], "pre_grad_op": ["pre_grad_op"], "module": ["module"],
+                               "source": ["source", "source_code"],
                                "node": ["node", "aten_op", "module", "source"]}
 
 
@@ -216,7 +219,9 @@ def apportion(events: pl.DataFrame, provenance: pl.DataFrame | None = None, by: 
     provenance
         `read_provenance(...)` or None.
     by
-        `"op"` (`aten_op`), `"module"`, `"source"` (`source` = `file:line`, `source_code`), `"node"`.
+        `"op"` (`aten_op`, the post-grad op), `"pre_grad_op"` (the torch-level op the model called,
+        `aten::layer_norm`, as eager runs it), `"module"`, `"source"` (`source` = `file:line`,
+        `source_code`), `"node"`.
 
     Returns
     -------
@@ -313,41 +318,52 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
     Returns
     -------
     pl.DataFrame
-        `ops` without the generated-kernel rows, plus per apportioned aten op: its kernel
+        `ops` without the generated-kernel rows, plus per apportioned op (the node's pre-grad
+        op, `aten::layer_norm`, the name eager runs; else its post-grad aten op): its kernel
         share added to `self_cpu_ns` and `cpu_total_ns` (host kernels) or `self_device_ns` and
-        `device_total_ns` (device kernels) of the op's row (a new row, `calls` 0, where the
-        op did not run eagerly), so `pt.diff(eager, compiled)` compares op by op.
+        `device_total_ns` (device kernels) of the op's row (a new row, `calls` = the kernel
+        events contributing, where the op does not run outside the kernels), so
+        `pt.diff(eager, compiled)` compares op by op. The self times still sum to the trace's.
     """
-    rows = _with_shares(_node_rows(events, provenance)).join(
+    rows = _with_shares(_node_rows(events, provenance)).with_columns(
+        aten_op=pl.coalesce("pre_grad_op", "aten_op")).join(
         events.select("rank", "event_id", "on_device"), on=["rank", "event_id"], how="left")
     dev_type = ops["device_type"].filter(ops["device_type"] != "CPU").first() if "device_type" in ops.columns \
         else None
-    per_op = rows.filter(pl.col("aten_op").is_not_null()).group_by("aten_op").agg(
+    rows = rows.with_columns(aten_op=pl.col("aten_op").fill_null(pl.format("inductor::{}", "node")))
+    per_op = rows.group_by("aten_op").agg(
         pl.col("share_ns").filter(~pl.col("on_device")).sum().cast(pl.Int64).alias("_host"),
-        pl.col("share_ns").filter(pl.col("on_device")).sum().cast(pl.Int64).alias("_dev"))
+        pl.col("share_ns").filter(pl.col("on_device")).sum().cast(pl.Int64).alias("_dev"),
+        pl.struct("rank", "event_id").filter(~pl.col("on_device")).n_unique().cast(pl.Int64).alias("_nh"),
+        pl.struct("rank", "event_id").filter(pl.col("on_device")).n_unique().cast(pl.Int64).alias("_nd"))
     gen_names = events["name"].unique()
     kept = ops.filter(~pl.col("name").is_in(gen_names.implode()))
-    host_rows = per_op.filter(pl.col("_host") > 0).select(pl.col("aten_op").alias("name"), "_host").with_columns(
-        device_type=pl.lit("CPU"))
-    dev_rows = per_op.filter(pl.col("_dev") > 0).select(pl.col("aten_op").alias("name"), "_dev").with_columns(
-        device_type=pl.lit(dev_type or "CUDA"))
-    add = pl.concat([host_rows.rename({"_host": "_add"}).with_columns(_on_dev=pl.lit(False)),
-                     dev_rows.rename({"_dev": "_add"}).with_columns(_on_dev=pl.lit(True))])
+    host_rows = per_op.filter(pl.col("_nh") > 0).select(
+        pl.col("aten_op").alias("name"), pl.col("_host").alias("_add"), pl.col("_nh").alias("_n")).with_columns(
+        device_type=pl.lit("CPU"), _on_dev=pl.lit(False))
+    dev_rows = per_op.filter(pl.col("_nd") > 0).select(
+        pl.col("aten_op").alias("name"), pl.col("_dev").alias("_add"), pl.col("_nd").alias("_n")).with_columns(
+        device_type=pl.lit(dev_type or "CUDA"), _on_dev=pl.lit(True))
+    add = pl.concat([host_rows, dev_rows])
     if not add.height:
         return kept
     key = ["name", "device_type"]
     kept = kept.with_columns(pl.col("is_user_annotation").fill_null(False)) if "is_user_annotation" in kept.columns \
         else kept
     new = add.join(kept.filter(~pl.col("is_user_annotation")) if "is_user_annotation" in kept.columns else kept,
-                   on=key, how="anti").select(key)
-    filled = pl.concat([kept, new], how="diagonal_relaxed").with_columns(
-        pl.col(c).fill_null(0) for c in ("calls", "self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns")
-        if c in kept.columns)
+                   on=key, how="anti").select(*key, pl.col("_n").alias("calls"))
+    blank = {"input_shapes": pl.lit(""), "overload_name": pl.lit(""), "stack": pl.lit([], pl.List(pl.String)),
+             "is_async": pl.lit(False), "top_level": pl.lit(False),
+             **{c: pl.lit(0) for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
+                                       "cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes",
+                                       "self_device_mem_bytes", "flops")}}
+    new = new.with_columns(v.alias(c) for c, v in blank.items() if c in kept.columns)
+    filled = pl.concat([kept, new], how="diagonal_relaxed")
     if "is_user_annotation" in filled.columns:
         filled = filled.with_columns(pl.col("is_user_annotation").fill_null(False))
         add = add.with_columns(is_user_annotation=pl.lit(False))
         key = [*key, "is_user_annotation"]
-    out = filled.join(add, on=key, how="left").with_columns(pl.col("_add").fill_null(0), pl.col("_on_dev")
+    out = filled.join(add.drop("_n"), on=key, how="left").with_columns(pl.col("_add").fill_null(0), pl.col("_on_dev")
                                                             .fill_null(False))
     host_add = pl.when(~pl.col("_on_dev")).then("_add").otherwise(0)
     dev_add = pl.when(pl.col("_on_dev")).then("_add").otherwise(0)
@@ -392,9 +408,12 @@ class Compiled:
         """One row per generated-kernel event: region, nodes, ops, modules, sources, time (`kernels`)."""
         return kernels(self.events(), self.provenance)
 
-    def by_op(self) -> pl.DataFrame:
-        """Kernel time per aten op, split equally over each kernel's nodes (`apportion`)."""
-        return apportion(self.events(), self.provenance, "op")
+    def by_op(self, level: Literal["post_grad", "pre_grad"] = "post_grad") -> pl.DataFrame:
+        """Kernel time per aten op, split equally over each kernel's nodes (`apportion`).
+
+        `level="pre_grad"`: per torch-level op the model called (`aten::layer_norm`), as eager runs it.
+        """
+        return apportion(self.events(), self.provenance, "op" if level == "post_grad" else "pre_grad_op")
 
     def by_module(self) -> pl.DataFrame:
         """Kernel time per nn.Module path (needs provenance; else one null row) (`apportion`)."""

@@ -141,7 +141,7 @@ def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, s
     paths = expand_sources(source)
     trace = trace_from_files(read_files(paths, salvage=salvage, ranks=ranks))
     if compile_provenance is not None:  # issue 28: torch.compile provenance
-        from proftab.io.inductor import read_provenance
+        from proftab.io.inductor import with_provenance
 
-        trace = Trace({**trace.tables, "compile_provenance": read_provenance(compile_provenance)}, trace.files)
+        trace = with_provenance(trace, compile_provenance)
     return trace

@@ -32,8 +32,13 @@ from proftab.exceptions import TraceError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["MAPPINGS_FILE", "POST_GRAD_FILE", "PROVENANCE_COLUMNS", "module_of_stack", "read_provenance"]
+    from proftab.trace import Trace
 
+__all__ = ["MAPPINGS_FILE", "POST_GRAD_FILE", "PROVENANCE_COLUMNS", "PROVENANCE_TABLE", "module_of_stack",
+           "read_provenance", "with_provenance"]
+
+#: the Trace table the provenance is kept in (`tr.collect(PROVENANCE_TABLE)`, read by `tr.compiled`)
+PROVENANCE_TABLE = "compile_provenance"
 MAPPINGS_FILE = "inductor_provenance_tracking_node_mappings.json"
 POST_GRAD_FILE = "fx_graph_transformed.py"
 
@@ -47,6 +52,7 @@ PROVENANCE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "aten_op": pl.String,             # `aten::mul`; null for non-aten nodes (getitem)
     "shape": pl.String,               # the node's value type as the graph prints it (`f32[8, 4, 64]`)
     "pre_grad_nodes": pl.List(pl.String),
+    "pre_grad_op": pl.String,         # the torch-level op of the first pre-grad node (`aten::layer_norm`), as eager runs it
     "source_file": pl.String,
     "source_line": pl.Int64,
     "source_function": pl.String,
@@ -199,17 +205,31 @@ def _post_grad_nodes(text: str) -> dict[str, tuple[str | None, str | None, tuple
     return out
 
 
-def _pre_grad_modules(text: str) -> dict[str, str]:
-    """Dynamo graph text -> pre-grad node: the module path of the parameters / buffers it reads."""
-    out: dict[str, str] = {}
+_BINARY = {"+": "add", "-": "sub", "*": "mul", "/": "div", "@": "matmul", "//": "floor_divide", "**": "pow"}
+
+
+def _pre_grad_op(rhs: str) -> str | None:
+    """The aten name of a dynamo graph node's call: `torch.nn.functional.layer_norm(` -> `aten::layer_norm`,
+    `x.flatten(2)` -> `aten::flatten`, `a + b` -> `aten::add`; None for `getitem` and the like."""
+    if (m := re.match(r"^(?:torch|operator)[\w.]*\.(\w+)\(", rhs)) is not None:
+        return f"aten::{m.group(1).lstrip('_')}"
+    if (m := re.match(r"^\w+ (\*\*|//|[+\-*/@]) ", rhs)) is not None:
+        return f"aten::{_BINARY[m.group(1)]}"
+    if (m := re.match(r"^\w+\.(\w+)\(", rhs)) is not None:
+        return f"aten::{m.group(1)}"
+    return None
+
+
+def _pre_grad_nodes(text: str) -> dict[str, tuple[str | None, str | None]]:
+    """Dynamo graph text -> pre-grad node: (module path of the parameters / buffers it reads, its aten op)."""
+    out: dict[str, tuple[str | None, str | None]] = {}
     for line in text.split("\n"):
         if (n := _NODE_RE.match(line)) is None:
             continue
         rhs = n.group("rhs").split(";")[0]
         paths = {m.group(1).removeprefix("modules_").removesuffix("_").replace("_modules_", ".")
                  for m in _PARAM_RE.finditer(rhs)}
-        if len(paths) == 1:
-            out[n.group("node")] = paths.pop()
+        out[n.group("node")] = (paths.pop() if len(paths) == 1 else None, _pre_grad_op(rhs))
     return out
 
 
@@ -283,7 +303,7 @@ def _graph_rows(g: _Graph) -> list[dict[str, object]]:
         msg = "cppCodeToPost / postToPre are not JSON objects"
         raise TraceError(msg, path=g.artifact)
     nodes = _post_grad_nodes(g.post_grad)
-    pre_modules = _pre_grad_modules(g.pre_grad)
+    pre_nodes = _pre_grad_nodes(g.pre_grad)
     rows: list[dict[str, object]] = []
     for key, post in code_to_post.items():
         kernel, _, handle = str(key).rpartition(":")
@@ -297,7 +317,8 @@ def _graph_rows(g: _Graph) -> list[dict[str, object]]:
         for node in sorted(str(n) for n in post):  # sorted: one order for the apportioning remainder
             op, shape, source = nodes.get(node, (None, None, None))
             pre = [str(p) for p in post_to_pre.get(node, [])]
-            mods = sorted({pre_modules[p] for p in pre if p in pre_modules})
+            mods = sorted({m for p in pre if (m := pre_nodes.get(p, (None, None))[0]) is not None})
+            pre_op = next((o for p in pre if (o := pre_nodes.get(p, (None, None))[1]) is not None), None)
             if len(mods) == 1:
                 module: str | None = mods[0]
             elif source is not None and source[1] in by_line:
@@ -307,7 +328,7 @@ def _graph_rows(g: _Graph) -> list[dict[str, object]]:
             rows.append({
                 "compile_id": g.compile_id, "artifact": g.artifact, "kernel": kernel,
                 "handle": int(handle) if handle else None, "node": node, "aten_op": op, "shape": shape,
-                "pre_grad_nodes": pre,
+                "pre_grad_nodes": pre, "pre_grad_op": pre_op,
                 "source_file": source[0] if source else None, "source_line": source[1] if source else None,
                 "source_function": source[2] if source else None, "source_code": source[3] if source else None,
                 "module": module,
@@ -340,3 +361,10 @@ def read_provenance(source: str | os.PathLike[str] | Sequence[str | os.PathLike[
     return (pl.DataFrame(rows, schema=PROVENANCE_COLUMNS, orient="row") if rows
             else pl.DataFrame(schema=PROVENANCE_COLUMNS)).sort("compile_id", "handle", "kernel", "node",
                                                                nulls_last=True)
+
+
+def with_provenance(trace: Trace, source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> Trace:
+    """`trace` plus the `compile_provenance` table read from `source` (`read_provenance`)."""
+    from proftab.trace import Trace
+
+    return Trace({**trace.tables, PROVENANCE_TABLE: read_provenance(source)}, trace.files)
