@@ -70,8 +70,11 @@ def split_fused_ops(ops: str) -> list[str]:
 
 
 def kernel_name_columns(name: pl.Expr) -> list[pl.Expr]:
-    """From an event name (apply to the unique names: `fused_ops` runs Python per row): `kernel` (without the `graph_<id>_` prefix), `backend` (`cpp` / `triton`),
-    `kernel_kind` (`KIND_NAMES`, null for C++), `fused_ops` (a guess, `split_fused_ops`)."""
+    """From an event name (apply to unique names: `fused_ops` runs Python per row).
+
+    `kernel` (without the `graph_<id>_` prefix), `backend` (`cpp` / `triton`), `kernel_kind`
+    (`KIND_NAMES`, null for C++), `fused_ops` (a guess, `split_fused_ops`).
+    """
     kernel = name.str.replace(r"^graph_\d+_", "")
     kind_code = kernel.str.extract(r"^triton_([a-z]{3})_", 1)
     ops_text = kernel.str.extract(r"fused_(\w+?)(?:_\d+)?$", 1)

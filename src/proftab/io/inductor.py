@@ -46,13 +46,13 @@ POST_GRAD_FILE = "fx_graph_transformed.py"
 PROVENANCE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "compile_id": pl.String,          # "frame/compile" as in `Torch-Compiled Region: 0/0` (log only)
     "artifact": pl.String,            # the file the mapping came from
-    "kernel": pl.String,              # kernel name as Inductor names it (`cpp_fused_gelu_view_2`, `extern_kernels.addmm`)
+    "kernel": pl.String,              # Inductor's kernel name (`cpp_fused_gelu_view_2`, `extern_kernels.addmm`)
     "handle": pl.Int64,               # Inductor's provenance debug handle of the kernel call
     "node": pl.String,                # post-grad FX node
     "aten_op": pl.String,             # `aten::mul`; null for non-aten nodes (getitem)
     "shape": pl.String,               # the node's value type as the graph prints it (`f32[8, 4, 64]`)
     "pre_grad_nodes": pl.List(pl.String),
-    "pre_grad_op": pl.String,         # the torch-level op of the first pre-grad node (`aten::layer_norm`), as eager runs it
+    "pre_grad_op": pl.String,         # torch-level op of the first pre-grad node (`aten::layer_norm`), as eager runs
     "source_file": pl.String,
     "source_line": pl.Int64,
     "source_function": pl.String,
@@ -143,9 +143,11 @@ def _log_graphs(path: str) -> list[_Graph]:
 def _dir_graph(mapping_path: str) -> _Graph:
     """One graph of a `TORCH_COMPILE_DEBUG` directory: the mapping file and the post-grad graph beside it."""
     g = _Graph(artifact=mapping_path, mappings=_json(_read_text(mapping_path), mapping_path))
-    post = os.path.join(os.path.dirname(mapping_path), POST_GRAD_FILE)
-    if os.path.isfile(post):
-        g.post_grad = _read_text(post)
+    for name in (POST_GRAD_FILE, POST_GRAD_FILE + ".gz"):  # a gzip copy is read the same
+        post = os.path.join(os.path.dirname(mapping_path), name)
+        if os.path.isfile(post):
+            g.post_grad = _read_text(post)
+            break
     return g
 
 

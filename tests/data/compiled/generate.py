@@ -13,8 +13,12 @@ Each variant runs in its own process (Inductor reads its environment variables a
   `fx_graph_transformed.py` (the post-grad graph with `# File:` lines) and `output_code.py`
   into the debug directory and the structured trace log (`torch_compile_debug/tlparse/*.log`,
   what TORCH_TRACE writes) with the kernels' stack traces. `save_artifacts` copies the mapping
-  JSON and the post-grad graph to OUTDIR/provenance/ and keeps of the log only the records
-  proftab reads (gzip), as OUTDIR/provenance/torch_trace.log.gz.
+  JSON and the post-grad graph (gzip, so no linter reads it as Python) to OUTDIR/provenance/
+  and keeps of the log only the records proftab reads (gzip), as OUTDIR/provenance/torch_trace.log.gz.
+- `breaks`: the model with a `torch._dynamo.graph_break()` between the conv block and the MLP
+  (two compiled frames per call: a graph break by construction), compiled with `dynamic=False`;
+  after the three profiled calls a fourth with batch size 4 recompiles both frames inside the
+  profiler (compile ids `N/1`: a recompile by construction).
 
 Caches are disabled and the Inductor cache directory is fresh, so every run compiles (a cache hit
 would skip the provenance tracking). Three calls are profiled after one warm-up call.
@@ -68,11 +72,13 @@ def child(variant: str, out: str) -> None:
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             y = self.block(x).flatten(2)            # (8, 4, 64)
+            if variant == "breaks":
+                torch._dynamo.graph_break()
             return self.head(self.mlp(y) * 0.5)
 
     model = Model().eval()
     x = torch.randn(8, 4, 8, 8)
-    run = model if variant == "eager" else torch.compile(model)
+    run = model if variant == "eager" else torch.compile(model, dynamic=False if variant == "breaks" else None)
     with torch.no_grad():
         run(x)  # warm-up (compiles)
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=False,
@@ -80,6 +86,9 @@ def child(variant: str, out: str) -> None:
             for _ in range(3):
                 with record_function("step"):
                     run(x)
+            if variant == "breaks":
+                with record_function("step"):
+                    run(torch.randn(4, 4, 8, 8))
     path = os.path.join(out, f"{variant}.pt.trace.json")
     prof.export_chrome_trace(path)
     with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=9) as dst:
@@ -96,9 +105,11 @@ def save_artifacts(debug: str, dest: str) -> None:
     import json
 
     os.makedirs(dest, exist_ok=True)
-    for name in ("inductor_provenance_tracking_node_mappings.json", "fx_graph_transformed.py"):
-        for src in glob.glob(os.path.join(debug, "**", name), recursive=True):
-            shutil.copy(src, os.path.join(dest, name))
+    for src in glob.glob(os.path.join(debug, "**", "inductor_provenance_tracking_node_mappings.json"), recursive=True):
+        shutil.copy(src, os.path.join(dest, os.path.basename(src)))
+    for src in glob.glob(os.path.join(debug, "**", "fx_graph_transformed.py"), recursive=True):  # gzip: not linted
+        with open(src, "rb") as fin, gzip.open(os.path.join(dest, "fx_graph_transformed.py.gz"), "wb") as fout:
+            shutil.copyfileobj(fin, fout)
     kept: list[str] = []
     for log in glob.glob(os.path.join(debug, "**", "tlparse", "*.log"), recursive=True):
         with open(log, encoding="utf-8") as fh:
