@@ -245,3 +245,18 @@ def test_cli_compiled(tmp_path: Path) -> None:
     rc, _, err = _cli(["compiled", str(d / "compiled.pt.trace.json.gz"), "--compile-provenance",
                        str(tmp_path / "nope")])
     assert rc == 2 and "no such provenance artifact" in err
+
+
+def test_regions_show_a_graph_break_and_recompiles_recorded_by_construction() -> None:
+    # generate.py `breaks`: torch._dynamo.graph_break() in forward (two frames per call), three calls,
+    # then a new batch size with dynamic=False (each frame recompiles inside the profiler)
+    path = COMPILED / "torch213" / "breaks.pt.trace.json.gz"
+    tr = pt.load(path)
+    reg = tr.compiled.regions()
+    assert reg.select("compile_id", "frame_id", "recompile", "compiled_in_trace", "n_calls").rows() == [
+        ("0/0", 0, False, False, 3), ("0/1", 0, True, True, 1), ("1/0", 1, False, False, 3), ("1/1", 1, True, True, 1)]
+    k = tr.compiled.kernels()
+    assert k["compile_id"].is_not_null().all()
+    assert reg["n_kernels"].sum() == k.height and reg["kernel_ns"].sum() == k["dur_ns"].sum()
+    raw = [e for e in _raw_events(path) if "cpp_fused_" in str(e["name"])]
+    assert k.height == len(raw)
