@@ -260,3 +260,26 @@ def test_regions_show_a_graph_break_and_recompiles_recorded_by_construction() ->
     assert reg["n_kernels"].sum() == k.height and reg["kernel_ns"].sum() == k["dur_ns"].sum()
     raw = [e for e in _raw_events(path) if "cpp_fused_" in str(e["name"])]
     assert k.height == len(raw)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_extern_kernels_match_their_handles_in_call_order(version: str) -> None:
+    tr = _load(version)
+    ext = tr.compiled.extern_kernels()
+    # per graph call: convolution (handle 2), addmm (4, fc1), addmm (6, fc2), as output_code.py calls them
+    assert ext.height == 9
+    assert ext.select("name", "handle", "nodes", "pre_grad_ops", "modules").rows()[:3] == [
+        ("aten::convolution", 2, ["convolution"], ["aten::conv2d"], ["block.conv"]),
+        ("aten::addmm", 4, ["addmm"], ["aten::linear"], ["mlp.fc1"]),
+        ("aten::addmm", 6, ["addmm_1"], ["aten::linear"], ["mlp.fc2"])]
+    raw = {int(e["args"]["Ev Idx"]): e for e in _raw_events(COMPILED / version / "provenance.pt.trace.json.gz")  # type: ignore[index]
+           if e.get("cat") == "cpu_op" and e["name"] in ("aten::convolution", "aten::addmm")}
+    assert len(raw) == 9 and int(ext["dur_ns"].sum()) == sum(round(float(e["dur"]) * 1000)  # type: ignore[arg-type]
+                                                              for e in raw.values())
+    # the pre-grad op's total holds its extern calls, as eager's aten::linear holds aten::addmm
+    ck = tr.compiled.key_averages()
+    lin = ck.filter(pl.col("name") == "aten::linear").row(0, named=True)
+    gen = tr.compiled.by_op(level="pre_grad").filter(pl.col("pre_grad_op") == "aten::linear")["time_ns"].item()
+    addmm = int(ext.filter(pl.col("name") == "aten::addmm")["dur_ns"].sum())
+    assert lin["self_cpu_ns"] == gen and lin["cpu_total_ns"] == gen + addmm and lin["calls"] == 6
+    assert _load(version, "compiled", None).compiled.extern_kernels().height == 0  # needs provenance

@@ -38,8 +38,8 @@ from proftab.io.inductor import PROVENANCE_TABLE
 if TYPE_CHECKING:
     from proftab.trace import Trace
 
-__all__ = ["KERNEL_COLUMNS", "KIND_NAMES", "PROVENANCE_TABLE", "REGION_COLUMNS", "Compiled", "apportion",
-           "kernel_events", "kernels", "key_averages", "regions", "split_fused_ops"]
+__all__ = ["EXTERN_COLUMNS", "KERNEL_COLUMNS", "KIND_NAMES", "PROVENANCE_TABLE", "REGION_COLUMNS", "Compiled",
+           "apportion", "extern_kernels", "kernel_events", "kernels", "key_averages", "regions", "split_fused_ops"]
 
 CALL_PREFIX = "## Call CompiledFxGraph"
 REGION_PREFIX = "Torch-Compiled Region"
@@ -127,6 +127,75 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         graph_hash=pl.col("_call").str.extract(r"## Call CompiledFxGraph (\S+) ##", 1),
     ).select("rank", "event_id", "name", "kernel", "backend", "kernel_kind", "fused_ops", "on_device", "start_ns",
              "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file")
+
+
+EXTERN_COLUMNS = ["rank", "event_id", "name", "compile_id", "graph_call_id", "kernel", "handle", "start_ns", "dur_ns",
+                  "nodes", "pre_grad_ops", "modules", "sources"]
+
+
+def _graph_calls(nested: pl.DataFrame) -> pl.DataFrame:
+    """The `## Call CompiledFxGraph ##` annotations with the compile id of their enclosing region."""
+    n = nested
+    calls = n.filter(pl.col("name").str.starts_with(CALL_PREFIX) & kinds.is_user_annotation()).select(
+        "rank", "event_id")
+    if not calls.height:
+        return calls.with_columns(compile_id=pl.lit(None, pl.String))
+    parents = _parents(n)
+    starts = row_positions(n["rank"].to_numpy(), n["event_id"].to_numpy(), calls["rank"].to_numpy(),
+                           calls["event_id"].to_numpy())
+    up = nearest_ancestor(parents, starts, n["name"].str.starts_with(REGION_PREFIX).to_numpy())
+    names = n["name"].to_numpy()
+    region = pl.Series([names[r] if r >= 0 else None for r in up.tolist()], dtype=pl.String)
+    return calls.with_columns(compile_id=region.str.extract(r"(\d+/\d+)", 1))
+
+
+def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.DataFrame:
+    """The aten ops the generated code calls directly (`extern_kernels.addmm`), matched to their FX nodes.
+
+    Inductor numbers its kernel calls in call order (the provenance debug handle); the ops
+    directly inside one `## Call CompiledFxGraph ##` annotation that are not generated kernels
+    are its extern calls in the same order. The k-th such op of a call is matched to the
+    graph's k-th `extern_kernels.X` handle when its name is `aten::X` (else it stays unmatched).
+    Needs provenance with compile ids (a structured log), or a single graph's mapping file.
+
+    Returns
+    -------
+    pl.DataFrame
+        `EXTERN_COLUMNS`: the event, its graph call, Inductor's `kernel` and `handle`, and the
+        lists `nodes`, `pre_grad_ops`, `modules`, `sources` of its FX nodes.
+    """
+    empty = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "name": pl.String, "compile_id": pl.String,
+                                 "graph_call_id": pl.Int64, "kernel": pl.String, "handle": pl.Int64,
+                                 "start_ns": pl.Int64, "dur_ns": pl.Int64, "nodes": pl.List(pl.String),
+                                 "pre_grad_ops": pl.List(pl.String), "modules": pl.List(pl.String),
+                                 "sources": pl.List(pl.String)})
+    if provenance is None or not provenance.height:
+        return empty
+    prov = provenance.filter(pl.col("kernel").str.starts_with("extern_kernels."))
+    if prov["compile_id"].is_null().any():
+        if prov["artifact"].n_unique() != 1:
+            return empty  # several graphs without compile ids: no way to tell their calls apart
+        prov = prov.with_columns(compile_id=pl.lit(None, pl.String))
+    calls = _graph_calls(nested).rename({"event_id": "graph_call_id"})
+    kids = (nested.filter(kinds.is_host_op() & ~pl.col("name").str.contains(GENERATED_PATTERN))
+            .select("rank", "event_id", "name", "start_ns", "dur_ns", pl.col("parent_id").alias("graph_call_id"))
+            .join(calls, on=["rank", "graph_call_id"], how="inner")
+            .sort("rank", "graph_call_id", "start_ns", "event_id")
+            .with_columns(_k=pl.int_range(pl.len()).over("rank", "graph_call_id")))
+    handles = (prov.select("compile_id", "kernel", "handle").unique().sort("compile_id", "handle", nulls_last=True)
+               .with_columns(_k=pl.int_range(pl.len()).over("compile_id")))
+    matched = kids.join(handles, on=["compile_id", "_k"], how="inner", nulls_equal=True).filter(
+        pl.col("name") == pl.format("aten::{}", pl.col("kernel").str.strip_prefix("extern_kernels.")))
+    if not matched.height:
+        return empty
+    src = prov.with_columns(source=pl.when(pl.col("source_file").is_not_null())
+                            .then(pl.format("{}:{}", "source_file", "source_line")))
+    lists = src.group_by("compile_id", "kernel", "handle").agg(
+        pl.col("node").sort().alias("nodes"), pl.col("pre_grad_op").drop_nulls().unique().sort().alias("pre_grad_ops"),
+        pl.col("module").drop_nulls().unique().sort().alias("modules"),
+        pl.col("source").drop_nulls().unique().sort().alias("sources"))
+    return matched.join(lists, on=["compile_id", "kernel", "handle"], how="left", nulls_equal=True).select(
+        EXTERN_COLUMNS).sort("rank", "start_ns", "event_id")
 
 
 def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.DataFrame:
@@ -303,7 +372,8 @@ def regions(nested: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         "rank", "frame_id", "compile_index")
 
 
-def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.DataFrame:
+def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFrame | None = None,
+                 externs: pl.DataFrame | None = None) -> pl.DataFrame:
     """A key_averages frame where generated kernels' time counts as the aten ops they fuse.
 
     Parameters
@@ -314,6 +384,10 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
         `kernel_events(...)`.
     provenance
         `read_provenance(...)` or None (then the fused op lists, a guess).
+    externs
+        `extern_kernels(...)`: each matched extern call's duration is added to the total
+        (not the self) time of its pre-grad op's row, as eager nests `aten::addmm` in
+        `aten::linear` (split equally when it has several); its own row keeps its self time.
 
     Returns
     -------
@@ -321,8 +395,9 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
         `ops` without the generated-kernel rows, plus per apportioned op (the node's pre-grad
         op, `aten::layer_norm`, the name eager runs; else its post-grad aten op): its kernel
         share added to `self_cpu_ns` and `cpu_total_ns` (host kernels) or `self_device_ns` and
-        `device_total_ns` (device kernels) of the op's row (a new row, `calls` = the kernel
-        events contributing, where the op does not run outside the kernels), so
+        `device_total_ns` (device kernels) of the op's row (a new row, `calls` = the generated
+        kernel events contributing, else the extern calls, where the op does not run outside
+        them), so
         `pt.diff(eager, compiled)` compares op by op. The self times still sum to the trace's.
     """
     rows = _with_shares(_node_rows(events, provenance)).with_columns(
@@ -330,20 +405,32 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
         events.select("rank", "event_id", "on_device"), on=["rank", "event_id"], how="left")
     dev_type = ops["device_type"].filter(ops["device_type"] != "CPU").first() if "device_type" in ops.columns \
         else None
-    rows = rows.with_columns(aten_op=pl.col("aten_op").fill_null(pl.format("inductor::{}", "node")))
+    rows = rows.with_columns(aten_op=pl.col("aten_op").fill_null(pl.format("inductor::{}", "node")),
+                             _total_only=pl.lit(False)).select(
+        "rank", "event_id", "aten_op", "share_ns", "on_device", "_total_only")
+    if externs is not None and externs.height:
+        ext = (externs.with_columns(pl.col("pre_grad_ops").list.first().alias("aten_op")).filter(
+            pl.col("aten_op").is_not_null()).select("rank", "event_id", "dur_ns", "aten_op",
+                                                    pl.lit("").alias("node"))
+               .pipe(_with_shares).with_columns(on_device=pl.lit(False), _total_only=pl.lit(True)))
+        rows = pl.concat([rows, ext.select(rows.columns)])
     per_op = rows.group_by("aten_op").agg(
-        pl.col("share_ns").filter(~pl.col("on_device")).sum().cast(pl.Int64).alias("_host"),
+        pl.col("share_ns").filter(~pl.col("on_device") & ~pl.col("_total_only")).sum().cast(pl.Int64).alias("_host"),
+        pl.col("share_ns").filter(pl.col("_total_only")).sum().cast(pl.Int64).alias("_ext"),
         pl.col("share_ns").filter(pl.col("on_device")).sum().cast(pl.Int64).alias("_dev"),
-        pl.struct("rank", "event_id").filter(~pl.col("on_device")).n_unique().cast(pl.Int64).alias("_nh"),
+        pl.struct("rank", "event_id").filter(~pl.col("on_device") & ~pl.col("_total_only")).n_unique()
+        .cast(pl.Int64).alias("_nh"),
+        pl.struct("rank", "event_id").filter(pl.col("_total_only")).n_unique().cast(pl.Int64).alias("_ne"),
         pl.struct("rank", "event_id").filter(pl.col("on_device")).n_unique().cast(pl.Int64).alias("_nd"))
     gen_names = events["name"].unique()
     kept = ops.filter(~pl.col("name").is_in(gen_names.implode()))
-    host_rows = per_op.filter(pl.col("_nh") > 0).select(
-        pl.col("aten_op").alias("name"), pl.col("_host").alias("_add"), pl.col("_nh").alias("_n")).with_columns(
+    host_rows = per_op.filter((pl.col("_nh") > 0) | (pl.col("_ne") > 0)).select(
+        pl.col("aten_op").alias("name"), pl.col("_host").alias("_add"), pl.col("_ext"),
+        pl.when(pl.col("_nh") > 0).then("_nh").otherwise("_ne").alias("_n")).with_columns(
         device_type=pl.lit("CPU"), _on_dev=pl.lit(False))
     dev_rows = per_op.filter(pl.col("_nd") > 0).select(
-        pl.col("aten_op").alias("name"), pl.col("_dev").alias("_add"), pl.col("_nd").alias("_n")).with_columns(
-        device_type=pl.lit(dev_type or "CUDA"), _on_dev=pl.lit(True))
+        pl.col("aten_op").alias("name"), pl.col("_dev").alias("_add"), pl.lit(0, pl.Int64).alias("_ext"),
+        pl.col("_nd").alias("_n")).with_columns(device_type=pl.lit(dev_type or "CUDA"), _on_dev=pl.lit(True))
     add = pl.concat([host_rows, dev_rows])
     if not add.height:
         return kept
@@ -363,16 +450,16 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
         filled = filled.with_columns(pl.col("is_user_annotation").fill_null(False))
         add = add.with_columns(is_user_annotation=pl.lit(False))
         key = [*key, "is_user_annotation"]
-    out = filled.join(add.drop("_n"), on=key, how="left").with_columns(pl.col("_add").fill_null(0), pl.col("_on_dev")
-                                                            .fill_null(False))
+    out = filled.join(add.drop("_n"), on=key, how="left").with_columns(
+        pl.col("_add").fill_null(0), pl.col("_ext").fill_null(0), pl.col("_on_dev").fill_null(False))
     host_add = pl.when(~pl.col("_on_dev")).then("_add").otherwise(0)
     dev_add = pl.when(pl.col("_on_dev")).then("_add").otherwise(0)
     upd = [(pl.col("self_cpu_ns") + host_add).alias("self_cpu_ns"),
-           (pl.col("cpu_total_ns") + host_add).alias("cpu_total_ns")]
+           (pl.col("cpu_total_ns") + host_add + pl.col("_ext")).alias("cpu_total_ns")]
     if "self_device_ns" in out.columns:
         upd += [(pl.col("self_device_ns") + dev_add).alias("self_device_ns"),
                 (pl.col("device_total_ns") + dev_add).alias("device_total_ns")]
-    return out.with_columns(upd).drop("_add", "_on_dev")
+    return out.with_columns(upd).drop("_add", "_ext", "_on_dev")
 
 
 @register_trace_namespace("compiled")
@@ -432,6 +519,11 @@ class Compiled:
         nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "dur_ns"])
         return regions(nested, self.events())
 
+    def extern_kernels(self) -> pl.DataFrame:
+        """The aten ops the generated code calls (`extern_kernels.addmm`) with their FX nodes (`extern_kernels`)."""
+        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns"])
+        return extern_kernels(nested, self.provenance)
+
     def key_averages(self) -> pl.DataFrame:
         """`tr.key_averages()` with generated kernels counted as their aten ops (for `pt.diff`)."""
-        return key_averages(self._trace.key_averages(), self.events(), self.provenance)
+        return key_averages(self._trace.key_averages(), self.events(), self.provenance, self.extern_kernels())
