@@ -52,6 +52,14 @@ REGION_COLUMNS = ["rank", "compile_id", "frame_id", "compile_index", "recompile"
                   "total_ns", "kernel_ns", "n_kernels", "graph_hashes"]
 
 
+def _take(values: pl.Series, rows: np.ndarray, name: str) -> pl.Series:
+    """`values` at row positions `rows`, null where a row is -1 (vectorized)."""
+    if not len(rows):
+        return pl.Series(name, [], values.dtype)
+    got = values.gather(np.maximum(rows, 0)).alias(name)
+    return pl.select(pl.when(pl.Series(rows >= 0)).then(got)).to_series().alias(name)
+
+
 def _parents(n: pl.DataFrame) -> np.ndarray:
     rank = n["rank"].to_numpy()
     return row_positions(rank, n["event_id"].to_numpy(), rank, n["parent_id"].fill_null(-1).to_numpy())
@@ -106,17 +114,11 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         return out
 
     call_row, region_row = ancestor(is_call), ancestor(is_region)
-    ids, rnames = n["event_id"].to_numpy(), names.to_numpy()
-
-    def pick(rows: np.ndarray, values: np.ndarray) -> list[object]:
-        return [values[r] if r >= 0 else None for r in rows.tolist()]
-
+    ids = n["event_id"]
     uniq = ev.select(pl.col("name").unique()).with_columns(kernel_name_columns(pl.col("name")))
     ev = ev.with_columns(
-        pl.Series("graph_call_id", pick(call_row, ids), pl.Int64),
-        pl.Series("_call", pick(call_row, rnames), pl.String),
-        pl.Series("region_id", pick(region_row, ids), pl.Int64),
-        pl.Series("_region", pick(region_row, rnames), pl.String),
+        _take(ids, call_row, "graph_call_id"), _take(names, call_row, "_call"),
+        _take(ids, region_row, "region_id"), _take(names, region_row, "_region"),
     ).join(uniq, on="name", how="left")
     launcher_args = n.select("rank", pl.col("event_id").alias("launch_id"),
                              pl.col("args").str.json_path_match("$.kernel_file").alias("kernel_file"))
@@ -144,8 +146,7 @@ def _graph_calls(nested: pl.DataFrame) -> pl.DataFrame:
     starts = row_positions(n["rank"].to_numpy(), n["event_id"].to_numpy(), calls["rank"].to_numpy(),
                            calls["event_id"].to_numpy())
     up = nearest_ancestor(parents, starts, n["name"].str.starts_with(REGION_PREFIX).to_numpy())
-    names = n["name"].to_numpy()
-    region = pl.Series([names[r] if r >= 0 else None for r in up.tolist()], dtype=pl.String)
+    region = _take(n["name"], up, "_region")
     return calls.with_columns(compile_id=region.str.extract(r"(\d+/\d+)", 1))
 
 
@@ -343,18 +344,8 @@ def regions(nested: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     compiled_here = (n.filter(pl.col("name").str.contains(_COMPILE_ID_RE))
                      .select("rank", compile_id=pl.col("name").str.extract(_COMPILE_ID_RE, 1)).unique()
                      .with_columns(compiled_in_trace=pl.lit(True)))
-    calls = n.filter(pl.col("name").str.starts_with(CALL_PREFIX) & kinds.is_user_annotation())
-    if calls.height:
-        parents = _parents(n)
-        starts = row_positions(n["rank"].to_numpy(), n["event_id"].to_numpy(), calls["rank"].to_numpy(),
-                               calls["event_id"].to_numpy())
-        up = nearest_ancestor(parents, starts, n["name"].str.starts_with(REGION_PREFIX).to_numpy())
-        names = n["name"].to_numpy()
-        calls = calls.with_columns(pl.Series("_region", [names[r] if r >= 0 else None for r in up.tolist()],
-                                             pl.String))
-    hashes = (calls.with_columns(compile_id=pl.col("_region").str.extract(r"(\d+/\d+)", 1)) if calls.height
-              else calls.with_columns(compile_id=pl.lit(None, pl.String)))
-    hashes = hashes.group_by("rank", "compile_id").agg(
+    calls = _graph_calls(n).join(n.select("rank", "event_id", "name"), on=["rank", "event_id"], how="left")
+    hashes = calls.group_by("rank", "compile_id").agg(
         pl.col("name").str.extract(r"## Call CompiledFxGraph (\S+) ##", 1).unique().sort().alias("graph_hashes"))
     kern = events.group_by("rank", "compile_id").agg(pl.col("dur_ns").sum().cast(pl.Int64).alias("kernel_ns"),
                                                      pl.len().cast(pl.Int64).alias("n_kernels"))
