@@ -283,3 +283,10 @@ def test_extern_kernels_match_their_handles_in_call_order(version: str) -> None:
     addmm = int(ext.filter(pl.col("name") == "aten::addmm")["dur_ns"].sum())
     assert lin["self_cpu_ns"] == gen and lin["cpu_total_ns"] == gen + addmm and lin["calls"] == 6
     assert _load(version, "compiled", None).compiled.extern_kernels().height == 0  # needs provenance
+
+
+def test_key_averages_compiled_option_is_the_compiled_view() -> None:
+    tr = _load("torch214")
+    assert tr.key_averages(compiled=True).equals(tr.compiled.key_averages())
+    d = pt.diff(pt.load(COMPILED / "torch214" / "eager.pt.trace.json.gz"), tr.key_averages(compiled=True))
+    assert d.filter(pl.col("name") == "aten::layer_norm")["status"].item() == "changed"

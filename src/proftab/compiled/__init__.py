@@ -422,7 +422,7 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
     dev_rows = per_op.filter(pl.col("_nd") > 0).select(
         pl.col("aten_op").alias("name"), pl.col("_dev").alias("_add"), pl.lit(0, pl.Int64).alias("_ext"),
         pl.col("_nd").alias("_n")).with_columns(device_type=pl.lit(dev_type or "CUDA"), _on_dev=pl.lit(True))
-    add = pl.concat([host_rows, dev_rows])
+    add = pl.concat([host_rows, dev_rows]).sort("name", "device_type")  # new rows in a deterministic order
     if not add.height:
         return kept
     key = ["name", "device_type"]
