@@ -290,3 +290,33 @@ def test_key_averages_compiled_option_is_the_compiled_view() -> None:
     assert tr.key_averages(compiled=True).equals(tr.compiled.key_averages())
     d = pt.diff(pt.load(COMPILED / "torch214" / "eager.pt.trace.json.gz"), tr.key_averages(compiled=True))
     assert d.filter(pl.col("name") == "aten::layer_norm")["status"].item() == "changed"
+
+
+def test_kernel_without_op_names_keeps_its_time(tmp_path: Path) -> None:
+    # synthetic: `triton_poi_fused_0` names no op; a CPU-only trace keeps the host event as the kernel
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+          {"ph": "X", "cat": "user_annotation", "name": "## Call CompiledFxGraph h ##", "ts": 1, "dur": 90,
+           "pid": 1, "tid": 1},
+          {"ph": "X", "cat": "cpu_op", "name": "triton_poi_fused_0", "ts": 2, "dur": 7.001, "pid": 1, "tid": 1},
+          {"ph": "X", "cat": "cpu_op", "name": "cpp_fused_add_mul_1", "ts": 10, "dur": 3, "pid": 1, "tid": 1}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    tr = pt.load(p)
+    k = tr.compiled.kernels()
+    assert k["fused_ops"].to_list() == [[], ["add", "mul"]] and k["n_nodes"].to_list() == [0, 2]
+    assert (k["graph_hash"] == "h").all() and (k["compile_id"] == "0/0").all()
+    by_op = tr.compiled.by_op()
+    assert by_op.drop("share").rows() == [(None, 7001, 7001, 1, 1), ("aten::add", 1500, 1500, 1, 1),
+                                          ("aten::mul", 1500, 1500, 1, 1)]
+    assert by_op["share"].to_list() == pytest.approx([7001 / 10001, 1500 / 10001, 1500 / 10001])
+
+
+@needs_shared
+def test_host_triton_launches_are_not_kernels_on_a_device_trace() -> None:
+    # vLLM decode under CUDA-graph capture: 48 host `triton_*` launch ops, their kernels not linked to them
+    path = SHARED_PUBLIC / "tracelens" / ("inference__vllm_decode_full__capture_traces__graph_capture_rank_0."
+                                          "1773709742341309550.pt.trace.json.gz")
+    tr = pt.load(path)
+    host = tr.events.filter(pl.col("name").str.starts_with("triton_") & (pl.col("cat") == "cpu_op"))
+    assert host.height == 48
+    assert tr.compiled.kernels().filter(~pl.col("on_device")).height == 0

@@ -74,7 +74,7 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         `Trace.nested` (at least rank, event_id, parent_id, cat, name, start_ns, dur_ns, args).
     activities
         `Trace.device.activities()` when the trace has device rows (device kernels find their
-        launching op there), else None.
+        launching op there; host `triton_*` ops are then launches, never kernel rows), else None.
 
     Returns
     -------
@@ -89,6 +89,8 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
     is_gen = pl.col("name").str.contains(GENERATED_PATTERN)
     device = n.filter(is_gen & kinds.is_device_work())
     host = n.filter(is_gen & ~kinds.is_device(), kinds.is_host())
+    if activities is not None:  # a host `triton_*` op is a launch, not the kernel (its device kernel may be
+        host = host.filter(~pl.col("name").str.starts_with("triton_"))  # unlinked, e.g. in a CUDA graph replay)
     launch = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "launch_id": pl.Int64})
     if device.height and activities is not None:
         launch = activities.select("rank", "event_id", pl.col("op_id").alias("launch_id"))
@@ -225,8 +227,12 @@ def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.Data
             no_id, on="kernel", how="inner")
         mapped = pl.concat([a.select(mapped.columns), b.select(mapped.columns)])
     done = mapped.select("rank", "event_id").unique()
-    guessed = (base.join(done, on=["rank", "event_id"], how="anti").explode("fused_ops")
-               .filter(pl.col("fused_ops").is_not_null())
+    # a kernel without op names (`triton_poi_fused_0`) keeps one null node: its time stays in every table
+    one_null = pl.lit([None], pl.List(pl.String))
+    guessed = (base.join(done, on=["rank", "event_id"], how="anti")
+               .with_columns(fused_ops=pl.when(pl.col("fused_ops").list.len() > 0).then("fused_ops")
+                             .otherwise(one_null))
+               .explode("fused_ops")
                .select("rank", "event_id", pl.col("fused_ops").alias("node"),
                        pl.format("aten::{}", "fused_ops").alias("aten_op"),
                        pl.format("aten::{}", "fused_ops").alias("pre_grad_op"),
@@ -264,7 +270,8 @@ def kernels(events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.
     """
     rows = _node_rows(events, provenance)
     agg = rows.group_by("rank", "event_id").agg(
-        pl.col("mapped").first(), pl.len().cast(pl.Int64).alias("n_nodes"), pl.col("node").alias("nodes"),
+        pl.col("mapped").first(), pl.col("node").count().cast(pl.Int64).alias("n_nodes"),
+        pl.col("node").drop_nulls().alias("nodes"),
         pl.col("aten_op").drop_nulls().unique().sort().alias("aten_ops"),
         pl.col("module").drop_nulls().unique().sort().alias("modules"),
         pl.col("source").drop_nulls().unique().sort().alias("sources"))

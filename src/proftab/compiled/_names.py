@@ -77,7 +77,7 @@ def kernel_name_columns(name: pl.Expr) -> list[pl.Expr]:
     """
     kernel = name.str.replace(r"^graph_\d+_", "")
     kind_code = kernel.str.extract(r"^triton_([a-z]{3})_", 1)
-    ops_text = kernel.str.extract(r"fused_(\w+?)(?:_\d+)?$", 1)
+    ops_text = kernel.str.extract(r"fused_(?:(\w+?)_)?\d+$", 1).fill_null("")  # `fused_0`: no op names
     return [
         kernel.alias("kernel"),
         kernel.str.extract(r"^(triton|cpp)_", 1).alias("backend"),
