@@ -242,6 +242,11 @@ def test_cli_compiled(tmp_path: Path) -> None:
     rc, out, _ = _cli(["compiled", str(d / "compiled.pt.trace.json.gz"), "--against",
                        str(d / "eager.pt.trace.json.gz"), "--format", "csv"])
     assert rc == 0 and "aten::gelu" in out
+    ds = tmp_path / "ds"
+    pt.load(d / "provenance.pt.trace.json.gz").to_parquet(ds)  # a dataset stores no provenance: given again
+    rc, out, _ = _cli(["compiled", str(ds), "--compile-provenance", str(d / "provenance"), "--by", "module",
+                       "--format", "csv"])
+    assert rc == 0 and pl.read_csv(io.StringIO(out))["time_ns"].sum() == got["time_ns"].sum()
     rc, _, err = _cli(["compiled", str(d / "compiled.pt.trace.json.gz"), "--compile-provenance",
                        str(tmp_path / "nope")])
     assert rc == 2 and "no such provenance artifact" in err
