@@ -240,12 +240,12 @@ def _call_name(text: str) -> tuple[str | None, bool]:
     m = re.match(r"self\.([A-Za-z_]\w*)\(", text)
     if m is None:
         return None, False
-    depth, i = 0, m.end() - 1
-    for i in range(m.end() - 1, len(text)):  # noqa: B007 - i is the closing paren's position after the loop
+    depth = 0
+    for i in range(m.end() - 1, len(text)):
         depth += {"(": 1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            break
-    return m.group(1), text[i + 1:].strip() == ""
+        if depth == 0:  # the call's closing parenthesis
+            return m.group(1), text[i + 1:].strip() == ""
+    return m.group(1), False  # unbalanced (a highlight cut short): not one whole call
 
 
 def module_of_stack(stack: str) -> tuple[str, int, str] | None:
