@@ -37,7 +37,7 @@ from proftab import kinds, schema
 from proftab.api import register_hook
 from proftab.device._link import GRAPH_LAUNCH_PATTERN, activities, event_frame, is_launch
 from proftab.exceptions import TraceError
-from proftab.trace import TABLES, Trace
+from proftab.trace import Trace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -416,7 +416,7 @@ def _build(trace: Trace, r: pl.DataFrame, match: np.ndarray, chosen: dict[tuple[
     merged = events.join(newext, on=["rank", "event_id"], how="left", maintain_order="left").with_columns(
         external_id=pl.coalesce("_vext", "external_id")).drop("_vext")
     merged = pl.concat([merged, virtual], how="vertical")
-    tables = {t: trace.tables[t] for t in TABLES}
+    tables = {t: f for t, f in trace.tables.items() if t != "nested"}  # every table (another feature's too)
     tables["events"] = merged
     tables["graph_ops"] = graph_ops
     tables["graph_kernels"] = graph_kernels

@@ -118,6 +118,7 @@ def trace_from_files(files: Sequence[FileTables]) -> Trace:
 
 def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, salvage: bool = False,
          ranks: Sequence[int] | None = None,
+         compile_provenance: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
          graph_capture: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None) -> Trace:
     """Load a trace: a file, a directory or glob of rank files, or a list of files.
 
@@ -144,8 +145,12 @@ def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, s
     """
     paths = expand_sources(source)
     trace = trace_from_files(read_files(paths, salvage=salvage, ranks=ranks))
-    if graph_capture is not None:
+    if graph_capture is not None:  # issue 23: graph capture merge (first: provenance keeps its tables)
         trace = _merge_graph_capture(trace, graph_capture, salvage=salvage)
+    if compile_provenance is not None:  # issue 28: torch.compile provenance
+        from proftab.io.inductor import with_provenance
+
+        trace = with_provenance(trace, compile_provenance)
     return trace
 
 
