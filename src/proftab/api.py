@@ -54,7 +54,8 @@ BUILTIN: dict[str, str] = {
 }
 
 #: functions the Trace itself calls (its text and HTML reprs) -> the module that registers them
-BUILTIN_HOOKS: dict[str, str] = {"repr": "proftab.display", "repr_html": "proftab.display"}
+BUILTIN_HOOKS: dict[str, str] = {"repr": "proftab.display", "repr_html": "proftab.display",
+                                 "graph_capture": "proftab.device._graphs"}
 
 _REGISTRY: dict[str, tuple[Kind, Any]] = {}
 _HOOKS: dict[str, Callable[..., Any]] = {}
