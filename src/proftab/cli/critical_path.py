@@ -29,6 +29,7 @@ EXAMPLES = """\
   proftab critical-path trace.json.gz --by path -o path.csv      the path's segments
   proftab critical-path trace.json.gz --what-if gemm=0.5 --what-if 'aten::copy_'=0
       step time if GEMMs were 2x faster and copies free (the graph replayed)
+  proftab critical-path trace.json.gz --tail     the path to the end of each step's GPU work
   proftab critical-path trace.json.gz --annotation forward   windows of a user annotation
   proftab critical-path trace.json.gz --overlay cp.json.gz   the trace with the path marked (Perfetto UI)
 """
@@ -42,6 +43,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--window", type=int, nargs=2, default=None, metavar=("START_NS", "END_NS"),
                    help="an explicit window in trace ns")
     p.add_argument("--rank", type=int, default=None, help="only this rank")
+    p.add_argument("--tail", action="store_true",
+                   help="also the device work each window launched that ends after it (HTA's window): the path "
+                        "runs to the end of the step's GPU work")
     p.add_argument("--by", choices=["bound_by", "kind", "name", "module", "step", "path"], default="bound_by",
                    help="what to show (default: time per bound_by)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="rows to show for --by name/path")
@@ -90,17 +94,17 @@ def run(args: argparse.Namespace) -> int:
         tuple(args.window) if args.window else None)
     cp = tr.critical_path
     if scale:
-        df = cp.what_if(step, scale=scale, rank=args.rank)
+        df = cp.what_if(step, scale=scale, rank=args.rank, tail=args.tail)
         by = "what_if"
     elif args.by == "path":
-        df = cp.path(step, rank=args.rank)
+        df = cp.path(step, rank=args.rank, tail=args.tail)
         df = df.head(args.limit) if args.limit else df
         by = "path"
     else:
-        df = cp.summary(step, rank=args.rank, by=args.by, limit=args.limit)
+        df = cp.summary(step, rank=args.rank, by=args.by, limit=args.limit, tail=args.tail)
         by = args.by
     if args.overlay:
-        cp.overlay(args.overlay, step, rank=args.rank)
+        cp.overlay(args.overlay, step, rank=args.rank, tail=args.tail)
     if fmt != "text":
         write_frame(df, fmt, args.output)
         return 0
