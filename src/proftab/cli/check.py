@@ -197,6 +197,12 @@ def _cell(key: str, value: object) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the report; with `--strict` exit 1 on damage not in `--allow` and on `--fail-on` artifacts."""
+    if (args.fail_on or args.allow) and not args.strict:
+        from proftab.exceptions import UsageError
+
+        opt = "--fail-on" if args.fail_on else "--allow"
+        msg = f"{opt} changes what --strict fails on; without --strict check always exits 0: add --strict"
+        raise UsageError(msg)
     tr = load_trace(args.trace, args)
     rep = report(tr, args.examples)
     fail_on = {k for group in args.fail_on for k in group}

@@ -17,6 +17,7 @@ from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
     import polars as pl
 
@@ -85,6 +86,32 @@ def _text(df: pl.DataFrame, by: str) -> str:
         2 if by in ("name", "path") else 1)))
 
 
+def _check_selection(tr: Any, args: argparse.Namespace, step: Any) -> None:
+    """A `--rank` / `--window` / `--step` / `--annotation` that selects nothing is a usage error."""
+    import polars as pl
+
+    ranks = tr.files["rank"].to_list()
+    if args.rank is not None and args.rank not in ranks:
+        msg = f"--rank {args.rank}: the trace has no such rank; its ranks: {', '.join(map(str, ranks))}"
+        raise UsageError(msg)
+    wins = tr.critical_path.windows(step, rank=args.rank)
+    if args.window is not None:
+        w0, w1 = args.window
+        ev = tr.collect("events", columns=["rank", "start_ns", "end_ns"])
+        if args.rank is not None:
+            ev = ev.filter(pl.col("rank") == args.rank)
+        inside = ev.filter((pl.col("start_ns") >= w0) & (pl.col("end_ns") <= w1)).height
+        if not inside:
+            lo, hi = ev["start_ns"].min(), ev["end_ns"].max()
+            msg = (f"--window {w0} {w1}: no event lies inside it; the trace spans {lo} .. {hi} ns "
+                   "(trace time, as the start_ns column)")
+            raise UsageError(msg)
+    elif wins.is_empty():
+        what = f"--step {args.step}" if args.step is not None else f"--annotation {args.annotation}"
+        msg = f"{what}: no such window{'' if args.rank is None else f' on rank {args.rank}'}"
+        raise UsageError(msg)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print or write the table; see the module docstring."""
     scale = _scale(args.what_if)
@@ -93,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     step = args.step if args.step is not None else args.annotation if args.annotation else (
         tuple(args.window) if args.window else None)
     cp = tr.critical_path
+    _check_selection(tr, args, step)
     if scale:
         df = cp.what_if(step, scale=scale, rank=args.rank, tail=args.tail)
         by = "what_if"

@@ -84,6 +84,12 @@ def _above_peak_note(ops: pl.DataFrame, tr: Any) -> str:
 
 def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
     tr = load_trace(args.trace, args)
+    if tr.device.activities().is_empty():
+        from proftab.exceptions import UsageError
+
+        msg = (f"{', '.join(args.trace)} has no device activity (kernels, memcpy, memset): perf rates device "
+               "time; record with ProfilerActivity.CUDA (or the device's activity)")
+        raise UsageError(msg)
     peaks = tr.perf.peaks(args.peaks)
     device = peaks["device"] if peaks else "unknown device (no roofline; pass --peaks)"
     cov = tr.perf.coverage()
