@@ -164,11 +164,11 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
         launched = pl.col("launch_start_ns").is_between(w0, w1) & (pl.col("start_ns") >= w0) & (pl.col("rank") == rank)
         # unlaunched work (its launch not in the trace: NCCL kernels of a ROCm trace) and collectives
         # launched earlier, which the window's work may wait on, up to the tail's end
-        tail_end = activities.filter(launched & work_kind)["end_ns"].max()
+        last = activities.filter(launched & work_kind).select(pl.col("end_ns").max()).item()
+        tail_end = max(w1, int(last)) if last is not None else w1
         unlaunched = ((pl.col("rank") == rank) & (pl.col("launch_start_ns").is_null()
                                                   | (pl.col("category") == "communication"))
-                      & (pl.col("start_ns") >= w0)
-                      & (pl.col("end_ns") <= max(w1, int(tail_end) if tail_end is not None else w1)))  # type: ignore[call-overload]
+                      & (pl.col("start_ns") >= w0) & (pl.col("end_ns") <= tail_end))
         inside = launched | unlaunched
     # when each activity's stream became free of earlier work (the latest end of the activities before it)
     free = (activities.filter((pl.col("rank") == rank) & work_kind).sort("device", "stream", "start_ns", "end_ns")
@@ -364,10 +364,10 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     waits = host.with_row_index("hrow").with_columns(pl.col("hrow").cast(pl.Int64)).filter(
         pl.col("name").str.contains(WAIT_CALLS) & (pl.col("kind") == "runtime") & pl.Series(~has_row))
     if waits.height and nd:
-        launched = dev_i.select("row", "device", "start_ns", "free_ns", at=pl.col("launch_start_ns")).drop_nulls(
+        by_launch = dev_i.select("row", "device", "start_ns", "free_ns", at=pl.col("launch_start_ns")).drop_nulls(
             "at").sort("at")
         waiter = waits.select("hrow", at=pl.col("start_ns")).sort("at").join_asof(
-            launched, on="at", strategy="forward", allow_exact_matches=False, check_sortedness=False).drop_nulls("row")
+            by_launch, on="at", strategy="forward", allow_exact_matches=False, check_sortedness=False).drop_nulls("row")
         ends = dev_i.select(pl.col("row").alias("src"), "device", "end_ns", at=pl.col("end_ns")).sort("at")
         awaited = waiter.select("hrow", "row", "device", "free_ns", at=pl.col("start_ns")).sort("at").join_asof(
             ends, on="at", by="device", strategy="backward", check_sortedness=False).filter(
