@@ -505,3 +505,16 @@ def test_family_peak_is_time_weighted() -> None:
     assert 980 < fam["peak_tflops"] < 989.4 and fam["peak_dtype"] == "bf16"
     assert fam["tflops_per_s"] < fam["peak_tflops"]
     assert set(o["peak_dtype"]) == {"bf16", "fp32"}
+
+
+@needs_shared
+def test_2021_trace_without_input_types_has_null_bytes() -> None:
+    """tb_plugin 2021 trace (`Input type: []`): before, bytes were 0 and with V100 peaks all 636
+    normalization ops read compute-bound; the bytes are unknown: null, no roofline, no bound."""
+    tr = pt.load(SHARED_PUBLIC / "tb_plugin" / "plugin__samples__resnet50_num_workers_0__worker0.pt.trace.json.gz")
+    norm = tr.perf.ops("V100-SXM2").filter(pl.col("family") == "normalization")
+    assert norm.height == 636
+    assert norm["flops"].is_not_null().all() and norm["bytes"].is_null().all()
+    assert norm["bound"].is_null().all() and norm["roofline_pct"].is_null().all()
+    fam = tr.perf.summary(peaks="V100-SXM2").filter(pl.col("family") == "normalization").row(0, named=True)
+    assert fam["bytes"] is None and fam["compute_bound"] == 0

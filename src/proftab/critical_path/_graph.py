@@ -104,8 +104,7 @@ def _device_bound(kind: pl.Expr, category: pl.Expr) -> pl.Expr:
 
 def _host_rows(nested: pl.DataFrame, rank: int, w0: int, w1: int) -> pl.DataFrame:
     end = pl.col("end_ns") - pl.col("overrun_ns").fill_null(0)
-    cat = pl.col("cat").cast(pl.String).fill_null("")
-    rt = cat.str.ends_with("_runtime") | cat.str.ends_with("_driver")  # as `kinds.use_device` reads them
+    rt = kinds.is_runtime()
     sync = rt & pl.col("name").str.contains(f"^{SYNC_CALLS}$")
     return (
         nested.filter((pl.col("rank") == rank) & kinds.is_host_op() & (pl.col("ph").cast(pl.String) == "X")
@@ -460,6 +459,6 @@ def sync_frame(events: pl.DataFrame) -> pl.DataFrame:
         pl.col("args").str.json_path_match("$.wait_on_stream").cast(pl.Int64, strict=False).alias("wait_on_stream"),
         pl.col("args").str.json_path_match("$.wait_on_cuda_event_record_corr_id").cast(pl.Int64, strict=False)
         .alias("record_corr"))
-    rec = events.filter(pl.col("cat").cast(pl.String).str.ends_with("_runtime") & pl.col("correlation").is_not_null()
+    rec = events.filter(kinds.is_runtime() & pl.col("correlation").is_not_null()
                         ).group_by("rank", "correlation").agg(pl.col("start_ns").min().alias("record_start_ns"))
     return s.join(rec, left_on=["rank", "record_corr"], right_on=["rank", "correlation"], how="left")

@@ -169,8 +169,10 @@ def _dtype(i: int) -> pl.Expr:
 
 
 def _tensor_bytes(i: int) -> pl.Expr:
-    """Bytes of tensor input `i` (0 when it is not a tensor)."""
-    return pl.when(_is_tensor(i)).then(_numel(i) * _bpe(i)).otherwise(0)
+    """Bytes of tensor input `i` (0 when it is not a tensor; null when the trace records its shape
+    but not its type: 2021 traces write ``Input type: []``, so the bytes are unknown, not 0)."""
+    unknown = _type(i).is_null() & (_ndim(i) > 0).fill_null(False)
+    return pl.when(unknown).then(pl.lit(None, pl.Int64)).when(_is_tensor(i)).then(_numel(i) * _bpe(i)).otherwise(0)
 
 
 def _conc(i: int) -> pl.Expr:
