@@ -518,3 +518,21 @@ def test_2021_trace_without_input_types_has_null_bytes() -> None:
     assert norm["bound"].is_null().all() and norm["roofline_pct"].is_null().all()
     fam = tr.perf.summary(peaks="V100-SXM2").filter(pl.col("family") == "normalization").row(0, named=True)
     assert fam["bytes"] is None and fam["compute_bound"] == 0
+
+
+def test_multi_rank_peaks_per_rank(capsys: pytest.CaptureFixture[str]) -> None:
+    """An H100 and an MI300X file loaded as one trace: before, both ranks were rated against the
+    H100 (the lowest rank's device); now each rank against its own."""
+    tr = pt.load([str(H100), str(MI300)], ranks=[0, 1])
+    o = tr.perf.ops()
+    got = dict(o.group_by("rank").agg(pl.col("peak_device").unique()).select(
+        "rank", pl.col("peak_device").list.first()).iter_rows())
+    assert got == {0: "H100-SXM", 1: "MI300X"}
+    assert set(o.filter(pl.col("rank") == 1)["peak_tb_s"]) == {PEAKS["MI300X"]["hbm_tb_s"]}
+    # each rank's rows equal the rank loaded alone
+    alone = pt.load(MI300).perf.ops()
+    assert o.filter(pl.col("rank") == 1)["roofline_pct"].to_list() == alone["roofline_pct"].to_list()
+    # an explicit --peaks still rates every rank against it
+    assert set(tr.perf.ops("H100-SXM")["peak_device"]) == {"H100-SXM"}
+    assert main(["perf", str(H100), str(MI300), "--ranks", "0,1"]) == 0
+    assert "peaks: rank 0 H100-SXM, rank 1 MI300X" in capsys.readouterr().out

@@ -92,6 +92,10 @@ def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
         raise UsageError(msg)
     peaks = tr.perf.peaks(args.peaks)
     device = peaks["device"] if peaks else "unknown device (no roofline; pass --peaks)"
+    if args.peaks is None and tr.files.height > 1:  # each rank against its own device
+        per = {r: (p or {}).get("device") or "unknown" for r, p in tr.perf.rank_peaks().items()}
+        if len(set(per.values())) > 1:
+            device = ", ".join(f"rank {r} {d}" for r, d in per.items())
     cov = tr.perf.coverage()
     share = "" if cov["coverage"] is None else f"{cov['coverage'] * 100:.1f}%"
     note = (f"peaks: {device}; modelled: {share} of device time, {cov['unknown_ops']} op(s) without a model")

@@ -37,6 +37,8 @@ from proftab.perf.models import _COLLECTIVE_RE, FAMILIES, MATRIX_FAMILIES, OP_FA
 from proftab.perf.peaks import PEAKS, match_peaks
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from proftab.trace import Trace
 
 __all__ = ["FAMILIES", "HOST_COLUMNS", "PerfNamespace", "coverage", "lost", "ops", "resolve_peaks", "summary"]
@@ -80,7 +82,8 @@ def _owners(host: pl.DataFrame, act: pl.DataFrame) -> pl.DataFrame:
     return act.with_columns(pl.Series("_owner", owner))
 
 
-def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | None = None) -> pl.DataFrame:
+def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | None = None, *,
+        rank_peaks: Mapping[int, dict[str, Any] | None] | None = None) -> pl.DataFrame:
     """One row per host op that owns device time, with its perf model (module docstring).
 
     Parameters
@@ -92,6 +95,9 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
     peaks
         Peak rates (`resolve_peaks`): TFLOP/s per `fp64`/`fp32`/`tf32`/`bf16`/`fp16`/`fp8`
         and `hbm_tb_s`; None leaves the roofline columns null.
+    rank_peaks
+        Peak rates per rank (a multi-rank trace of different devices), used instead of `peaks`;
+        a rank missing from it uses `peaks`. The `peak_device` column names each row's device.
     """
     cols = [c for c in HOST_COLUMNS if c in nested.columns]
     host = nested.select(cols).filter(kinds.is_host())
@@ -109,7 +115,14 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
     out = out.with_columns(peak_dtype=pl.when(pl.col("family").is_in(MATRIX_FAMILIES)
                                               & pl.col("kernel_math").is_not_null())
                            .then(pl.col("kernel_math")).otherwise(pl.col("peak_dtype")))
-    return _rates(out, peaks).drop("input_dims", "input_type", "input_strides", "concrete_inputs", "in_msg_nelems",
+    if rank_peaks:
+        out = out.with_row_index("_order")
+        parts = [_rates(out.filter(pl.col("rank") == r), rank_peaks.get(int(r), peaks))
+                 for r in out["rank"].unique().sort().to_list()]
+        out = pl.concat(parts, how="diagonal_relaxed").sort("_order").drop("_order") if parts else _rates(out, peaks)
+    else:
+        out = _rates(out, peaks)
+    return out.drop("input_dims", "input_type", "input_strides", "concrete_inputs", "in_msg_nelems",
                                    "dtype", strict=False)
 
 
@@ -128,6 +141,7 @@ def _rates(df: pl.DataFrame, peaks: dict[str, Any] | None) -> pl.DataFrame:
         tb_per_s=pl.when(ns > 0).then(pl.col("bytes") / ns / 1e3),
         flops_per_byte=pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes")),
     )
+    df = df.with_columns(peak_device=pl.lit(None if peaks is None else peaks.get("device"), pl.String))
     if peaks is None:
         return df.with_columns(peak_tflops=pl.lit(None, pl.Float64), peak_tb_s=pl.lit(None, pl.Float64),
                                bound=pl.lit(None, pl.String), roofline_pct=pl.lit(None, pl.Float64),
@@ -222,14 +236,23 @@ class PerfNamespace:
         """The peak rates used: `peaks` when given, else from the trace's `deviceProperties`."""
         return resolve_peaks(peaks, self._trace.meta.get("deviceProperties"))
 
+    def rank_peaks(self) -> dict[int, dict[str, Any] | None]:
+        """The peak rates of each rank's device (its file's `deviceProperties`), by rank."""
+        from proftab.meta import file_metas
+
+        return {r: match_peaks(m.get("deviceProperties")) for r, m in file_metas(self._trace.files).items()}
+
     def ops(self, peaks: str | dict[str, Any] | None = None) -> pl.DataFrame:
-        """One row per host op with device time and its perf model (`proftab.perf.ops`)."""
+        """One row per host op with device time and its perf model (`proftab.perf.ops`); without
+        `peaks`, each rank is rated against its own device (`rank_peaks`).
+        """
         resolved = self.peaks(peaks)
-        key = f"perf:ops:{sorted(resolved.items()) if resolved else None}"
+        per_rank = self.rank_peaks() if peaks is None and self._trace.files.height > 1 else None
+        key = f"perf:ops:{sorted(resolved.items()) if resolved else None}:{per_rank}"
 
         def compute() -> pl.DataFrame:
             nested = self._trace.collect("nested", columns=[c for c in HOST_COLUMNS if c in self._columns()])
-            return ops(nested, self._trace.device.activities(), resolved)
+            return ops(nested, self._trace.device.activities(), resolved, rank_peaks=per_rank)
         out: pl.DataFrame = self._trace.cached(key, compute)
         return out
 
