@@ -84,3 +84,15 @@ def test_extra_requirements_come_from_the_metadata() -> None:
         pytest.skip("proftab is not installed (no metadata)")
     assert any(r.startswith("altair") for r in _extra_requirements("plot"))
     assert _extra_requirements("no-such-extra") == []
+
+
+def test_source_sha256_is_in_datasets_as_the_readme_says(tmp_path: Path) -> None:
+    import hashlib
+
+    import proftab as pt
+
+    assert "sha256 in a dataset: pt.scan" in (ROOT / "README.md").read_text()
+    tr = pt.load(H100)
+    assert tr.files["source_sha256"].to_list() == [None]  # a loaded JSON file: not hashed (a second read)
+    ds = pt.convert(str(H100), tmp_path / "ds", progress=False)
+    assert pt.scan(ds).files["source_sha256"].to_list() == [hashlib.sha256(H100.read_bytes()).hexdigest()]

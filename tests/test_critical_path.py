@@ -357,7 +357,8 @@ def test_wait_on_the_communication_stream_real_trace(capsys: pytest.CaptureFixtu
 def test_2021_runtime_category_calls_are_launches() -> None:
     """tb_plugin 2021 traces write runtime calls as `Runtime` (not `cuda_runtime`): they are launches
     and syncs, so the path is no longer 100 % cpu_bound."""
-    tr = pt.load(SHARED_PUBLIC / "tb_plugin" / "samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz")
+    tr = pt.load(SHARED_PUBLIC / "tb_plugin" / "samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json"
+                 ".gz")
     s = dict(tr.critical_path.summary().select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
     assert s["cpu_bound"] < 0.95 and s["launch_overhead"] > 0.05 and s["sync"] > 0
     p = tr.critical_path.path()
