@@ -44,6 +44,7 @@ BUILTIN: dict[str, str] = {
     "memory": "proftab.memory",
     "modules": "proftab.modules",
     "perf": "proftab.perf",
+    "compiled": "proftab.compiled",
     "key_averages": "proftab.torch",
     "table": "proftab.torch",
     "to_parquet": "proftab.io.parquet",

@@ -36,6 +36,9 @@ def add_trace_arguments(p: argparse.ArgumentParser, *, many: bool = True, dest: 
                    help="keep the complete events of a damaged or truncated file (warns what was lost)")
     p.add_argument("--ranks", type=parse_ranks, default=None, metavar="R,R,...",
                    help="explicit rank per file, in sorted file order (when files claim the same rank)")
+    p.add_argument("--compile-provenance", action="append", default=None, metavar="PATH",
+                   help="Inductor provenance of a torch.compile run: the TORCH_COMPILE_DEBUG / TORCH_TRACE "
+                        "directory, a trace log or the node-mappings JSON (repeatable; docs/compiled.md)")
 
 
 def parse_ranks(text: str) -> list[int]:
@@ -103,20 +106,30 @@ def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool
     from proftab.progress import Progress
 
     items = [sources] if isinstance(sources, str) else list(sources)
+    provenance = getattr(args, "compile_provenance", None)
     if len(items) == 1 and is_remote(items[0]):  # a dataset on an object store
         with shown_warnings(args):
-            return pt.scan(items[0])
+            return _with_provenance(pt.scan(items[0]), provenance)
     if len(items) == 1 and (root := dataset_root(items[0])) is not None:
         with shown_warnings(args):
-            return pt.scan(root)
+            return _with_provenance(pt.scan(root), provenance)
     paths = expand_sources(sources)
     with shown_warnings(args), Progress(paths, "never" if args.quiet else args.progress) as progress:
         tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)),
-                     ranks=getattr(args, "ranks", None))
+                     ranks=getattr(args, "ranks", None), compile_provenance=provenance)
         if nest:
             progress.phase("nesting")
             _ = tr.collect("nested")
     return tr
+
+
+def _with_provenance(tr: Trace, provenance: list[str] | None) -> Trace:
+    """`tr` with `--compile-provenance` read (a scanned dataset gets it the way `pt.load` does)."""
+    if not provenance:
+        return tr
+    from proftab.io.inductor import with_provenance
+
+    return with_provenance(tr, provenance)
 
 
 def rich_console(args: argparse.Namespace, stream: object = None) -> object | None:

@@ -117,7 +117,8 @@ def trace_from_files(files: Sequence[FileTables]) -> Trace:
 
 
 def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, salvage: bool = False,
-         ranks: Sequence[int] | None = None) -> Trace:
+         ranks: Sequence[int] | None = None,
+         compile_provenance: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None) -> Trace:
     """Load a trace: a file, a directory or glob of rank files, or a list of files.
 
     Parameters
@@ -138,4 +139,9 @@ def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, s
         A file is missing, not a trace, or damaged (names the file, byte offset, excerpt).
     """
     paths = expand_sources(source)
-    return trace_from_files(read_files(paths, salvage=salvage, ranks=ranks))
+    trace = trace_from_files(read_files(paths, salvage=salvage, ranks=ranks))
+    if compile_provenance is not None:  # issue 28: torch.compile provenance
+        from proftab.io.inductor import with_provenance
+
+        trace = with_provenance(trace, compile_provenance)
+    return trace
