@@ -44,7 +44,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                         "with --scheduler local, the LocalCluster's workers")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run the per-file work on Dask: a scheduler address (tcp://host:8786) or 'local' "
-                        "(a LocalCluster); needs proftab[dask]")
+                        "(a LocalCluster); needs the dask extra: pip install '.[dask]' from a checkout")
     p.add_argument("--keep-going", action="store_true",
                    help="a file that fails is left out (the dataset's _status.parquet says why) instead of "
                         "failing the conversion")

@@ -98,9 +98,9 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
     fwd = frames.filter(pl.col("phase") == "forward")
     rec = frames.filter(pl.col("phase") == "recompute")
     host = (fwd.group_by("rank", key).agg(calls=pl.len(), host_self_ns=pl.col("self_ns").sum())
-            .join(union_ns(fwd, by=["rank", key]).rename({"union_ns": "host_total_ns"}), on=["rank", key]))
+            .join(_thread_union(fwd, key, "host_total_ns"), on=["rank", key]))
     recomp = rec.group_by("rank", key).agg(recompute_calls=pl.len()).join(
-        union_ns(rec, by=["rank", key]).rename({"union_ns": "recompute_ns"}), on=["rank", key])
+        _thread_union(rec, key, "recompute_ns"), on=["rank", key])
     # the backward ops charged to each frame: host time = each op's exclusive backward time
     bwd_ops = links.select("rank", "event_id", "excl_ns").join(
         assigned.select("rank", "event_id", "frame_id"), on=["rank", "event_id"]).filter(
@@ -152,6 +152,17 @@ def _launch_row(activities: pl.DataFrame) -> pl.Expr:
     if "link" in activities.columns:
         row = pl.when(pl.col("link").cast(pl.String) == "graph_capture").then(pl.col("op_id")).otherwise(row)
     return row
+
+
+def _thread_union(frames: pl.DataFrame, key: str, name: str) -> pl.DataFrame:
+    """Per (rank, `key`): Σ over threads of the union of the frames' spans on that thread.
+
+    The union keeps a module nested in itself from counting twice; per thread, so that calls
+    running at once on two threads (two `gloo:all_reduce` regions) count as the thread time they
+    are, and `host_self_ns` (a sum over calls) never exceeds the total.
+    """
+    per = union_ns(frames, by=["rank", key, "pid", "tid"])
+    return per.group_by("rank", key).agg(pl.col("union_ns").sum().cast(pl.Int64).alias(name))
 
 
 def _device_rows(activities: pl.DataFrame, assigned: pl.DataFrame) -> pl.DataFrame:
