@@ -72,6 +72,18 @@ def _table(tr: Trace, args: argparse.Namespace) -> pl.DataFrame:
     return out if args.device is None else out.filter(out["device_name"] == args.device)
 
 
+def _check_device(tr: Trace, args: argparse.Namespace) -> None:
+    """`--device` names a device the trace's [memory] events have, else a usage error listing them."""
+    if args.device is None:
+        return
+    names = sorted({str(d) for d in tr.memory.peak()["device_name"].to_list()})
+    if names and args.device not in names:
+        from proftab.exceptions import UsageError
+
+        msg = f"--device {args.device}: the trace has no [memory] events on it; its devices: {', '.join(names)}"
+        raise UsageError(msg)
+
+
 def _blocks(tr: Trace, args: argparse.Namespace) -> list[Block | str]:
     """The text output: the peak per device, then per device its holders at the peak."""
     import polars as pl
@@ -139,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
     """Print or write the memory tables; see the module docstring."""
     fmt = guess_format(args)
     tr = load_trace(args.trace, args, nest=False)
+    _check_device(tr, args)
     if args.chart:
         from proftab import plot
 

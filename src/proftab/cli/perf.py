@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proftab.cli import Command
 from proftab.cli._common import (
@@ -60,8 +60,32 @@ def _cols(df: pl.DataFrame) -> list[Col]:
             for c in df.columns]
 
 
+def _above_peak_note(ops: pl.DataFrame, tr: Any) -> str:
+    """One line when any op runs above its roofline (a rate over the device's peak), else ''."""
+    import polars as pl
+
+    above = ops.filter(pl.col("above_peak").fill_null(False))
+    if above.is_empty():
+        return ""
+    memory = int((above["bound"] == "memory").sum())
+    res = tr.files["time_resolution_ns"].max()
+    why = []
+    if memory:
+        why.append(f"{memory} memory-bound (data likely cache-resident"
+                   + (f", or short kernels under the trace's {res} ns resolution)" if res and res > 1 else ")"))
+    if above.height > memory:
+        why.append(f"{above.height - memory} compute-bound (check the peak dtype)")
+    return f"\nabove the peak (column above_peak): {above.height} op(s), {'; '.join(why)}"
+
+
 def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
     tr = load_trace(args.trace, args)
+    if tr.device.activities().is_empty():
+        from proftab.exceptions import UsageError
+
+        msg = (f"{', '.join(args.trace)} has no device activity (kernels, memcpy, memset): perf rates device "
+               "time; record with ProfilerActivity.CUDA (or the device's activity)")
+        raise UsageError(msg)
     if args.chart:
         from proftab import plot
 
@@ -70,9 +94,16 @@ def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
             say(f"wrote {args.chart}")
     peaks = tr.perf.device_peaks(args.peaks)
     device = peaks["device"][0] if peaks.height else "unknown device (no roofline; pass --peaks)"
+    if args.peaks is None and tr.files.height > 1:  # each rank against its own device
+        per = {r: (p or {}).get("device") or "unknown" for r, p in tr.perf.rank_peaks().items()}
+        if len(set(per.values())) > 1:
+            device = ", ".join(f"rank {r} {d}" for r, d in per.items())
     cov = tr.perf.model_coverage(args.peaks).row(0, named=True)
     share = "" if cov["modelled_share"] is None else f"{cov['modelled_share'] * 100:.1f}%"
     note = (f"peaks: {device}; modelled: {share} of device time, {cov['n_unknown_ops']} op(s) without a model")
+    if peaks.height and not args.ops and args.lost is None:
+        note += "; a row's peak_tflops: its ops' peaks weighted by device time (peak_dtype: the one with most)"
+    note += _above_peak_note(tr.perf.ops(args.peaks), tr)
     if args.ops:
         return tr.perf.ops(args.peaks), note
     if args.lost is not None:
