@@ -338,7 +338,7 @@ def test_roofline_chart(h100: pt.Trace) -> None:
     pytest.importorskip("altair")
     spec = h100.plot.roofline().to_dict()
     layers = spec["layer"]
-    assert len(layers) == 2  # points + the device's roofs
+    assert len(layers) == 4  # points, the device's roofs, the compute ceilings' labels, the memory slope's label
     def values(layer: dict) -> list[dict]:
         data = layer["data"]
         return data["values"] if "values" in data else spec["datasets"][data["name"]]
@@ -347,6 +347,8 @@ def test_roofline_chart(h100: pt.Trace) -> None:
     assert layers[0]["encoding"]["x"]["scale"]["type"] == "log"
     roofs = {r["roof"] for r in values(layers[1])}
     assert roofs == {"H100-SXM bf16", "H100-SXM fp32"}
+    labels = {r["label"] for layer in layers[2:] for r in values(layer)}
+    assert labels == {"bf16 peak 989.4 TFLOP/s", "fp32 peak 67 TFLOP/s", "memory 3.35 TB/s"}
 
 
 def test_conv_and_gemm_models_equal_torchs_flop_counter(tmp_path: Path) -> None:

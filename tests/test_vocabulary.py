@@ -32,6 +32,12 @@ EXEMPT_COLUMNS: dict[tuple[str, str], str] = {
     ("memory.events", "ts_ns"): "the stored instants table's point-in-time column (a dataset schema change)",
     ("memory.timeline", "ts_ns"): "the stored instants table's point-in-time column (a dataset schema change)",
 }
+#: column names exempt in every frame, with the reason
+EXEMPT_NAMES: dict[str, str] = {
+    "cpu_avg_ns": "torch's key_averages average: a Float64 mean, as torch reports it",
+    "device_avg_ns": "torch's key_averages average: a Float64 mean, as torch reports it",
+    "compile_id": "torch.compile's own id text ('0/1': frame / recompile), kept as torch writes it",
+}
 #: share columns that may exceed 1 by what they measure
 UNBOUNDED_SHARES: dict[str, str] = {
     "roofline_share": "above 1 means the model or the peak is wrong; flagged, never clipped (issue 25.1)",
@@ -79,7 +85,7 @@ def _problems(where: str, df: pl.DataFrame) -> list[str]:
     out = []
     frame = where.split(":", 1)[1]
     for col, dtype in df.schema.items():
-        if (frame, col) in EXEMPT_COLUMNS:
+        if (frame, col) in EXEMPT_COLUMNS or col in EXEMPT_NAMES:
             continue
         bad = None
         if not _SNAKE.match(col):

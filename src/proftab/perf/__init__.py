@@ -123,7 +123,8 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
         out = out.with_row_index("_order")
         parts = [_rates(out.filter(pl.col("rank") == r), rank_peaks.get(int(r), peaks))
                  for r in out["rank"].unique().sort().to_list()]
-        out = pl.concat(parts, how="diagonal_relaxed").sort("_order").drop("_order") if parts else _rates(out, peaks)
+        out = (pl.concat(parts, how="diagonal_relaxed").sort("_order").drop("_order") if parts
+               else _rates(out.drop("_order"), peaks))
     else:
         out = _rates(out, peaks)
     return out.drop("input_dims", "input_type", "input_strides", "concrete_inputs", "in_msg_nelems",
