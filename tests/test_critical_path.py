@@ -322,10 +322,10 @@ def test_compute_stream_waits_on_a_collective(tmp_path: Path) -> None:
     for tail in (False, True):
         p = tr.critical_path.path(tail=tail)
         _check_chain(p)
-        b = dict(tr.critical_path.summary(tail=tail).select(pl.col("bound_by").cast(pl.String), "ns").iter_rows())
+        b = dict(tr.critical_path.summary(tail=tail).select(pl.col("bound_by").cast(pl.String), "dur_ns").iter_rows())
         assert b["gpu_communication_bound"] == 392 * US, tail
         assert b["launch_overhead"] == 0 if tail else b["launch_overhead"] < 10 * US
-        assert p.filter(pl.col("kind") == "stream_gap")["duration_ns"].sum() == 0
+        assert p.filter(pl.col("kind") == "stream_gap")["dur_ns"].sum() == 0
 
 
 @pytest.mark.skipif(not (SHARED_PUBLIC / "tracelens").exists(), reason="../shared is not present")
@@ -341,17 +341,17 @@ def test_wait_on_the_communication_stream_real_trace(capsys: pytest.CaptureFixtu
     _check_chain(p)
     gaps = p.filter((pl.col("kind") == "stream_gap") & (pl.col("bound_by") == "launch_overhead"))
     # the 13.3 ms gap before this CatArrayBatchedCopy is now the wait on the collective (a 1 ns gap is left)
-    assert gaps.filter(pl.col("event_id") == 49841)["duration_ns"].sum() < 1000
-    assert gaps["duration_ns"].max() < 5_000_000
+    assert gaps.filter(pl.col("event_id") == 49841)["dur_ns"].sum() < 1000
+    assert gaps["dur_ns"].max() < 5_000_000
     comm = p.filter(pl.col("bound_by") == "gpu_communication_bound")
-    assert comm.height >= 2 and comm["duration_ns"].sum() > 13_000_000
+    assert comm.height >= 2 and comm["dur_ns"].sum() > 13_000_000
     s = dict(cp.summary(tail=True).select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
     assert s["gpu_communication_bound"] > 0.5 and s["launch_overhead"] < 0.05
     assert main(["critical-path", str(SHARED_PUBLIC / "tracelens" / "mi300__resnet_act_checkpoint.json.gz"),
                  "--tail", "--format", "csv"]) == 0
     got = pl.read_csv(capsys.readouterr().out.encode())
-    assert dict(zip(got["bound_by"], got["ns"], strict=True)) == dict(
-        cp.summary(tail=True).select(pl.col("bound_by").cast(pl.String), "ns").iter_rows())
+    assert dict(zip(got["bound_by"], got["dur_ns"], strict=True)) == dict(
+        cp.summary(tail=True).select(pl.col("bound_by").cast(pl.String), "dur_ns").iter_rows())
 
 
 @pytest.mark.skipif(not (SHARED_PUBLIC / "tb_plugin").exists(), reason="../shared is not present")
