@@ -21,6 +21,7 @@ nested events it equals torch's `dur - Σ children dur`.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,8 +35,8 @@ from proftab.torch.flops import torch_flops
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["FLOPS_COLUMNS", "KEY_AVERAGES_COLUMNS", "NESTED_COLUMNS", "host_tree", "input_shapes_expr",
-           "input_shapes_list_expr", "key_averages"]
+__all__ = ["FLOPS_COLUMNS", "KEY_AVERAGES_COLUMNS", "NESTED_COLUMNS", "OVERLOAD_NAME_RE", "host_tree",
+           "input_shapes_expr", "input_shapes_list_expr", "key_averages", "split_overload_expr"]
 
 KEY_AVERAGES_COLUMNS = [
     "name", "device_type", "is_user_annotation", "overload_name", "input_shapes", "stack", "calls",
@@ -79,10 +80,31 @@ NESTED_COLUMNS = (*_TREE_COLUMNS, "depth", "input_dims", "call_stack")
 FLOPS_COLUMNS = ("input_dims", "input_type", "concrete_inputs")
 
 
-def _name_codes(names: pl.Series) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+#: an op name with its ATen overload (`aten::add.Tensor`: base `aten::add`, overload `Tensor`), as the
+#: JSON writes op names recorded with `_ExperimentalConfig(capture_overload_names=True)`
+OVERLOAD_NAME_RE = r"^([\w:]+::\w+)\.(\w+)$"
+
+
+def split_overload_expr(name: str = "name", cat: str = "cat") -> tuple[pl.Expr, pl.Expr]:
+    """torch's (name, overload_name) of an op from the JSON's joined name.
+
+    Only ops (`cpu_op`) are split; other events (annotations, Python frames) keep their name
+    whatever it looks like, and have overload ``""``.
+    """
+    is_op = pl.col(cat).is_in(list(kinds.OP_CATEGORIES)).fill_null(False)
+    base = pl.col(name).str.extract(OVERLOAD_NAME_RE, 1)
+    overload = pl.col(name).str.extract(OVERLOAD_NAME_RE, 2)
+    return (pl.when(is_op & base.is_not_null()).then(base).otherwise(pl.col(name)).alias(name),
+            pl.when(is_op).then(overload).otherwise(None).fill_null("").alias("overload_name"))
+
+
+def _name_codes(names: pl.Series, is_op: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
     """Integer codes of torch's grouping names (`ProfilerStep#N` -> `ProfilerStep*`).
 
-    Returns (code per row, filtered-name flag per row, code -> name). Strings are hashed
+    Returns (code per row, filtered-name flag per row, code -> name). An op's name (rows where
+    `is_op`) is its base name, without the overload (`aten::add.Tensor` -> `aten::add`: torch
+    keys by `kineto_event.name()`, the JSON writer appends the overload). Strings are hashed
     once (the Categorical cast); everything else works on the few distinct names.
     """
     cat = names.cast(pl.Categorical)
@@ -91,18 +113,31 @@ def _name_codes(names: pl.Series) -> tuple[np.ndarray, np.ndarray, list[str | No
     u_ids = uniq.to_physical().fill_null(0).to_numpy().astype(np.int64)
     u_str = uniq.cast(pl.String).to_list()
     table: dict[str | None, int] = {}
-    code_of = [table.setdefault("ProfilerStep*" if s is not None and s.startswith("ProfilerStep#") else s, len(table))
-               for s in u_str]
+    overload_re = re.compile(OVERLOAD_NAME_RE)
+
+    def code(s: str | None) -> int:
+        return table.setdefault("ProfilerStep*" if s is not None and s.startswith("ProfilerStep#") else s,
+                                len(table))
+
+    code_of = [code(s) for s in u_str]
+    bases = [None if s is None else overload_re.match(s) for s in u_str]
+    base_of = [code(m.group(1)) if m else c for m, c in zip(bases, code_of, strict=True)]
     size = int(u_ids.max()) + 2 if len(u_ids) else 1
-    lut = np.zeros(size, np.int32 if len(table) < 2**31 else np.int64)
+    dtype = np.int32 if len(table) < 2**31 else np.int64
+    lut = np.zeros(size, dtype)
+    base_lut = np.zeros(size, dtype)
     filt = np.zeros(size, bool)
     null_slot = size - 1
-    for i, s, c in zip(u_ids, u_str, code_of, strict=True):
+    for i, s, c, b in zip(u_ids, u_str, code_of, base_of, strict=True):
         slot = null_slot if s is None else i
         lut[slot] = c
+        base_lut[slot] = b
         filt[slot] = s in schema.TORCH_FILTERED_NAMES
     ids = phys.fill_null(null_slot).to_numpy()
-    return lut[ids], filt[ids], list(table)
+    codes = lut[ids]
+    if is_op is not None and any(b != c for b, c in zip(base_of, code_of, strict=True)):
+        codes = np.where(is_op, base_lut[ids], codes)
+    return codes, filt[ids], list(table)
 
 
 def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
@@ -124,7 +159,9 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     # stay in, dropped like filtered names
     few = n_other * _FEW_OTHER_ROWS <= len(is_host)
     host = frame if few else frame.filter(pl.Series(is_host))
-    names, dropped_np, code_names = _name_codes(host["name"])
+    is_op = host.select(pl.col("cat").is_in(list(kinds.OP_CATEGORIES)).fill_null(False)).to_series().to_numpy()
+    names, dropped_np, code_names = _name_codes(host["name"], is_op)
+    del is_op
     if few and n_other:
         dropped_np |= ~is_host
     del is_host
@@ -429,9 +466,7 @@ def key_averages(
         host_rows = host_rows.with_columns(stack)
         host_keys.append("stack")
     if group_by_overload_name:
-        full = tree["name"]
-        host_rows = host_rows.with_columns(
-            overload_name=full.str.extract(r"^[\w:]+::\w+\.(\w+)$").fill_null(""))
+        host_rows = host_rows.with_columns(tree.select(split_overload_expr()[1]).to_series())
         host_keys.append("overload_name")
 
     cat = pl.col("cat")
@@ -503,9 +538,6 @@ def key_averages(
     host_out = aggregate(host_rows, host_keys, carried).filter(pl.col("_code") != _EXCLUDED).with_columns(
         name=pl.col("_code").replace_strict(dict(enumerate(code_names)), default=None, return_dtype=pl.String),
         device_type=pl.lit("CPU")).drop("_code", _GROUP, strict=False)
-    if group_by_overload_name:  # `aten::add.Tensor` -> name `aten::add`, overload `Tensor`
-        host_out = host_out.with_columns(name=pl.when(pl.col("overload_name") != "").then(
-            pl.col("name").str.replace(r"\.\w+$", "")).otherwise(pl.col("name")))
     dev_out = aggregate(dev_rows, dev_keys).with_columns(device_type=pl.lit(device_type))
     out = pl.concat([host_out, dev_out], how="diagonal_relaxed").sort("_order")
     for c, dt in (("input_shapes", pl.String), ("overload_name", pl.String)):
