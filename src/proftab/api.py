@@ -46,6 +46,7 @@ BUILTIN: dict[str, str] = {
     "perf": "proftab.perf",
     "key_averages": "proftab.torch",
     "table": "proftab.torch",
+    "torch_version": "proftab.torch",
     "to_parquet": "proftab.io.parquet",
     "select_events": "proftab.io.query",
     "select_threads": "proftab.tracks",
