@@ -197,14 +197,18 @@ def render_table(
     has_stack = bool((rows["stack"].list.len() > 0).any())
 
     floats = _TORCH_FLOATS[0] in rows.columns and _TORCH_FLOATS[1] in rows.columns
+    # µs floats computed one by one in Python, as torch does (an engine may divide by 1000 as a
+    # multiplication by 0.001, which rounds ties differently)
     if floats:  # torch's own µs floats: printed, sorted and summed as torch does
-        rows = rows.with_columns(
-            pl.col(_TORCH_FLOATS[0]).alias("__self_us"), pl.col(_TORCH_FLOATS[1]).alias("__total_us"),
-            (pl.col(_TORCH_FLOATS[1]) / pl.col("calls")).alias("__avg_us"))
+        self_us = rows[_TORCH_FLOATS[0]].to_list()
+        total_us = rows[_TORCH_FLOATS[1]].to_list()
+        avg_us = [t / c if c else 0.0 for t, c in zip(total_us, rows["calls"].to_list(), strict=True)]
     else:
-        rows = rows.with_columns(
-            (pl.col("self_cpu_ns") / 1000).alias("__self_us"), (pl.col("cpu_total_ns") / 1000).alias("__total_us"),
-            (pl.col("cpu_avg_ns") / 1000).alias("__avg_us"))
+        self_us = [v / 1000 for v in rows["self_cpu_ns"].to_list()]
+        total_us = [v / 1000 for v in rows["cpu_total_ns"].to_list()]
+        avg_us = [v / 1000 for v in rows["cpu_avg_ns"].to_list()]
+    rows = rows.with_columns(pl.Series("__self_us", self_us, pl.Float64), pl.Series("__total_us", total_us, pl.Float64),
+                             pl.Series("__avg_us", avg_us, pl.Float64))
     if sort_col is not None:
         by = {"self_cpu_ns": "__self_us", "cpu_total_ns": "__total_us", "cpu_avg_ns": "__avg_us"}.get(
             sort_col, sort_col) if floats else sort_col
