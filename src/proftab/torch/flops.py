@@ -15,8 +15,8 @@ not store it, `key_averages()` sums it per key and `table()` prints it as
   groups and stride): `2 · N · OH · OW · KH · KW · C · K / groups` with
   `OH = (H + 2·pad - dil·(KH-1) - 1) // stride + 1` (C is the *input's* channels);
 * every other op: 0 (an op is looked up by its base name: `aten::add.Tensor`, as a trace recorded
-  with `capture_overload_names=True` names it, is `aten::add`). The inputs that must be tensors must be tensors (a `Scalar` first
-  argument gives 0).
+  with `capture_overload_names=True` names it, is `aten::add`). The inputs that must be tensors
+  must be tensors (a `Scalar` first argument gives 0).
 
 The conv2d stride/padding/dilation/groups come from `Concrete Inputs`; a trace recorded
 without them gets 0 for conv2d (torch saw the real values; the trace does not have them).
