@@ -173,3 +173,18 @@ def test_table_ties_from_torch_floats() -> None:
     assert len(differ) == 4
     for a, b in differ:
         assert a.split()[0] == b.split()[0] and a.split()[-1] == b.split()[-1]
+
+
+def test_cli_summary_torch_release_and_ties(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`proftab summary` prints torch's text (ties included) and takes `--torch`."""
+    from proftab.__main__ import main
+
+    case = TORCH213 / "train_cnn"
+    assert main(["summary", str(case / "trace.json.gz"), "--limit", "-1", "--format", "text", "--quiet"]) == 0
+    assert capsys.readouterr().out == (case / "key_averages.txt").read_text()[:-1]
+    verbose = DATA / "torch2.13" / "verbose" / "trace.json.gz"
+    out = tmp_path / "rows.csv"
+    assert main(["summary", str(verbose), "--torch", "2.14", "-o", str(out), "--quiet"]) == 0
+    rows = pl.read_csv(out)
+    assert rows.height == pt.load(verbose).key_averages(torch="2.14").height
+    assert not rows["name"].str.contains(r"\.py\(\d+\)").any()

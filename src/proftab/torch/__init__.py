@@ -85,7 +85,8 @@ def _rows(trace: Trace, group_by_input_shape: bool, group_by_stack_n: int, group
 def key_averages(trace: Trace, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                  group_by_overload_name: bool = False, *, include_python_functions: bool = True,
                  top_level_only: bool = False, by_step: bool = False,
-                 with_flops: bool | None = None, torch: str | None = None) -> pl.DataFrame:
+                 with_flops: bool | None = None, torch: str | None = None,
+                 torch_floats: bool = False) -> pl.DataFrame:
     """torch's `key_averages()` as a DataFrame, never with negative self time.
 
     See `proftab.torch.aggregate.key_averages` for the columns and rules. `flops` is torch's
@@ -95,13 +96,15 @@ def key_averages(trace: Trace, group_by_input_shape: bool = False, group_by_stac
     self time too); by default the writer's version (`Trace.torch_version`), and 2.13's rows
     where no field reveals it (the two agree then). `group_by_stack_n` follows torch on
     `verbose=True` traces (`Call stack`); without it proftab groups by the enclosing Python
-    frames, where torch has no stacks and does not group (docs/nesting.md). A scanned
+    frames, where torch has no stacks and does not group (docs/nesting.md). `torch_floats`
+    adds torch's own float µs sums (`_torch_self_cpu_us`, `_torch_cpu_total_us`), from which
+    `render_table` prints torch's text byte for byte, rounding ties included. A scanned
     dataset's stored copy is used for the default options (it is only kept when it was written
     by this very code).
     """
     return _rows(trace, group_by_input_shape, group_by_stack_n, group_by_overload_name,
                  include_python_functions=include_python_functions, top_level_only=top_level_only,
-                 by_step=by_step, with_flops=with_flops, torch=torch, torch_floats=False)
+                 by_step=by_step, with_flops=with_flops, torch=torch, torch_floats=torch_floats)
 
 
 @register_trace_method("table")
