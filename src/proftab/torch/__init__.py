@@ -28,6 +28,10 @@ __all__ = ["KEY_AVERAGES_COLUMNS", "key_averages", "key_averages_frame", "render
 _NO_PYTHON_ROWS_SINCE = (2, 14)
 
 
+#: the columns `key_averages(..., torch_floats=True)` adds (torch's own float µs sums)
+TORCH_FLOAT_COLUMNS = ("_torch_self_cpu_us", "_torch_cpu_total_us")
+
+
 def _version(text: str) -> tuple[int, int]:
     try:
         major, minor = text.split("+")[0].split(".")[:2]
@@ -64,10 +68,14 @@ def _rows(trace: Trace, group_by_input_shape: bool, group_by_stack_n: int, group
     flops = bool(trace.meta.get("with_flops")) if with_flops is None else with_flops
     python_rows = _python_function_rows(trace, torch)
     default = not (group_by_input_shape or group_by_stack_n or group_by_overload_name or top_level_only
-                   or by_step or with_flops is not None or torch_floats or torch is not None
-                   ) and include_python_functions
+                   or by_step or with_flops is not None or torch is not None) and include_python_functions
     if default and schema.STORED_KEY_AVERAGES in trace.tables:
-        return trace.collect(schema.STORED_KEY_AVERAGES)
+        stored = trace.collect(schema.STORED_KEY_AVERAGES)
+        floats = [c for c in stored.columns if c in TORCH_FLOAT_COLUMNS]
+        if not torch_floats:
+            return stored.drop(floats)
+        if len(floats) == len(TORCH_FLOAT_COLUMNS):
+            return stored
     cats = trace.categories
     device_self = trace.device.self_time() if kinds.has_device_rows(cats) else None
     columns = list(dict.fromkeys([*NESTED_COLUMNS, *(FLOPS_COLUMNS if flops else ())]))
