@@ -94,7 +94,7 @@ def key_averages(trace: Trace, group_by_input_shape: bool = False, group_by_stac
                  group_by_overload_name: bool = False, *, include_python_functions: bool = True,
                  top_level_only: bool = False, by_step: bool = False,
                  with_flops: bool | None = None, torch: str | None = None,
-                 torch_floats: bool = False) -> pl.DataFrame:
+                 torch_floats: bool = False, compiled: bool = False) -> pl.DataFrame:
     """torch's `key_averages()` as a DataFrame, never with negative self time.
 
     See `proftab.torch.aggregate.key_averages` for the columns and rules. `flops` is torch's
@@ -108,8 +108,19 @@ def key_averages(trace: Trace, group_by_input_shape: bool = False, group_by_stac
     adds torch's own float µs sums (`_torch_self_cpu_us`, `_torch_cpu_total_us`), from which
     `render_table` prints torch's text byte for byte, rounding ties included. A scanned
     dataset's stored copy is used for the default options (it is only kept when it was written
-    by this very code).
+    by this very code). `compiled=True`: torch.compile's generated kernels counted as the ops
+    they fuse (`proftab.compiled.key_averages`, docs/compiled.md), so `pt.diff` compares an
+    eager and a compiled run op by op.
     """
+    if compiled:
+        from proftab.compiled import key_averages as compiled_rows
+
+        ns = trace.compiled
+        rows = key_averages(trace, group_by_input_shape, group_by_stack_n, group_by_overload_name,
+                            include_python_functions=include_python_functions, top_level_only=top_level_only,
+                            by_step=by_step, with_flops=with_flops, torch=torch)
+        out: pl.DataFrame = compiled_rows(rows, ns.events(), ns.provenance, ns.extern_kernels())
+        return out
     return _rows(trace, group_by_input_shape, group_by_stack_n, group_by_overload_name,
                  include_python_functions=include_python_functions, top_level_only=top_level_only,
                  by_step=by_step, with_flops=with_flops, torch=torch, torch_floats=torch_floats)
