@@ -149,11 +149,22 @@ def argmax_pred(x: np.ndarray, w: np.ndarray, head: np.ndarray, base: np.ndarray
 
 
 def walk_back(pred: np.ndarray, sink: int) -> np.ndarray:
-    """Nodes from the root to `sink` following `pred` (-1 = root), by pointer doubling."""
+    """Nodes from the root to `sink` following `pred` (-1 = root), by pointer doubling.
+
+    O(n log length). Predecessors that form a cycle (zero-weight edges between equal values
+    can tie both ways) never reach a root: the walk is cut where it first returns to a node, so
+    it ends after at most n nodes.
+    """
     n = len(pred)
     jump = np.where(pred >= 0, pred, np.arange(n))
     seq = np.array([sink], np.int64)
     while jump[seq[-1]] != seq[-1]:
+        if len(seq) > n:  # longer than any acyclic walk: cut at the first repeated node
+            _, first = np.unique(seq, return_index=True)
+            seen = np.zeros(len(seq), bool)
+            seen[first] = True
+            cut = int(np.argmin(seen))  # first position holding a node already on the walk
+            return seq[:cut][::-1]
         seq = np.concatenate([seq, jump[seq]])
         jump = jump[jump]
     is_root = jump[seq] == seq
