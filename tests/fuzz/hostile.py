@@ -590,6 +590,13 @@ def child_main(names: list[str]) -> None:  # pragma: no cover - runs in the chil
     """Run reproducers by name, printing one JSON line per case."""
     import proftab as pt
 
+    wanted: dict[int, int] = {}
+    for name in names:  # random cases are registered by the parent: draw the same ones here
+        if name.startswith("random_"):
+            _, _, seed, i = name.rsplit("_", 3)
+            wanted[int(seed)] = max(wanted.get(int(seed), 0), int(i) + 1)
+    for seed, n in wanted.items():
+        random_cases(seed, n)
     for name in names:
         print(json.dumps({"start": name}), flush=True)
         cls, f, _ = REPRODUCERS.get(name) or _RANDOM[name]
@@ -690,6 +697,8 @@ def run_bounded(names: list[str], *, memory: int = MEMORY_LIMIT, scale_timeout: 
                 done = True
         with contextlib.suppress(Exception):
             proc.kill()
+        proc.wait()
+        proc.stdout.close()
         err_file.close()
     return results
 
@@ -873,6 +882,21 @@ def gen_snapshot(tmp: Path, rng: random.Random) -> None:
 
 _GENERATORS: dict[str, Callable[[Path, random.Random], None]] = {
     "perf": gen_perf, "tree": gen_tree, "dataset": gen_dataset, "snapshot": gen_snapshot}
+
+
+def _selftest_sleep(tmp: Path) -> None:
+    """Sleeps past its limit: the runner must call it a hang."""
+    time.sleep(60)
+
+
+def _selftest_bomb(tmp: Path) -> None:
+    """Allocates past the memory limit: the runner must call it a crash."""
+    b = bytearray(8 * 2**30)
+    b[-1] = 1
+
+
+_RANDOM["selftest_sleep"] = ("selftest", _selftest_sleep, 2.0)
+_RANDOM["selftest_bomb"] = ("selftest", _selftest_bomb, 30.0)
 
 
 def main(argv: list[str] | None = None) -> int:

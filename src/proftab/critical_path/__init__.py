@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from proftab.api import register_trace_namespace
+from proftab.exceptions import UsageError
 from proftab.critical_path._chart import path_chart
 from proftab.critical_path._graph import BOUND_BY, KINDS, SYNC_CALLS, Graph, build_graph, stream_free, sync_frame
 from proftab.critical_path._overlay import overlay_document, write_overlay
@@ -51,6 +52,10 @@ _NESTED = ["event_id", "rank", "pid", "tid", "cat", "name", "ph", "start_ns", "e
            "depth"]
 
 
+#: most windows one call analyses (each is its own graph, a few dozen frame operations)
+MAX_WINDOWS = 1_000
+
+
 def graphs(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFrame,
            wins: pl.DataFrame, *, tail: bool = False) -> list[Graph]:
     """One `Graph` per row of `wins` (`windows`); `tail`: see `build_graph`.
@@ -59,6 +64,10 @@ def graphs(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFra
     once and sliced by binary search, and the streams' free times are computed once, so many
     short steps cost O(n log n) in all rather than a pass over the trace per step.
     """
+    if wins.height > MAX_WINDOWS:
+        msg = (f"{wins.height:,} windows (steps) selected; the critical path builds one graph per window and takes "
+               f"at most {MAX_WINDOWS:,} at once: pick some with step= / --step, rank= / --rank or a window")
+        raise UsageError(msg)
     act = stream_free(activities)
     nested_by = _Sliced(nested, "start_ns")
     act_by = _Sliced(act, "start_ns")
