@@ -8,11 +8,10 @@ The tests below it check the errors name what is wrong, and every tree/DAG kerne
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -23,6 +22,9 @@ from proftab.exceptions import UsageError
 from proftab.intervals import dag, merge, overlap, tree
 from proftab.intervals.nest import nest
 from tests.fuzz import hostile
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 CLASSES = sorted({cls for cls, _, _ in hostile.REPRODUCERS.values()})
 
@@ -284,4 +286,4 @@ def test_interval_kernels_on_adversarial_rows() -> None:
     # every row overlaps its two neighbours: 3N - 2 pairs, found without N^2 work
     li, ri = _timed(overlap.overlap_pairs, start, start + 2, start, start + 2)
     assert len(li) == 3 * N - 2
-    assert ((np.abs(li - ri) <= 1)).all()
+    assert (np.abs(li - ri) <= 1).all()

@@ -159,9 +159,8 @@ def overlapping_ops_tree(tmp: Path) -> None:
     ev = [x(f"op{i % 7}", i, 20_000 - i // 2 + 5) for i in range(20_000)]
     p = write_trace(tmp / "t.json.gz", ev)
     tr = load(p)
-    from proftab.plot import icicle_layout
-
     from proftab.calltree import call_tree
+    from proftab.plot import icicle_layout
 
     t = call_tree(tr.nested, max_depth=8)
     icicle_layout(t)

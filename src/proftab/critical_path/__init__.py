@@ -21,9 +21,8 @@ import numpy as np
 import polars as pl
 
 from proftab.api import register_trace_namespace
-from proftab.exceptions import UsageError
 from proftab.critical_path._chart import path_chart
-from proftab.critical_path._graph import BOUND_BY, KINDS, SYNC_CALLS, Graph, build_graph, stream_free, sync_frame
+from proftab.critical_path._graph import BOUND_BY, KINDS, SYNC_CALLS, Graph, build_graph, sync_frame, with_stream_free
 from proftab.critical_path._overlay import overlay_document, write_overlay
 from proftab.critical_path._path import (
     SEGMENT_SCHEMA,
@@ -36,6 +35,7 @@ from proftab.critical_path._path import (
     what_if_frame,
     windows,
 )
+from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
     import os
@@ -68,7 +68,7 @@ def graphs(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFra
         msg = (f"{wins.height:,} windows (steps) selected; the critical path builds one graph per window and takes "
                f"at most {MAX_WINDOWS:,} at once: pick some with step= / --step, rank= / --rank or a window")
         raise UsageError(msg)
-    act = stream_free(activities)
+    act = with_stream_free(activities)
     nested_by = _Sliced(nested, "start_ns")
     act_by = _Sliced(act, "start_ns")
     launch_by = _Sliced(act.filter(pl.col("launch_start_ns").is_not_null()), "launch_start_ns") if tail else None
@@ -92,11 +92,11 @@ class _Sliced:
 
     def window(self, rank: int, lo: int, hi: int | None) -> pl.DataFrame:
         """Rows of `rank` with `on` in [lo, hi] (hi None: no upper bound)."""
-        a, b = np.searchsorted(self.rank, rank, "left"), np.searchsorted(self.rank, rank, "right")
+        a, b = int(np.searchsorted(self.rank, rank, "left")), int(np.searchsorted(self.rank, rank, "right"))
         at = self.at[a:b]
         i = a + int(np.searchsorted(at, lo, "left"))
         j = b if hi is None else a + int(np.searchsorted(at, hi, "right"))
-        return self.frame.slice(i, max(j - i, 0))
+        return self.frame.slice(i, max(int(j) - i, 0))
 
 
 @register_trace_namespace("critical_path")

@@ -131,7 +131,7 @@ def _last_before(work: pl.DataFrame, queries: pl.DataFrame, on: str, *, forward:
     return out.sort("_q").drop("_q").drop_nulls("row")
 
 
-def stream_free(activities: pl.DataFrame) -> pl.DataFrame:
+def with_stream_free(activities: pl.DataFrame) -> pl.DataFrame:
     """`activities` plus `free_ns`: when each device work item's stream became free of earlier
     work (the latest end of the work before it on its stream; null for the first, and for syncs)."""
     work_kind = pl.col("kind").cast(pl.String).is_in(["kernel", "memcpy", "memset"])
@@ -151,7 +151,7 @@ def _device_wide(calls: pl.DataFrame, work: pl.DataFrame, track: np.ndarray, *, 
     stream launched work since the thread's previous call are kept: at most one per work item and
     thread, never calls x streams (8,000 bare syncs x 8,000 streams would be 64 million rows).
     """
-    schema = {"hrow": pl.Int64, "stream": work.schema["stream"], "call_start": pl.Int64}
+    schema: dict[str, pl.DataType] = {"hrow": pl.Int64(), "stream": work.schema["stream"], "call_start": pl.Int64()}
     if calls.is_empty() or work.is_empty():
         return pl.DataFrame(schema=schema)
     by = ["device"] if by_device else []
@@ -199,8 +199,8 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
         launched = pl.col("launch_start_ns").is_between(w0, w1) & (pl.col("start_ns") >= w0) & (pl.col("rank") == rank)
         inside = launched | (inside & pl.col("launch_start_ns").is_null())
     # when each activity's stream became free of earlier work (the latest end of the activities before it)
-    if "free_ns" not in activities.columns:  # `stream_free` precomputed (graphs() does, once for all windows)
-        activities = stream_free(activities.filter(pl.col("rank") == rank))
+    if "free_ns" not in activities.columns:  # `with_stream_free` precomputed (graphs() does, once for all windows)
+        activities = with_stream_free(activities.filter(pl.col("rank") == rank))
     dev = (activities.filter(inside & work_kind)
            .sort("device", "stream", "start_ns", "end_ns")
            .with_columns(bound=_device_bound(pl.col("kind").cast(pl.String), pl.col("category")),

@@ -95,7 +95,8 @@ def tree_depth(parent: np.ndarray) -> np.ndarray:
         anc[live] = anc[a]
         live = live[anc[live] >= 0]
     else:
-        raise TreeCycleError("tree_depth")
+        msg = "tree_depth"
+        raise TreeCycleError(msg)
     return dist
 
 
@@ -203,7 +204,8 @@ def nearest_ancestor(parent: np.ndarray, start: np.ndarray, target: np.ndarray) 
         p = ptr[live]
         live = live[(p >= 0) & ~target[np.maximum(p, 0)]]
     else:
-        raise TreeCycleError("nearest_ancestor")
+        msg = "nearest_ancestor"
+        raise TreeCycleError(msg)
     return np.where(cur >= 0, ptr[np.maximum(cur, 0)], -1)
 
 
@@ -227,7 +229,8 @@ def ancestor_pairs(parent: np.ndarray, first: np.ndarray, include_first: bool) -
         cur = parent[cur]
         alive = cur >= 0
     else:
-        raise TreeCycleError("ancestor_pairs")
+        msg = "ancestor_pairs"
+        raise TreeCycleError(msg)
     if not out_i:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(out_i), np.concatenate(out_a)

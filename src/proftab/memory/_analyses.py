@@ -128,8 +128,8 @@ def peak(tl: pl.DataFrame, allocs: pl.DataFrame, by: str | None = None) -> pl.Da
     order = [*DEVICE_KEYS, "bytes", *([] if col is None else [_text_key(col, allocs)])]
     rows = rows.sort(order, descending=[False] * len(DEVICE_KEYS) + [True] + [False] * (len(order) - 4),
                      nulls_last=True)
-    rows = rows.with_columns(share=share, cumulative_share=fit_int64(pl.col("bytes").cast(pl.Int128).cum_sum().over(DEVICE_KEYS))
-                             / pl.col("peak_bytes"))
+    running = fit_int64(pl.col("bytes").cast(pl.Int128).cum_sum().over(DEVICE_KEYS))
+    rows = rows.with_columns(share=share, cumulative_share=running / pl.col("peak_bytes"))
     front = [*_DEVICE, *keys] if col is not None else [*_DEVICE, "addr", "alloc_ns", "free_ns", "alloc_op",
                                                         *(c for c in ("alloc_top_op", "module", "stack", "step")
                                                           if c in rows.columns)]

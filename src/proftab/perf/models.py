@@ -516,7 +516,8 @@ def model_ops(ops: pl.DataFrame) -> pl.DataFrame:
         modelled = modelled.with_columns(
             model_error=pl.when(wrapped["flops"] | wrapped["bytes"]).then(pl.lit(MODEL_ERRORS[3]))
             .otherwise(pl.col("model_error")),
-            flops=pl.when(~wrapped["flops"]).then(pl.col("flops")), bytes=pl.when(~wrapped["bytes"]).then(pl.col("bytes")))
+            flops=pl.when(~wrapped["flops"]).then(pl.col("flops")),
+            bytes=pl.when(~wrapped["bytes"]).then(pl.col("bytes")))
     if "model_error" in modelled.columns:
         neg = ((pl.col("flops") < 0) | (pl.col("bytes") < 0)).fill_null(False)
         modelled = modelled.with_columns(
