@@ -142,11 +142,23 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
     return out.select(cols).sort(["host_total_ns", "rank", key], descending=[True, False, False])
 
 
+def _launch_row(activities: pl.DataFrame) -> pl.Expr:
+    """The host row whose module an activity counts for: its launch, else its op.
+
+    A kernel of a graph replay attributed to a captured op (link `graph_capture`) counts for
+    that virtual op, which lies in the captured module frames; its launch is the graph launch.
+    """
+    row = pl.coalesce("launch_id", "op_id")
+    if "link" in activities.columns:
+        row = pl.when(pl.col("link").cast(pl.String) == "graph_capture").then(pl.col("op_id")).otherwise(row)
+    return row
+
+
 def _device_rows(activities: pl.DataFrame, assigned: pl.DataFrame) -> pl.DataFrame:
     """Device work rows with the frame and phase of their launch row (else their op row)."""
     a = activities.filter(pl.col("kind").cast(pl.String) != "sync").select(
         "rank", pl.col("event_id").alias("_k"), pl.col("dur_ns").clip(0),
-        pl.coalesce("launch_id", "op_id").alias("event_id"))
+        _launch_row(activities).alias("event_id"))
     return a.join(assigned.select("rank", "event_id", "frame_id", "phase"), on=["rank", "event_id"]).filter(
         pl.col("frame_id").is_not_null())
 
@@ -164,7 +176,6 @@ def _one_step(nested: pl.DataFrame, step: int, frames: pl.DataFrame, assigned: p
     frames = frames.join(keep.rename({"event_id": "frame_id"}), on=["rank", "frame_id"], how="semi")
     assigned = assigned.join(keep, on=["rank", "event_id"], how="semi")
     links = links.join(keep, on=["rank", "event_id"], how="semi")
-    launch = pl.coalesce("launch_id", "op_id")
-    activities = activities.with_columns(_row=launch).join(
+    activities = activities.with_columns(_row=_launch_row(activities)).join(
         keep.rename({"event_id": "_row"}), on=["rank", "_row"], how="semi").drop("_row")
     return frames, assigned, links, activities
