@@ -2,7 +2,8 @@
 
 The step thread is the thread of the `ProfilerStep#N` event. Its *idle* time in a step is the
 step window minus the union of its ops and runtime calls (`cpu_op`, `cuda_runtime`, ...; not
-Python frames or `record_function` regions), in gaps of at least `MIN_GAP_NS`: data loading,
+Python frames or `record_function` regions) and of the work of the rank's other host threads
+(the step thread waiting for its own thread pool is not an input stall), in gaps of at least `MIN_GAP_NS`: data loading,
 `time.sleep`, blocking I/O (the many short gaps between tiny ops are `python_overhead`). Each idle nanosecond belongs to the innermost Python frame (`with_stack=True`) that holds it:
 a frame's *exclusive idle* is its overlap with the idle time minus that of its child frames.
 The frames (by name) holding the most exclusive idle time are the findings.
@@ -52,6 +53,13 @@ def step_idle(nested: pl.DataFrame, steps: pl.DataFrame, *, min_gap_ns: int = MI
     pairs = overlap_join(work, win, by=_KEYS, right_on=("w0", "w1"))
     clipped = pairs.select("rank", "step", pl.max_horizontal("start_ns", "w0").alias("start_ns"),
                            pl.min_horizontal("end_ns", "w1").alias("end_ns"))
+    # other threads' work in the window counts as busy too: the step thread waits for a pool, not for input
+    others = nested.filter(host_work() & (pl.col("end_ns") > pl.col("start_ns"))).select(
+        *_KEYS, "start_ns", "end_ns").join(win.select(*_KEYS).unique(), on=_KEYS, how="anti")
+    helpers = overlap_join(others, win.select("rank", "step", "w0", "w1"), by=["rank"], right_on=("w0", "w1"))
+    clipped = pl.concat([clipped, helpers.select(
+        "rank", "step", pl.max_horizontal("start_ns", "w0").alias("start_ns"),
+        pl.min_horizontal("end_ns", "w1").alias("end_ns"))])
     busy = merge_intervals(clipped, by=["rank", "step"])
     # idle = the window minus the busy union: the gaps between consecutive busy blocks, and the edges
     edges = pl.concat([busy, win.select("rank", "step", pl.col("w0").alias("start_ns"), pl.col("w0").alias("end_ns")),
@@ -130,8 +138,8 @@ def input_pipeline(nested: pl.DataFrame, events: pl.DataFrame, *, min_share: flo
                     "input_pipeline", _severity(idle_ns / total), value=idle_ns // n, unit="ns_per_step",
                     share=idle_ns / total, est_saving_ns=idle_ns // n, rank=rank, scope=_thread(st),
                     evidence=st["event_id"].to_list(),
-                    message=f"the step thread is outside any op for {fmt_ns(idle_ns // n)} per step "
-                            f"({fmt_share(idle_ns / total)} of step time)",
+                    message=f"the step thread is outside any op, and no other thread works, for "
+                            f"{fmt_ns(idle_ns // n)} per step ({fmt_share(idle_ns / total)} of step time)",
                     suggestion="record with with_stack=True to name the Python frame; overlap data loading "
                                "with compute (DataLoader num_workers, pin_memory, prefetch)"))
             continue
