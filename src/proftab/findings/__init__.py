@@ -20,14 +20,24 @@ import polars as pl
 
 from proftab.api import register_trace_method
 from proftab.exceptions import UsageError
-from proftab.findings._base import FINDING_SCHEMA, SEVERITIES, Rule, empty, finding, frame, register_rule, rules
+from proftab.findings._base import (
+    FINDING_SCHEMA,
+    SEVERITIES,
+    Rule,
+    empty,
+    finding,
+    format_value,
+    frame,
+    register_rule,
+    rules,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from proftab.trace import Trace
 
-__all__ = ["BUILTIN_RULES", "FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "findings", "frame",
+__all__ = ["BUILTIN_RULES", "FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "findings", "format_value", "frame",
            "register_rule", "rule_names", "rules"]
 
 #: the built-in rules, one module each, in the order they run

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "frame", "register_rule", "rules",
+__all__ = ["FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "format_value", "frame", "register_rule", "rules",
            "step_threads"]
 
 #: severities, most urgent first
@@ -96,3 +96,19 @@ def host_work() -> pl.Expr:
     """Host rows that are work a step thread does: ops and runtime calls, not frames or annotations."""
     cat = pl.col("cat").cast(pl.String)
     return kinds.is_host_op() & ~kinds.is_python_frame() & ~kinds.is_user_annotation() & cat.is_not_null()
+
+
+def format_value(value: int | None, unit: str | None) -> str:
+    """A finding's `value` in its `unit`, for people (`4.000 MiB/step`, `34.268ms/step`, `1001 ops/step`)."""
+    from proftab.render.text import fmt_bytes, fmt_ns
+
+    if value is None:
+        return ""
+    unit = unit or ""
+    per = "/step" if unit.endswith("_per_step") else ""
+    base = unit.removesuffix("_per_step")
+    if base in ("ns",):
+        return fmt_ns(value) + per
+    if base == "bytes":
+        return fmt_bytes(value) + per
+    return f"{value} {base.replace('_', ' ')}{per}".strip()
