@@ -195,7 +195,8 @@ def _top_ops(tr: Trace, page: _Page) -> str:
         tooltip=["name:N", "calls:Q", "ms:Q"]).properties(width=600, title="top ops by self CPU time (ms)")),
         _table(host, _ns_cols(host))]
     if "self_device_ns" in ka.columns and int(ka["self_device_ns"].fill_null(0).sum()) > 0:
-        dev = ka.sort("self_device_ns", descending=True).head(_TOP).select("name", "calls", "self_device_ns",
+        dev = ka.filter(~pl.col("is_user_annotation").fill_null(False)).sort("self_device_ns", descending=True).head(
+            _TOP).select("name", "calls", "self_device_ns",
                                                                            "device_total_ns")
         out += ["<h3>device: self device time</h3>", page.chart(alt.Chart(_data(dev.with_columns(
             ms=pl.col("self_device_ns") / 1e6))).mark_bar(color="#e45756").encode(

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "format_value", "frame", "register_rule", "rules",
+__all__ = ["FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "format_value", "frame", "register_rule", "rules", "unregister_rule",
            "step_threads"]
 
 #: severities, most urgent first
@@ -57,6 +57,11 @@ def register_rule(name: str, title: str) -> Callable[[Callable[[Trace], pl.DataF
         _RULES[name] = Rule(name, title, fn)
         return fn
     return decorator
+
+
+def unregister_rule(name: str) -> None:
+    """Remove the rule `name` (a user's rule; a built-in comes back only with a new process)."""
+    _RULES.pop(name, None)
 
 
 def rules() -> dict[str, Rule]:
