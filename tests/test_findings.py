@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
 
@@ -28,7 +28,7 @@ def _steps(tr: pt.Trace) -> pl.DataFrame:
     return step_windows(tr.collect("events"))
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> int:
+def _union(starts: Any, ends: Any) -> int:
     """Length of the union of [s, e) intervals: a plain reference."""
     total, cur_s, cur_e = 0, None, None
     for s, e in sorted(zip(starts.tolist(), ends.tolist(), strict=True)):
@@ -217,8 +217,8 @@ def test_sleeping_tqdm_thread_in_h100_traces() -> None:
         r = _rule(tr, "trace_health", "helper_thread").row(0, named=True)
         ev = tr.nested.filter(pl.col("event_id").is_in(r["evidence"]))
         assert int(ev["self_ns"].sum()) == r["value"]
-        step_tid = tr.events.filter(pl.col("name").str.starts_with("ProfilerStep") & (pl.col("cat") == "user_annotation")
-                                    )["tid"].unique().to_list()
+        is_step = pl.col("name").str.starts_with("ProfilerStep") & (pl.col("cat") == "user_annotation")
+        step_tid = tr.events.filter(is_step)["tid"].unique().to_list()
         assert ev["tid"].unique().to_list() != step_tid and ev["tid"].n_unique() == 1
         assert "threading.py" in r["message"] and r["share"] >= 0.25
 

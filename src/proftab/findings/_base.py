@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "format_value", "frame", "register_rule", "rules", "unregister_rule",
-           "step_threads"]
+__all__ = ["FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "format_value", "frame", "register_rule",
+           "rules", "step_threads", "unregister_rule"]
 
 #: severities, most urgent first
 SEVERITIES = ("high", "medium", "low", "info")

@@ -3,10 +3,11 @@
 The step thread is the thread of the `ProfilerStep#N` event. Its *idle* time in a step is the
 step window minus the union of its ops and runtime calls (`cpu_op`, `cuda_runtime`, ...; not
 Python frames or `record_function` regions) and of the work of the rank's other host threads
-(the step thread waiting for its own thread pool is not an input stall), in gaps of at least `MIN_GAP_NS`: data loading,
-`time.sleep`, blocking I/O (the many short gaps between tiny ops are `python_overhead`). Each idle nanosecond belongs to the innermost Python frame (`with_stack=True`) that holds it:
-a frame's *exclusive idle* is its overlap with the idle time minus that of its child frames.
-The frames (by name) holding the most exclusive idle time are the findings.
+(the step thread waiting for its own thread pool is not an input stall), in gaps of at least
+`MIN_GAP_NS`: data loading, `time.sleep`, blocking I/O (the many short gaps between tiny ops
+are `python_overhead`). Each idle nanosecond belongs to the innermost Python frame
+(`with_stack=True`) that holds it (`frame_idle`). The frames (by name) holding the most idle
+time are the findings.
 """
 
 from __future__ import annotations

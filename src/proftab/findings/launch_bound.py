@@ -37,7 +37,8 @@ SHORT_KERNEL_NS = 10_000
 #: host-caused idle over all device idle time
 MIN_HOST_IDLE_SHARE = 0.2
 #: runtime calls that launch one kernel
-LAUNCH_CALL = r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|ExtModuleLaunchKernel|ModuleLaunchKernel)(_v\d+)?$|^cuLaunchKernel"
+LAUNCH_CALL = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|ExtModuleLaunchKernel|ModuleLaunchKernel)(_v\d+)?$"
+               r"|^cuLaunchKernel")
 #: runtime calls that launch a captured graph
 GRAPH_LAUNCH = r"^(cuda|hip)GraphLaunch"
 

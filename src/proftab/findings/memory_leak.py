@@ -1,11 +1,10 @@
 """Rule `memory_leak`: memory allocated step after step and never freed (`profile_memory=True`).
 
 From `tr.memory.allocations()`: per device and allocation site (the innermost allocating op and
-its module; the message names the most common innermost user frame of the stack), the bytes allocated in each step and never freed in the trace. A
-site leaks when it does so in at least `MIN_STEP_SHARE` of the steps (and at least
-`MIN_STEPS`): `value` is the median (lower) of its never-freed bytes over all steps, so a
-constant leak is reported exactly. The peak (`tr.memory.peak()`) and what holds it are in the
-message of the largest site's finding.
+its module; the message names the most common innermost user frame of the stack), the bytes
+allocated in each step and never freed in the trace. A site leaks when it does so in at least
+`MIN_STEP_SHARE` of the steps (and at least `MIN_STEPS`): `value` is the median (lower) of its
+never-freed bytes over all steps, so a constant leak is reported exactly.
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ def memory_leak(allocations: pl.DataFrame, windows: pl.DataFrame, *, min_steps: 
         stk = blocks["_stack"].drop_nulls().mode().sort().first() if blocks["_stack"].drop_nulls().len() else None
         allocated = int(a.filter((pl.col("rank") == rank) & (pl.col("device_name") == device))["bytes"].sum())
         leaked = int(blocks["bytes"].sum())
-        where = f"{op}" + (f" in {module}" if module else "") + (f" at {stk}" if stk else "")
+        where = str(op) + (f" in {module!s}" if module else "") + (f" at {stk!s}" if stk else "")
         rows.append(finding(
             "memory_leak", "high", value=per, unit="bytes_per_step", share=leaked / allocated if allocated else None,
             rank=rank, scope=f"device={device} op={op}" + (f" module={module}" if module else ""),

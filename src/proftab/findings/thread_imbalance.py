@@ -89,16 +89,18 @@ def thread_imbalance(nested: pl.DataFrame, events: pl.DataFrame, threads: pl.Dat
         pid = mine["straggler_pid"][0]
         name = names.filter((pl.col("rank") == rank) & (pl.col("pid") == pid) & (pl.col("tid") == tid))["thread_name"]
         label = name[0] if name.len() and name[0] else f"thread {tid}"
-        ev = nested.filter(_worker_rows() & (pl.col("rank") == rank) & (pl.col("pid") == pid) & (pl.col("tid") == tid))
-        ev = overlap_join(ev.select("rank", "event_id", "start_ns", "end_ns"),
+        mine_rows = nested.filter(_worker_rows() & (pl.col("rank") == rank) & (pl.col("pid") == pid)
+                                  & (pl.col("tid") == tid))
+        ev = overlap_join(mine_rows.select("rank", "event_id", "start_ns", "end_ns"),
                           steps.filter(pl.col("rank") == rank).select("rank", "step", pl.col("start_ns").alias("w0"),
                                                                      pl.col("end_ns").alias("w1")),
                           by=["rank"], right_on=("w0", "w1"))["event_id"].unique().sort()
+        n_threads = st["n_threads"].cast(pl.Int64).max()
         rows.append(finding(
             "thread_imbalance", "high" if ratio >= 3 else "medium", value=excess // n, unit="ns_per_step",
             share=excess / total if total else None, est_saving_ns=saving, rank=rank,
             scope=f"thread={tid} ({label})", evidence=ev.to_list(),
-            message=f"{label} is busy {ratio:.1f}x the median of {int(st['n_threads'].max())} worker threads: "
+            message=f"{label} is busy {ratio:.1f}x the median of {n_threads!s} worker threads: "
                     f"{fmt_ns(excess // n)} per step more ({fmt_share(excess / total if total else 0)} of step time)",
             suggestion="split the work evenly (smaller tasks, a shared queue instead of fixed chunks) so no "
                        "thread finishes last by far"))

@@ -32,7 +32,8 @@ HELPER_WAIT_SHARE = 0.5
 #: Python frames / calls that wait
 WAIT_FRAMES = r"(?i)(\bwait\b|sleep|select|poll|acquire|\bjoin\b|: wait|\): wait)"
 #: runtime calls that launch device work
-LAUNCH_CALLS = r"^(cuda|hip)(LaunchKernel|LaunchKernelExC?|GraphLaunch|MemcpyAsync|ExtModuleLaunchKernel)|^cuLaunchKernel"
+LAUNCH_CALLS = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC?|GraphLaunch|MemcpyAsync|ExtModuleLaunchKernel)"
+                r"|^cuLaunchKernel")
 
 
 def trace_health(nested: pl.DataFrame, events: pl.DataFrame, anomalies: pl.DataFrame, rejected: pl.DataFrame,
