@@ -30,7 +30,7 @@ __all__ = ["BUILTIN_COMMANDS", "Command", "build_parser", "commands", "main"]
 
 #: modules under `proftab.cli` that define a subcommand, in `--help` order
 BUILTIN_COMMANDS: list[str] = ["summary", "check", "plot", "diff", "convert", "modules", "memory", "critical_path",
-                              "perf", "findings", "report"]
+                              "perf", "findings", "report", "mcp"]
 
 _DESCRIPTION = """\
 Exact, columnar tables from PyTorch profiler (Kineto / Chrome JSON) traces.
