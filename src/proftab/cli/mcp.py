@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     import argparse
 
 EXAMPLES = """\
-  proftab mcp
+  proftab mcp --debug
       an MCP server on stdin/stdout (pip install 'proftab[mcp]'); tools: load, tables, sql, findings, report
 """
 
