@@ -13,7 +13,7 @@ import pytest
 import proftab as pt
 from proftab.critical_path import solve
 from proftab.intervals.dag import argmax_pred, chain_heads, earliest, walk_back
-from tests.conftest import BUNDLED, shared_public_traces
+from tests.conftest import BUNDLED, SHARED_PUBLIC, shared_public_traces
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -303,3 +303,65 @@ def test_overlay_two_ranks(tmp_path: Path) -> None:
     ev = json.loads(out.read_text())["traceEvents"]
     pids = {e["pid"] for e in ev if e["ph"] == "X" and e["pid"] != -7}
     assert pids == {1, 0, 10**9 + 1, 10**9}  # host pid 1 and device 0 of each rank, kept apart
+
+
+def test_compute_stream_waits_on_a_collective(tmp_path: Path) -> None:
+    """Known by construction: a compute kernel launched at 20 µs whose stream is free from 130 µs
+    starts only at 405 µs, 5 µs after an NCCL kernel (8-400 µs) on stream 9 ends (a stream wait
+    recorded without a cuda_sync row, as ROCm writes it). The wait is the collective's, not launch
+    overhead; in tail mode too, where the NCCL kernel was launched before the window."""
+    tr = _load(tmp_path, [
+        _launch(-10, 2, 5), _kernel(8, 392, 5, stream=9, name="ncclDevKernel_Generic(ncclDevKernelArgsStorage)"),
+        _x("ProfilerStep#1", 5, 500, cat="user_annotation"),
+        _launch(10, 5, 1), _kernel(30, 100, 1, stream=7, name="void gemm_kernel()"),
+        _x("hipStreamWaitEvent", 16, 2, cat="cuda_runtime", correlation=10),
+        _launch(20, 5, 2), _kernel(405, 50, 2, stream=7, name="void gemm_kernel()"),
+        _x("cudaDeviceSynchronize", 30, 430, cat="cuda_runtime", correlation=3),
+    ])
+    for tail in (False, True):
+        p = tr.critical_path.path(tail=tail)
+        _check_chain(p)
+        b = dict(tr.critical_path.summary(tail=tail).select(pl.col("bound_by").cast(pl.String), "ns").iter_rows())
+        assert b["gpu_communication_bound"] == 392 * US, tail
+        assert b["launch_overhead"] == 0 if tail else b["launch_overhead"] < 10 * US
+        assert p.filter(pl.col("kind") == "stream_gap")["duration_ns"].sum() == 0
+
+
+@pytest.mark.skipif(not (SHARED_PUBLIC / "tracelens").exists(), reason="../shared is not present")
+def test_wait_on_the_communication_stream_real_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    """mi300__resnet_act_checkpoint: step 15's largest tail segment was a 13.3 ms gap on the
+    compute stream (launch_overhead) while two NCCL kernels ran on stream 4; tail mode read 58 %
+    launch_overhead, 0 % communication. Now the gap is the collective's."""
+    from proftab.cli import main
+
+    tr = pt.load(SHARED_PUBLIC / "tracelens" / "mi300__resnet_act_checkpoint.json.gz")
+    cp = tr.critical_path
+    p = cp.path(step=15, tail=True)
+    _check_chain(p)
+    gaps = p.filter((pl.col("kind") == "stream_gap") & (pl.col("bound_by") == "launch_overhead"))
+    # the 13.3 ms gap before this CatArrayBatchedCopy is now the wait on the collective (a 1 ns gap is left)
+    assert gaps.filter(pl.col("event_id") == 49841)["duration_ns"].sum() < 1000
+    assert gaps["duration_ns"].max() < 5_000_000
+    comm = p.filter(pl.col("bound_by") == "gpu_communication_bound")
+    assert comm.height >= 2 and comm["duration_ns"].sum() > 13_000_000
+    s = dict(cp.summary(tail=True).select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
+    assert s["gpu_communication_bound"] > 0.5 and s["launch_overhead"] < 0.05
+    assert main(["critical-path", str(SHARED_PUBLIC / "tracelens" / "mi300__resnet_act_checkpoint.json.gz"),
+                 "--tail", "--format", "csv"]) == 0
+    got = pl.read_csv(capsys.readouterr().out.encode())
+    assert dict(zip(got["bound_by"], got["ns"], strict=True)) == dict(
+        cp.summary(tail=True).select(pl.col("bound_by").cast(pl.String), "ns").iter_rows())
+
+
+@pytest.mark.skipif(not (SHARED_PUBLIC / "tb_plugin").exists(), reason="../shared is not present")
+def test_2021_runtime_category_calls_are_launches() -> None:
+    """tb_plugin 2021 traces write runtime calls as `Runtime` (not `cuda_runtime`): they are launches
+    and syncs, so the path is no longer 100 % cpu_bound."""
+    tr = pt.load(SHARED_PUBLIC / "tb_plugin" / "samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json"
+                 ".gz")
+    s = dict(tr.critical_path.summary().select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
+    assert s["cpu_bound"] < 0.95 and s["launch_overhead"] > 0.05 and s["sync"] > 0
+    p = tr.critical_path.path()
+    assert "cudaLaunchKernel" in p.filter(pl.col("kind") == "runtime")["name"].to_list()
+    tail = dict(tr.critical_path.summary(tail=True).select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
+    assert tail["gpu_compute_bound"] > 0.3

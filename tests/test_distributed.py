@@ -81,8 +81,10 @@ def test_fsspec_urls_failed_file_and_resume(client, tmp_path: Path) -> None:
     url_glob = f"file://{src}/rank-*.json.gz"
     out = f"file://{tmp_path}/ds"
     # a damaged file fails alone: the dataset has the others, and says why in its status table
-    ds = pt.convert(url_glob, out, client=client, on_error="skip", progress=False)
-    sc = pt.scan(ds)
+    with pytest.warns(pt.ProftabWarning, match="skipped .*rank-9.json.gz"):
+        ds = pt.convert(url_glob, out, client=client, on_error="skip", progress=False)
+    with pytest.warns(pt.ProftabWarning, match="a rank is missing: 1 source file"):
+        sc = pt.scan(ds)
     assert sc.files["rank"].to_list() == [0, 1, 2, 3]
     status = sc.collect("status").sort("position")
     assert status["status"].to_list() == ["ok", "ok", "ok", "ok", "failed"]
@@ -90,7 +92,8 @@ def test_fsspec_urls_failed_file_and_resume(client, tmp_path: Path) -> None:
     # without on_error="skip" the same conversion fails and leaves the dataset as it was
     with pytest.raises(pt.TraceError, match="rank-9"):
         pt.convert(url_glob, out, client=client, force=True, progress=False)
-    assert pt.scan(ds).collect("status").height == 5
+    with pytest.warns(pt.ProftabWarning, match="a rank is missing"):
+        assert pt.scan(ds).collect("status").height == 5
     # repaired: --resume converts only that file; the other ranks' parts are reused
     shutil.copy(GLOO4[0], bad)
     ds2 = pt.convert(url_glob, out, client=client, resume=True, on_error="skip", ranks=[0, 1, 2, 3, 9],
@@ -107,8 +110,10 @@ def test_fsspec_urls_failed_file_and_resume(client, tmp_path: Path) -> None:
 def test_local_process_pool_status_and_skip(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, {"ph": ')
-    out = pt.convert([str(bad), str(GLOO4[1])], tmp_path / "ds", on_error="skip", max_workers=1, progress=False)
-    st = pt.scan(out).collect("status")
+    with pytest.warns(pt.ProftabWarning, match="skipped .*bad.json"):
+        out = pt.convert([str(bad), str(GLOO4[1])], tmp_path / "ds", on_error="skip", max_workers=1, progress=False)
+    with pytest.warns(pt.ProftabWarning, match="a rank is missing"):
+        st = pt.scan(out).collect("status")
     assert st["status"].to_list() == ["failed", "ok"] and st["rank"].to_list() == [None, 1]
 
 
@@ -121,10 +126,12 @@ def test_cli_scheduler_address_keep_going_resume(client, tmp_path: Path) -> None
     args = ["convert", str(GLOO4[0]), str(GLOO4[1]), str(bad), str(out), "--scheduler", client.scheduler.address,
             "-q"]
     assert main([*args, "--keep-going"]) == 0
-    st = pt.scan(out).collect("status")
+    with pytest.warns(pt.ProftabWarning, match="a rank is missing"):
+        st = pt.scan(out).collect("status")
     assert st["status"].to_list() == ["ok", "ok", "failed"]
     assert main([*args, "--keep-going", "--resume"]) == 0
-    assert pt.scan(out).collect("status")["status"].to_list() == ["resumed", "resumed", "failed"]
+    with pytest.warns(pt.ProftabWarning, match="a rank is missing"):
+        assert pt.scan(out).collect("status")["status"].to_list() == ["resumed", "resumed", "failed"]
 
 
 def test_resume_continues_a_failed_run(tmp_path: Path) -> None:

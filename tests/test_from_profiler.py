@@ -64,3 +64,40 @@ def test_second_export_is_a_clear_error(prof: torch.profiler.profile, live: tupl
 def test_not_a_profiler() -> None:
     with pytest.raises(pt.ProftabError, match="stopped torch.profiler.profile"):
         pt.from_profiler(object())
+
+
+def test_every_event_time_is_the_profilers_raw_ns(prof: torch.profiler.profile,
+                                                  live: tuple[pt.Trace, Path]) -> None:
+    """torch >= 2.4 writes exact ns, so from_profiler takes the JSON's times without walking the events."""
+    live, _ = live
+    assert live.files["time_resolution_ns"].to_list() == [1]
+    base = live.meta["base_time_ns"]
+    raw = pl.DataFrame(
+        [(e.name(), e.correlation_id(), e.start_ns() - base, e.end_ns() - base)
+         for e in prof.profiler.kineto_results.events()],
+        schema={"name": pl.String, "external_id": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64}, orient="row")
+    ops = live.events.filter(pl.col("external_id").is_not_null()).select("name", "external_id", "start_ns", "end_ns")
+    joined = ops.join(raw.unique(["name", "external_id"], keep="none"), on=["name", "external_id"], suffix="_raw")
+    assert joined.height >= 20
+    differ = (pl.col("start_ns") != pl.col("start_ns_raw")) | (pl.col("end_ns") != pl.col("end_ns_raw"))
+    assert joined.filter(differ).is_empty()
+
+
+@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events:UserWarning")  # torch's note on repeat > 1
+def test_profiler_handler_writes_a_dataset_per_profile(tmp_path: Path) -> None:
+    """on_trace_ready=pt.profiler_handler(dir): one proftab dataset per finished profile, equal to from_profiler."""
+    out = tmp_path / "prof"
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=2)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
+                                on_trace_ready=pt.profiler_handler(out, worker_name="w")) as p:
+        for _ in range(6):
+            workload()
+            p.step()
+    written = sorted(d.name for d in out.iterdir())
+    assert written == ["w.0.pq", "w.1.pq"]
+    for name in written:
+        tr = pt.scan(out / name)
+        ka = tr.key_averages()
+        block = ka.filter(pl.col("name") == "block")
+        assert block["calls"].item() == 2  # two active steps per profile, one `block` each
+    assert not [p for p in out.rglob("*.json") if p.name != "_proftab.json"]  # only the datasets' manifests

@@ -17,7 +17,7 @@ import pytest
 import proftab as pt
 from proftab.exceptions import ProftabError
 from proftab.modules import MODULE_COLUMNS
-from tests.conftest import BUNDLED, DATA, PUBLIC, SHARED_TORCH213, needs_shared, shared_public_traces
+from tests.conftest import BUNDLED, DATA, PUBLIC, SHARED_PUBLIC, SHARED_TORCH213, needs_shared, shared_public_traces
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -462,3 +462,36 @@ def test_two_ranks_and_a_scanned_dataset(tmp_path: Path) -> None:
     lazy = pt.scan(out)
     assert lazy.is_lazy
     assert lazy.modules.modules().select(cols).sort("path").equals(one.select(cols).sort("path"))
+
+
+@needs_shared
+def test_record_function_fallback_ddp_all_reduce_is_a_call(capsys: pytest.CaptureFixture[str]) -> None:
+    """hta/nccl_parser_config (DDP, no nn.Module frames): `nccl:all_reduce` regions run inside the
+    backward pass (DDP's hook). Before: 0 calls and its time as "Recompute device"; a
+    record_function region is never a recomputation, so it is a call with host and device time."""
+    from proftab.cli import main
+
+    path = SHARED_PUBLIC / "hta" / "nccl_parser_config__nccl_data.json.gz"
+    tr = pt.load(path)
+    assert tr.modules.frame_source() == "user_annotation"
+    row = tr.modules.modules().filter(pl.col("path") == "nccl:all_reduce").row(0, named=True)
+    assert row["calls"] == 15 and row["recompute_calls"] == 0 and row["recompute_device_ns"] == 0
+    assert row["device_total_ns"] > 40_000_000 and row["host_total_ns"] > 0
+    assert (tr.modules.tree()["phase"] == "forward").all()
+    assert main(["modules", str(path)]) == 0
+    assert "proftab: note: no nn.Module frames" in capsys.readouterr().err
+    assert main(["modules", str(BUNDLED / "h100_bert_small.pt.trace.json.gz")]) == 0
+    assert "no nn.Module frames" not in capsys.readouterr().err
+
+
+@needs_shared
+def test_overlapping_regions_on_two_threads_self_never_exceeds_total() -> None:
+    """hta/cpu_only (gloo): `gloo:all_reduce` runs on two threads at once. Before: host self 2.135 s
+    > host total 1.103 s (the union over both threads); the total is now per-thread unions summed."""
+    tr = pt.load(SHARED_PUBLIC / "hta" / "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    t = tr.modules.modules()
+    assert (t["host_self_ns"] <= t["host_total_ns"]).all()
+    row = t.filter(pl.col("path") == "gloo:all_reduce").row(0, named=True)
+    frames = tr.modules.tree().filter(pl.col("path") == "gloo:all_reduce")
+    assert frames["tid"].n_unique() == 2
+    assert row["host_total_ns"] == frames["dur_ns"].sum() == row["host_self_ns"]

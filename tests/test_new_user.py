@@ -330,7 +330,8 @@ def test_thread_views_on_h100(tmp_path: Path) -> None:
     assert not ops.key_averages()["name"].str.contains(r"threading\.py\(359\): wait").any()
     rc, out, err = _cli("summary", str(H100), "--limit", "3", "--plain", "--threads", "main")
     assert rc == 0 and "threading.py" not in out and "--threads main: thread 19392" in err
-    assert "(1 of 3 host threads; device rows all kept)" in err, err
+    assert "(1 of 2 host threads; device rows all kept)" in err, err  # as the repr: "2 host threads"
+    assert "2 host threads" in repr(tr)
     # a dataset stays lazy and gives the same table (its stored whole-trace key_averages is not used)
     ds = pt.convert(str(H100), tmp_path / "ds", progress=False)
     sc = pt.scan(ds).select_threads("main")

@@ -431,3 +431,108 @@ def test_more_model_formulas_on_hand_rows() -> None:
     assert fl[7] == 0 and by[7] == 2 * 10 * 8 * 4 + 10 * 8
     assert fl[8] == 0 and by[8] == 32 * (2 + 4)
     assert fl[9] == 32 and by[9] == 4 * 32
+
+
+# ----------------------------------------------------------------------------- math mode, peaks, flags (issue 25)
+
+A100_TF32 = SHARED_PUBLIC / "hta" / "trace_diff__control__control.json.gz"
+H100_QWEN = SHARED_PUBLIC / "tracelens" / "h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+
+def test_kernel_math_from_kernel_names() -> None:
+    from proftab.perf.models import kernel_math
+
+    names = {
+        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x4_nn_align1>(...)": "tf32",
+        "ampere_s16816gemm_128x128_ldg8_stages_32x3_nn": "tf32",
+        "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16": "tf32",
+        "ampere_sgemm_128x128_tn": "fp32",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "bf16",
+        "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn": "fp16",
+        "volta_h884gemm_64x64_ldg8_nn": "fp16",
+        "Cijk_Alik_Bljk_BBS_BH_MT128x128x32_MI32x32x8x1_SN": "bf16",
+        "Cijk_Ailk_Bljk_HHS_BH_MT64x64x16_MI16x16x16x1": "fp16",
+        "void at::native::vectorized_elementwise_kernel<4, ...>": None,
+    }
+    got = pl.DataFrame({"n": list(names)}).select(kernel_math(pl.col("n")).alias("n"))["n"].to_list()
+    assert got == list(names.values())
+
+
+def test_fill_is_write_only() -> None:
+    """`fill_` / `zero_` write each element once and read nothing (TraceLens has no model for them)."""
+    got = model_ops(pl.DataFrame([_row("aten::fill_", [[4, 8], []], ["float", "Scalar"]),
+                                  _row("aten::zero_", [[16]], ["c10::BFloat16"])]))
+    assert got["family"].to_list() == ["elementwise", "elementwise"]
+    assert got["flops"].to_list() == [0, 0]
+    assert got["bytes"].to_list() == [4 * 32, 2 * 16]
+
+
+@needs_shared
+def test_tf32_gemms_are_rated_at_the_tf32_peak() -> None:
+    """A100 trace, fp32 GEMMs on TF32 tensor cores (`cutlass_80_tensorop_s1688gemm`): before, rated
+    at the fp32 peak, the gemm family read 131.7 % of the roofline; now at 156 TF/s (tf32)."""
+    tr = pt.load(A100_TF32)
+    o = tr.perf.ops()
+    gemm = o.filter(pl.col("family") == "gemm")
+    assert (gemm["dtype_a"] == "float32").all()
+    tf32 = gemm.filter(pl.col("kernel_math") == "tf32")
+    assert tf32.height > 0 and (tf32["peak_dtype"] == "tf32").all() and (tf32["peak_tflops"] == 156.0).all()
+    simt = gemm.filter(pl.col("kernel_math") == "fp32")  # ampere_sgemm: fp32 SIMT, the fp32 peak
+    assert simt.height > 0 and (simt["peak_tflops"] == 19.5).all()
+    fam = tr.perf.summary().filter(pl.col("family") == "gemm").row(0, named=True)
+    assert fam["roofline_pct"] < 1.0 and fam["above_peak"] is False and fam["n_above_peak"] == 0
+    assert fam["peak_dtype"] == "tf32"
+    # no compute-bound op above its peak; the ones left are memory-bound (cache-resident / 1 µs resolution)
+    above = o.filter(pl.col("above_peak").fill_null(False))
+    assert above.height > 0 and (above["bound"] == "memory").all()
+    assert (above["roofline_pct"] > 1.0).all()
+    assert o.filter(~pl.col("above_peak").fill_null(True))["roofline_pct"].max() <= 1.0
+    rc, text = _run(["perf", str(A100_TF32)])
+    assert rc == 0
+    assert f"above the peak (column above_peak): {above.height} op(s), {above.height} memory-bound" in text
+
+
+@needs_shared
+def test_family_peak_is_time_weighted() -> None:
+    """H100 Qwen: one fp32 GEMM (3.5 µs) first among 168 bf16 ones; the family's peak was the first
+    op's (67) beside 612.7 TF/s achieved; now the time-weighted peak, bf16 dominant."""
+    tr = pt.load(H100_QWEN)
+    o = tr.perf.ops().filter(pl.col("family") == "gemm")
+    want = (o["peak_tflops"] * o["device_ns"]).sum() / o.filter(pl.col("peak_tflops").is_not_null())[
+        "device_ns"].sum()
+    fam = tr.perf.summary().filter(pl.col("family") == "gemm").row(0, named=True)
+    assert fam["peak_tflops"] == pytest.approx(want)
+    assert 980 < fam["peak_tflops"] < 989.4 and fam["peak_dtype"] == "bf16"
+    assert fam["tflops_per_s"] < fam["peak_tflops"]
+    assert set(o["peak_dtype"]) == {"bf16", "fp32"}
+
+
+@needs_shared
+def test_2021_trace_without_input_types_has_null_bytes() -> None:
+    """tb_plugin 2021 trace (`Input type: []`): before, bytes were 0 and with V100 peaks all 636
+    normalization ops read compute-bound; the bytes are unknown: null, no roofline, no bound."""
+    tr = pt.load(SHARED_PUBLIC / "tb_plugin" / "plugin__samples__resnet50_num_workers_0__worker0.pt.trace.json.gz")
+    norm = tr.perf.ops("V100-SXM2").filter(pl.col("family") == "normalization")
+    assert norm.height == 636
+    assert norm["flops"].is_not_null().all() and norm["bytes"].is_null().all()
+    assert norm["bound"].is_null().all() and norm["roofline_pct"].is_null().all()
+    fam = tr.perf.summary(peaks="V100-SXM2").filter(pl.col("family") == "normalization").row(0, named=True)
+    assert fam["bytes"] is None and fam["compute_bound"] == 0
+
+
+def test_multi_rank_peaks_per_rank(capsys: pytest.CaptureFixture[str]) -> None:
+    """An H100 and an MI300X file loaded as one trace: before, both ranks were rated against the
+    H100 (the lowest rank's device); now each rank against its own."""
+    tr = pt.load([str(H100), str(MI300)], ranks=[0, 1])
+    o = tr.perf.ops()
+    got = dict(o.group_by("rank").agg(pl.col("peak_device").unique()).select(
+        "rank", pl.col("peak_device").list.first()).iter_rows())
+    assert got == {0: "H100-SXM", 1: "MI300X"}
+    assert set(o.filter(pl.col("rank") == 1)["peak_tb_s"]) == {PEAKS["MI300X"]["hbm_tb_s"]}
+    # each rank's rows equal the rank loaded alone
+    alone = pt.load(MI300).perf.ops()
+    assert o.filter(pl.col("rank") == 1)["roofline_pct"].to_list() == alone["roofline_pct"].to_list()
+    # an explicit --peaks still rates every rank against it
+    assert set(tr.perf.ops("H100-SXM")["peak_device"]) == {"H100-SXM"}
+    assert main(["perf", str(H100), str(MI300), "--ranks", "0,1"]) == 0
+    assert "peaks: rank 0 H100-SXM, rank 1 MI300X" in capsys.readouterr().out

@@ -41,11 +41,13 @@ except KeyboardInterrupt:
 
 if _TYPE_CHECKING:
     import os
+    from collections.abc import Callable
 del annotations  # keep dir(proftab) to the API
 
 __all__ = [
     "Flag", "ProftabError", "ProftabWarning", "Trace", "TraceError", "__version__", "convert", "data_path",
-    "diff", "from_profiler", "join_samples", "load", "overlaps", "read_parquet", "register_trace_method",
+    "diff", "from_profiler", "join_samples", "load", "overlaps", "profiler_handler", "read_parquet",
+    "register_trace_method",
     "register_trace_namespace", "scan",
 ]
 
@@ -53,10 +55,23 @@ __all__ = [
 def from_profiler(prof: object, *, json_path: str | os.PathLike[str] | None = None) -> Trace:
     """The same tables as `load`, straight from a stopped `torch.profiler.profile`.
 
-    Times come from the profiler's in-memory int64 ns (`start_ns()` / `end_ns()`).
-    Kineto writes a profile once: pass `json_path` to also keep the JSON file.
-    Requires torch (the optional `torch` extra).
+    Times are the profiler's int64 ns (with torch >= 2.4 the JSON Kineto writes holds them
+    exactly; with older torch they are read from its in-memory events). Kineto writes a
+    profile once: pass `json_path` to also keep the JSON file. Requires torch (the optional
+    `torch` extra).
     """
     from proftab.io.torch_live import from_profiler as _from_profiler
 
     return _from_profiler(prof, json_path=json_path)
+
+
+def profiler_handler(out_dir: str | os.PathLike[str], *, worker_name: str | None = None) -> Callable[[object], None]:
+    """An `on_trace_ready` callback that writes each profile as a proftab dataset (no JSON kept).
+
+    ``torch.profiler.profile(..., on_trace_ready=pt.profiler_handler("prof/"))`` writes
+    ``prof/{worker_name}.{n}.pq`` per finished profile (`worker_name`: ``rank-N`` under
+    `torch.distributed`, else ``{hostname}_{pid}``); open one with `pt.scan`.
+    """
+    from proftab.io.torch_live import profiler_handler as _handler
+
+    return _handler(out_dir, worker_name=worker_name)

@@ -44,6 +44,7 @@ BUILTIN: dict[str, str] = {
     "memory": "proftab.memory",
     "modules": "proftab.modules",
     "perf": "proftab.perf",
+    "compiled": "proftab.compiled",
     "key_averages": "proftab.torch",
     "table": "proftab.torch",
     "to_parquet": "proftab.io.parquet",
@@ -55,7 +56,8 @@ BUILTIN: dict[str, str] = {
 }
 
 #: functions the Trace itself calls (its text and HTML reprs) -> the module that registers them
-BUILTIN_HOOKS: dict[str, str] = {"repr": "proftab.display", "repr_html": "proftab.display"}
+BUILTIN_HOOKS: dict[str, str] = {"repr": "proftab.display", "repr_html": "proftab.display",
+                                 "graph_capture": "proftab.device._graphs"}
 
 _REGISTRY: dict[str, tuple[Kind, Any]] = {}
 _HOOKS: dict[str, Callable[..., Any]] = {}

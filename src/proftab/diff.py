@@ -6,6 +6,9 @@ CPU times (`self_cpu_ns`, `cpu_total_ns`); for device rows the device times
 (`self_device_ns`, `device_total_ns`). Either side can be a Trace, a key_averages frame
 (e.g. read back from Parquet/CSV written by `proftab summary`) or anything `pt.load`
 accepts, so traces of different ranks, GPUs and file formats compare alike.
+
+`pt.diff(a, b, stats=True)` instead compares the runs step by step with a statistical test per
+key (`proftab.diff_stats`, docs/diff.md).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from proftab.steps import step_windows
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from proftab.trace import Trace
 
@@ -74,7 +77,8 @@ def _side(rows: pl.DataFrame, keys: list[str], scale: float) -> pl.DataFrame:
 
 def diff(a: object, b: object, *, group_by_input_shape: bool = False,
          normalize: Literal["rank", "step"] | None = None,
-         sort: Literal["self", "total", "calls"] = "self") -> pl.DataFrame:
+         sort: Literal["self", "total", "calls"] = "self", stats: bool = False, warmup: int = 2,
+         window: str | None = None, alpha: float = 0.01, names: Mapping[str, str] | None = None) -> pl.DataFrame:
     """Per key_averages row: calls, self and total in `a` and `b`, with absolute and relative change.
 
     Parameters
@@ -90,11 +94,25 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
         `calls` become Float64 then; times stay Int64 ns (rounded).
     sort
         Order by the absolute change of ``self`` (default), ``total`` or ``calls``, largest first.
+    stats
+        Compare per-step samples with a test per key instead (`proftab.diff_stats.stats_diff`:
+        steps, module paths, ops by module + name + shapes, kernels); `a` and `b` must be
+        traces or paths then, and `group_by_input_shape`, `normalize`, `sort` do not apply.
+    warmup
+        With `stats`: the first steps of each rank left out (default 2).
+    window
+        With `stats`: a host annotation name whose ranges are the steps instead of `ProfilerStep#N`.
+    alpha
+        With `stats`: family-wise error rate (Holm) and 1 - the confidence level of the CIs.
+    names
+        With `stats`: instance name -> the model's name (`proftab.modules.instance_names`),
+        so modules read ``model.layers.2`` instead of ``Net_0.Block_2``.
 
     Returns
     -------
     polars.DataFrame
-        `DIFF_COLUMNS`: `status` is ``added`` (absent from `a`), ``removed`` (absent from
+        With `stats`: `proftab.diff_stats.STATS_COLUMNS` plus `unit` (largest regression
+        first). Otherwise `DIFF_COLUMNS`: `status` is ``added`` (absent from `a`), ``removed`` (absent from
         `b`), ``changed`` or ``same``; `*_delta*` = b - a; `*_rel` = delta / a (null when a is 0).
 
     Examples
@@ -102,6 +120,8 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
     >>> d = pt.diff("before.json.gz", "after.json.gz", normalize="step")  # doctest: +SKIP
     >>> d.head(10)                                                         # doctest: +SKIP
     """
+    if stats:
+        return _stats(a, b, warmup=warmup, window=window, alpha=alpha, names=names)
     if normalize not in (None, "rank", "step"):  # checked before loading anything
         msg = f"unknown normalize {normalize!r}; valid: 'rank', 'step' or None"
         raise UsageError(msg)
@@ -145,3 +165,20 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
     j = j.sort([pl.col(by).abs(), "name"], descending=[True, False])
     front = ["input_shapes"] if group_by_input_shape else []
     return j.select(*DIFF_COLUMNS[:3], *front, *DIFF_COLUMNS[3:])
+
+
+def _stats(a: object, b: object, *, warmup: int, window: str | None, alpha: float,
+           names: Mapping[str, str] | None) -> pl.DataFrame:
+    from proftab.diff_stats import stats_diff
+    from proftab.trace import Trace
+
+    def trace(x: object, label: str) -> Trace:
+        if isinstance(x, Trace):
+            return x
+        if isinstance(x, pl.DataFrame):
+            msg = f"stats=True needs the events of each step: {label} is a DataFrame, give a Trace or a path"
+            raise UsageError(msg)
+        from proftab.io.files import load
+
+        return load(x)  # type: ignore[arg-type]
+    return stats_diff(trace(a, "a"), trace(b, "b"), warmup=warmup, window=window, alpha=alpha, names=names)

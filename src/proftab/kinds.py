@@ -16,9 +16,9 @@ from proftab import schema
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["CPU_OP", "MODULE_PREFIX", "OP_CATEGORIES", "PYTHON_FRAME", "USER_ANNOTATION", "device_type",
+__all__ = ["CPU_OP", "MODULE_PREFIX", "OP_CATEGORIES", "PYTHON_FRAME", "RUNTIME_2021", "USER_ANNOTATION", "device_type",
            "has_device_rows", "in_categories", "is_device", "is_device_work", "is_host", "is_host_op", "is_op",
-           "is_profiler_span", "is_python_frame", "is_user_annotation", "use_device"]
+           "is_profiler_span", "is_python_frame", "is_runtime", "is_user_annotation", "use_device"]
 
 
 #: the category of a Python frame recorded with `with_stack=True` (`file.py(12): fn`, `nn.Module: ...`)
@@ -76,6 +76,17 @@ def is_op(col: str = "cat") -> pl.Expr:
 def is_user_annotation(col: str = "cat") -> pl.Expr:
     """A `record_function` region on the host (`user_annotation`)."""
     return in_categories((USER_ANNOTATION,), col)
+
+
+#: the category of a CUDA runtime call in 2021-era (tb_plugin) traces; later ones write `cuda_runtime`
+RUNTIME_2021 = "Runtime"
+
+
+def is_runtime(col: str = "cat") -> pl.Expr:
+    """A runtime or driver call on the host (`cuda_runtime`, `hip_runtime`, `cuda_driver`..., and the
+    2021 `Runtime`): the launches, copies and syncs (False for a null category)."""
+    cat = pl.col(col).cast(pl.String)
+    return (cat.str.ends_with("_runtime") | cat.str.ends_with("_driver") | (cat == RUNTIME_2021)).fill_null(False)
 
 
 def is_host_op(col: str = "cat") -> pl.Expr:

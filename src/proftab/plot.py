@@ -7,7 +7,7 @@
 
 Each returns an `altair` chart: display it in a notebook, or `save(chart, "out.html")`
 (``.html``, ``.json`` Vega-Lite spec; ``.png`` / ``.svg`` with `vl-convert-python`).
-Altair is imported only when a chart is made (extra ``proftab[plot]``).
+Altair is imported only when a chart is made (the ``plot`` extra: ``pip install '.[plot]'`` from a checkout).
 """
 
 from __future__ import annotations

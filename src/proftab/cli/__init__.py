@@ -30,7 +30,7 @@ __all__ = ["BUILTIN_COMMANDS", "Command", "build_parser", "commands", "main"]
 
 #: modules under `proftab.cli` that define a subcommand, in `--help` order
 BUILTIN_COMMANDS: list[str] = ["summary", "check", "plot", "diff", "convert", "modules", "memory", "critical_path",
-                              "perf", "findings", "report", "mcp"]
+                              "perf", "compiled", "findings", "report", "mcp"]
 
 _DESCRIPTION = """\
 Exact, columnar tables from PyTorch profiler (Kineto / Chrome JSON) traces.
@@ -39,7 +39,7 @@ examples:
   proftab summary trace.pt.trace.json.gz                 torch's key_averages table
   proftab summary run/*.json --sort self_cuda_time_total --limit 20
   proftab summary trace.json.gz --format csv -o ops.csv  the key_averages columns as CSV
-  proftab check trace.json.gz --strict                   CI gate: exit 1 on any anomaly
+  proftab check trace.json.gz --strict                   CI gate: exit 1 on damage (truncation, rejected events...)
   proftab plot top trace.json.gz -o top.html             top ops chart (also timeline, tree, steps)
   proftab diff before.json.gz after.json.gz --limit 15   what changed, largest first
   proftab findings trace.json.gz                         what is wrong with the step, what to change
@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])
         cmd.add_arguments(p)
         p.set_defaults(_run=cmd.run)
+    parser.set_defaults(_subparsers=sub.choices)  # to report an unknown option with its subcommand's usage
     return parser
 
 
@@ -133,7 +134,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # `summary t.json --limt 5`: the subcommand's usage, and the option meant
+            import difflib
+
+            sub = (args._subparsers or {}).get(getattr(args, "command", None), parser)
+            options = [o for a in sub._actions for o in a.option_strings]
+            guess = difflib.get_close_matches(extra[0].split("=")[0], options, n=1)
+            sub.error(f"unrecognized arguments: {' '.join(extra)}" + (f" (did you mean {guess[0]}?)" if guess else ""))
     except SystemExit as exc:  # --help, --version, usage errors (argparse prints them)
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     if getattr(args, "_run", None) is None:

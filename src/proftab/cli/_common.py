@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["FORMATS", "add_output_arguments", "add_trace_arguments", "guess_format", "load_trace",
-           "rich_console", "shown_warnings", "write_frame", "write_text"]
+__all__ = ["FORMATS", "add_graph_capture_argument", "add_output_arguments", "add_trace_arguments", "guess_format",
+           "load_trace", "rich_console", "shown_warnings", "write_frame", "write_text"]
 
 FORMATS = ("text", "csv", "json", "markdown", "parquet")
 _EXTENSIONS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown",
@@ -36,6 +36,17 @@ def add_trace_arguments(p: argparse.ArgumentParser, *, many: bool = True, dest: 
                    help="keep the complete events of a damaged or truncated file (warns what was lost)")
     p.add_argument("--ranks", type=parse_ranks, default=None, metavar="R,R,...",
                    help="explicit rank per file, in sorted file order (when files claim the same rank)")
+    p.add_argument("--compile-provenance", action="append", default=None, metavar="PATH",
+                   help="Inductor provenance of a torch.compile run: the TORCH_COMPILE_DEBUG / TORCH_TRACE "
+                        "directory, a trace log or the node-mappings JSON (repeatable; docs/compiled.md)")
+    add_graph_capture_argument(p)
+
+
+def add_graph_capture_argument(p: argparse.ArgumentParser) -> None:
+    """`--graph-capture PATH` (repeatable): CUDA / HIP graph capture traces merged into the trace."""
+    p.add_argument("--graph-capture", action="append", default=None, metavar="PATH",
+                   help="a graph capture trace, or a directory of them (repeatable): each graph replay's "
+                        "kernels are attributed to the ops that captured them (docs/device.md, CUDA graphs)")
 
 
 def parse_ranks(text: str) -> list[int]:
@@ -103,20 +114,35 @@ def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool
     from proftab.progress import Progress
 
     items = [sources] if isinstance(sources, str) else list(sources)
+    provenance = getattr(args, "compile_provenance", None)
+    capture = getattr(args, "graph_capture", None)
+    if capture and any(is_remote(i) or dataset_root(i) is not None for i in items):
+        msg = "--graph-capture merges into trace files, not a converted dataset (convert with --graph-capture)"
+        raise UsageError(msg)
     if len(items) == 1 and is_remote(items[0]):  # a dataset on an object store
         with shown_warnings(args):
-            return pt.scan(items[0])
+            return _with_provenance(pt.scan(items[0]), provenance)
     if len(items) == 1 and (root := dataset_root(items[0])) is not None:
         with shown_warnings(args):
-            return pt.scan(root)
+            return _with_provenance(pt.scan(root), provenance)
     paths = expand_sources(sources)
     with shown_warnings(args), Progress(paths, "never" if args.quiet else args.progress) as progress:
         tr = pt.load(paths if len(paths) > 1 else paths[0], salvage=bool(getattr(args, "salvage", False)),
-                     ranks=getattr(args, "ranks", None))
+                     ranks=getattr(args, "ranks", None), compile_provenance=provenance,
+                     graph_capture=capture or None)
         if nest:
             progress.phase("nesting")
             _ = tr.collect("nested")
     return tr
+
+
+def _with_provenance(tr: Trace, provenance: list[str] | None) -> Trace:
+    """`tr` with `--compile-provenance` read (a scanned dataset gets it the way `pt.load` does)."""
+    if not provenance:
+        return tr
+    from proftab.io.inductor import with_provenance
+
+    return with_provenance(tr, provenance)
 
 
 def rich_console(args: argparse.Namespace, stream: object = None) -> object | None:

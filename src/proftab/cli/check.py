@@ -39,7 +39,7 @@ EXAMPLES = """\
 """
 
 #: damage: the input is bad or was only partly read; `--strict` fails on these
-DAMAGE = ("truncated", "rejected", "negative_dur", "unmatched_begin", "name_repaired", "args_repaired",
+DAMAGE = ("missing_file", "truncated", "rejected", "negative_dur", "unmatched_begin", "name_repaired", "args_repaired",
           "accounting")
 #: artifacts of torch's profiler in sound traces: reported, failing on them is opt-in (`--fail-on`)
 ARTIFACTS = ("overrun", "unfinished", "unattributed_device")
@@ -47,6 +47,7 @@ KINDS = (*DAMAGE, *ARTIFACTS)
 _ALIASES = {"unattributed": "unattributed_device", "all": ",".join(KINDS), "artifacts": ",".join(ARTIFACTS)}
 #: why an artifact is not damage (printed next to its count)
 EXPLAIN = {
+    "missing_file": "a source file failed to convert (convert --keep-going): its rank is not in the dataset",
     "truncated": "the file ends early; only its complete events were kept (--salvage)",
     "overrun": "an event ends after its parent on the same thread; torch writes ProfilerStep#N and Python "
                "frames so with with_stack=True; self time is clipped, never negative",
@@ -106,6 +107,10 @@ def report(tr: Trace, n_examples: int = 5) -> dict[str, Any]:
     cut = [{"rank": r, "path": m.get("source_file"), "json_bytes": m.get("json_bytes")}
            for r, m in zip(tr.files["rank"].to_list(), metas, strict=True) if m.get("complete") is False]
     findings["truncated"] = {"count": len(cut), "examples": cut[:n_examples]}
+    status = tr.collect("status") if "status" in tr.tables else pl.DataFrame(
+        schema={"source_file": pl.String, "status": pl.String, "error": pl.String})
+    lost = status.filter(pl.col("status") == "failed").select("source_file", "error")
+    findings["missing_file"] = {"count": lost.height, "examples": lost.head(n_examples).to_dicts()}
     acc = tr.collect("accounting")
     parts = ["events_in", "instants", "flows", "counters", "metadata", "rejected"]
     bad = acc.filter(pl.sum_horizontal(parts) != pl.col("trace_events"))
@@ -192,6 +197,12 @@ def _cell(key: str, value: object) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the report; with `--strict` exit 1 on damage not in `--allow` and on `--fail-on` artifacts."""
+    if (args.fail_on or args.allow) and not args.strict:
+        from proftab.exceptions import UsageError
+
+        opt = "--fail-on" if args.fail_on else "--allow"
+        msg = f"{opt} changes what --strict fails on; without --strict check always exits 0: add --strict"
+        raise UsageError(msg)
     tr = load_trace(args.trace, args)
     rep = report(tr, args.examples)
     fail_on = {k for group in args.fail_on for k in group}
@@ -205,7 +216,10 @@ def run(args: argparse.Namespace) -> int:
         write_text(json.dumps(rep, indent=2, default=str) + "\n", args.output)
     else:
         text = _text(rep, strict_kinds)
-        verdict = ("found: " + ", ".join(f"{k} {v:,}" for k, v in failing.items()) if failing
+        missing = [e["source_file"] for e in rep["findings"]["missing_file"]["examples"]]
+        verdict = ("found: " + ", ".join(f"{k} {v:,}" for k, v in failing.items())
+                   + (f" (not in the dataset: {', '.join(missing)})" if missing and "missing_file" in failing
+                      else "") if failing
                    else "clean: no damage (torch artifacts: " + ", ".join(
                        f"{k} {v:,}" for k, v in artifacts.items()) + "; --fail-on KIND to fail on them)"
                    if artifacts else "clean: nothing found")

@@ -6,7 +6,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from proftab.cli import Command
-from proftab.cli._common import parse_ranks, shown_warnings
+from proftab.cli._common import add_graph_capture_argument, parse_ranks, shown_warnings
+from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
     import argparse
@@ -43,7 +44,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                         "with --scheduler local, the LocalCluster's workers")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run the per-file work on Dask: a scheduler address (tcp://host:8786) or 'local' "
-                        "(a LocalCluster); needs proftab[dask]")
+                        "(a LocalCluster); needs the dask extra: pip install '.[dask]' from a checkout")
     p.add_argument("--keep-going", action="store_true",
                    help="a file that fails is left out (the dataset's _status.parquet says why) instead of "
                         "failing the conversion")
@@ -51,17 +52,37 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="reuse the ranks an existing dataset at OUT already holds from unchanged files, and "
                         "keep finished files in .OUT.proftab-resume until done (a failed or killed run continues)")
     p.add_argument("--no-summaries", action="store_true", help="do not write the per-rank summaries")
+    add_graph_capture_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from proftab.io.convert import convert
 
+    if args.graph_capture:  # the merged Trace is written as it is (its virtual ops and links included)
+        return _convert_merged(args)
     with shown_warnings(args):
         path = convert(args.sources, args.out, force=args.force, salvage=args.salvage, max_workers=args.workers,
                        ranks=args.ranks,
                        progress="never" if args.quiet else args.progress, client=args.scheduler,
                        on_error="skip" if args.keep_going else "raise", resume=args.resume,
                        summaries=not args.no_summaries, staging=args.staging)
+    if not args.quiet:
+        print(f"proftab: wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _convert_merged(args: argparse.Namespace) -> int:
+    """`convert --graph-capture`: load the traces with the capture merged, then write the dataset."""
+    import proftab as pt
+
+    if args.scheduler or args.resume or args.keep_going:
+        msg = "--graph-capture converts in this process: it cannot be combined with --scheduler, --resume or " \
+              "--keep-going"
+        raise UsageError(msg)
+    with shown_warnings(args):
+        tr = pt.load(args.sources if len(args.sources) > 1 else args.sources[0], salvage=args.salvage,
+                     ranks=args.ranks, graph_capture=args.graph_capture)
+        path = tr.to_parquet(args.out, force=args.force)
     if not args.quiet:
         print(f"proftab: wrote {path}", file=sys.stderr)
     return 0

@@ -17,6 +17,7 @@ from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
     import polars as pl
 
@@ -29,6 +30,7 @@ EXAMPLES = """\
   proftab critical-path trace.json.gz --by path -o path.csv      the path's segments
   proftab critical-path trace.json.gz --what-if gemm=0.5 --what-if 'aten::copy_'=0
       step time if GEMMs were 2x faster and copies free (the graph replayed)
+  proftab critical-path trace.json.gz --tail     the path to the end of each step's GPU work
   proftab critical-path trace.json.gz --annotation forward   windows of a user annotation
   proftab critical-path trace.json.gz --overlay cp.json.gz   the trace with the path marked (Perfetto UI)
 """
@@ -42,6 +44,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--window", type=int, nargs=2, default=None, metavar=("START_NS", "END_NS"),
                    help="an explicit window in trace ns")
     p.add_argument("--rank", type=int, default=None, help="only this rank")
+    p.add_argument("--tail", action="store_true",
+                   help="also the device work each window launched that ends after it (HTA's window): the path "
+                        "runs to the end of the step's GPU work")
     p.add_argument("--by", choices=["bound_by", "kind", "name", "module", "step", "path"], default="bound_by",
                    help="what to show (default: time per bound_by)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="rows to show for --by name/path")
@@ -81,6 +86,32 @@ def _text(df: pl.DataFrame, by: str) -> str:
         2 if by in ("name", "path") else 1)))
 
 
+def _check_selection(tr: Any, args: argparse.Namespace, step: Any) -> None:
+    """A `--rank` / `--window` / `--step` / `--annotation` that selects nothing is a usage error."""
+    import polars as pl
+
+    ranks = tr.files["rank"].to_list()
+    if args.rank is not None and args.rank not in ranks:
+        msg = f"--rank {args.rank}: the trace has no such rank; its ranks: {', '.join(map(str, ranks))}"
+        raise UsageError(msg)
+    wins = tr.critical_path.windows(step, rank=args.rank)
+    if args.window is not None:
+        w0, w1 = args.window
+        ev = tr.collect("events", columns=["rank", "start_ns", "end_ns"])
+        if args.rank is not None:
+            ev = ev.filter(pl.col("rank") == args.rank)
+        inside = ev.filter((pl.col("start_ns") >= w0) & (pl.col("end_ns") <= w1)).height
+        if not inside:
+            lo, hi = ev["start_ns"].min(), ev["end_ns"].max()
+            msg = (f"--window {w0} {w1}: no event lies inside it; the trace spans {lo} .. {hi} ns "
+                   "(trace time, as the start_ns column)")
+            raise UsageError(msg)
+    elif wins.is_empty():
+        what = f"--step {args.step}" if args.step is not None else f"--annotation {args.annotation}"
+        msg = f"{what}: no such window{'' if args.rank is None else f' on rank {args.rank}'}"
+        raise UsageError(msg)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print or write the table; see the module docstring."""
     scale = _scale(args.what_if)
@@ -89,18 +120,19 @@ def run(args: argparse.Namespace) -> int:
     step = args.step if args.step is not None else args.annotation if args.annotation else (
         tuple(args.window) if args.window else None)
     cp = tr.critical_path
+    _check_selection(tr, args, step)
     if scale:
-        df = cp.what_if(step, scale=scale, rank=args.rank)
+        df = cp.what_if(step, scale=scale, rank=args.rank, tail=args.tail)
         by = "what_if"
     elif args.by == "path":
-        df = cp.path(step, rank=args.rank)
+        df = cp.path(step, rank=args.rank, tail=args.tail)
         df = df.head(args.limit) if args.limit else df
         by = "path"
     else:
-        df = cp.summary(step, rank=args.rank, by=args.by, limit=args.limit)
+        df = cp.summary(step, rank=args.rank, by=args.by, limit=args.limit, tail=args.tail)
         by = args.by
     if args.overlay:
-        cp.overlay(args.overlay, step, rank=args.rank)
+        cp.overlay(args.overlay, step, rank=args.rank, tail=args.tail)
     if fmt != "text":
         write_frame(df, fmt, args.output)
         return 0

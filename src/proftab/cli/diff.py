@@ -15,6 +15,10 @@ EXAMPLES = """\
   proftab diff run_a/ run_b/ --normalize step --limit 20     multi-rank dirs, per-step averages
   proftab diff a.json.gz b.json.gz --sort total --status added --status removed
   proftab diff a.json.gz b.json.gz -o diff.csv               all rows as CSV (also .json, .md, .parquet)
+  proftab diff base/ new/ --stats                            per-step test per key (docs/diff.md)
+  proftab diff base.json.gz new.json.gz --gate --threshold 2% --alpha 0.01
+                                                             exit 1 on a significant regression > 2% of the step
+  proftab diff base.json.gz new.json.gz --gate --format markdown -o comment.md   a PR comment
 """
 
 
@@ -31,7 +35,76 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep only rows of this status (repeatable; default: all but 'same')")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="rows to show, -1 for all (default: 30 for text, all for files)")
+    g = p.add_argument_group("statistics (docs/diff.md)")
+    g.add_argument("--stats", action="store_true",
+                   help="compare per-step samples with a Mann-Whitney U test per key (Holm-corrected)")
+    g.add_argument("--gate", action="store_true",
+                   help="implies --stats; exit 1 when a significant regression exceeds --threshold, naming it")
+    g.add_argument("--threshold", type=_fraction, default=0.02, metavar="F",
+                   help="smallest regression the gate fails on, as a share of the baseline step time: "
+                        "2%% or 0.02 (default 2%%)")
+    g.add_argument("--alpha", type=float, default=0.01,
+                   help="family-wise error rate; CIs are at 1 - alpha (default 0.01)")
+    g.add_argument("--warmup", type=int, default=2, metavar="N", help="first steps of each rank left out (default 2)")
+    g.add_argument("--window", default=None, metavar="NAME",
+                   help="record_function name whose ranges are the steps (default: ProfilerStep#N)")
     add_output_arguments(p)
+
+
+def _fraction(text: str) -> float:
+    import argparse
+
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        msg = f"not a share: {text!r} (write 2% or 0.02)"
+        raise argparse.ArgumentTypeError(msg) from None
+
+
+def _run_stats(args: argparse.Namespace, fmt: str) -> int:
+    import polars as pl
+
+    from proftab.diff import diff
+    from proftab.diff_stats import headline, regressions, report_markdown
+    from proftab.exceptions import UsageError
+
+    if args.normalize or args.group_by_input_shape or args.sort != "self" or args.status:
+        msg = "--stats / --gate match keys by module, op and shapes: drop --normalize, --group-by-input-shape, " \
+              "--sort and --status"
+        raise UsageError(msg)
+    a = load_trace(args.a, args)
+    b = load_trace(args.b, args)
+    d = diff(a, b, stats=True, warmup=args.warmup, window=args.window, alpha=args.alpha)
+    reg = regressions(d, args.threshold)
+    if fmt == "markdown":
+        write_text(report_markdown(d, threshold=args.threshold, alpha=args.alpha, base=args.a, new=args.b),
+                   args.output)
+    elif fmt != "text":
+        limit = args.limit if args.limit is not None else -1
+        write_frame(d.head(limit) if limit >= 0 else d, fmt, args.output)
+    else:
+        unit = d["unit"][0] if d.height else "step"
+        lines = [f"proftab diff --stats  A: {args.a}  B: {args.b}"]
+        if unit == "event":
+            lines.append("note: fewer than two steps per rank after the warm-up: event-level samples, deltas per trace")
+        sig = d.filter(pl.col("significant") & (pl.col("delta_ns") != 0))
+        limit = args.limit if args.limit is not None else 30
+        lines.append(f"{d.height:,} keys compared, {sig.height:,} significant at alpha={args.alpha:g} (Holm); "
+                     f"{d.filter(pl.col('status') == 'added').height} added, "
+                     f"{d.filter(pl.col('status') == 'removed').height} removed")
+        for r in (sig.head(limit) if limit >= 0 else sig).iter_rows(named=True):
+            lines.append("  " + headline(r))
+        write_text("\n".join(lines) + "\n", args.output)
+    if args.gate:
+        import sys
+
+        if reg.height:
+            sys.stderr.write(f"proftab: gate FAILED: {reg.height} significant regression(s) larger than "
+                             f"{args.threshold:.1%} of the step; first: {headline(reg.row(0, named=True))}\n")
+            return 1
+        sys.stderr.write(f"proftab: gate passed: no significant regression larger than {args.threshold:.1%} "
+                         "of the step\n")
+    return 0
 
 
 def _text_rows(d: object) -> tuple[list[str], list[list[str]]]:
@@ -64,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     from proftab.diff import diff
 
     fmt = guess_format(args)
+    if args.stats or args.gate:
+        return _run_stats(args, fmt)
     a = load_trace(args.a, args)
     b = load_trace(args.b, args)
     d = diff(a, b, group_by_input_shape=args.group_by_input_shape, normalize=args.normalize, sort=args.sort)

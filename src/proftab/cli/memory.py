@@ -70,6 +70,18 @@ def _table(tr: Trace, args: argparse.Namespace) -> pl.DataFrame:
     return out if args.device is None else out.filter(out["device_name"] == args.device)
 
 
+def _check_device(tr: Trace, args: argparse.Namespace) -> None:
+    """`--device` names a device the trace's [memory] events have, else a usage error listing them."""
+    if args.device is None:
+        return
+    names = sorted({str(d) for d in tr.memory.peak()["device_name"].to_list()})
+    if names and args.device not in names:
+        from proftab.exceptions import UsageError
+
+        msg = f"--device {args.device}: the trace has no [memory] events on it; its devices: {', '.join(names)}"
+        raise UsageError(msg)
+
+
 def _text(tr: Trace, args: argparse.Namespace) -> str:
     import polars as pl
 
@@ -133,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
     """Print or write the memory tables; see the module docstring."""
     fmt = guess_format(args)
     tr = load_trace(args.trace, args, nest=False)
+    _check_device(tr, args)
     if args.chart:
         from proftab import plot
 

@@ -60,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
         msg = (f"no module frames in {', '.join(args.trace)} (record with with_stack=True or with_modules=True, "
                "or use record_function ranges)")
         raise ProftabError(msg)
+    if args.source == "auto" and tr.modules.frame_source() == "user_annotation" and not args.quiet:
+        import sys
+
+        print("proftab: note: no nn.Module frames (record with with_stack=True or with_modules=True): the rows are "
+              "the trace's record_function ranges (--source user_annotation)", file=sys.stderr)
     if args.chart:
         from proftab.plot import save
 

@@ -64,13 +64,44 @@ def _cells(df: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
     return headers, [[cell(c, v) for c, v in zip(headers, row, strict=True)] for row in df.iter_rows()]
 
 
+def _above_peak_note(ops: pl.DataFrame, tr: Any) -> str:
+    """One line when any op runs above its roofline (a rate over the device's peak), else ''."""
+    import polars as pl
+
+    above = ops.filter(pl.col("above_peak").fill_null(False))
+    if above.is_empty():
+        return ""
+    memory = int((above["bound"] == "memory").sum())
+    res = tr.files["time_resolution_ns"].max()
+    why = []
+    if memory:
+        why.append(f"{memory} memory-bound (data likely cache-resident"
+                   + (f", or short kernels under the trace's {res} ns resolution)" if res and res > 1 else ")"))
+    if above.height > memory:
+        why.append(f"{above.height - memory} compute-bound (check the peak dtype)")
+    return f"\nabove the peak (column above_peak): {above.height} op(s), {'; '.join(why)}"
+
+
 def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
     tr = load_trace(args.trace, args)
+    if tr.device.activities().is_empty():
+        from proftab.exceptions import UsageError
+
+        msg = (f"{', '.join(args.trace)} has no device activity (kernels, memcpy, memset): perf rates device "
+               "time; record with ProfilerActivity.CUDA (or the device's activity)")
+        raise UsageError(msg)
     peaks = tr.perf.peaks(args.peaks)
     device = peaks["device"] if peaks else "unknown device (no roofline; pass --peaks)"
+    if args.peaks is None and tr.files.height > 1:  # each rank against its own device
+        per = {r: (p or {}).get("device") or "unknown" for r, p in tr.perf.rank_peaks().items()}
+        if len(set(per.values())) > 1:
+            device = ", ".join(f"rank {r} {d}" for r, d in per.items())
     cov = tr.perf.coverage()
     share = "" if cov["coverage"] is None else f"{cov['coverage'] * 100:.1f}%"
     note = (f"peaks: {device}; modelled: {share} of device time, {cov['unknown_ops']} op(s) without a model")
+    if peaks and not args.ops and args.lost is None:
+        note += "; a row's peak_tflops: its ops' peaks weighted by device time (peak_dtype: the one with most)"
+    note += _above_peak_note(tr.perf.ops(args.peaks), tr)
     if args.ops:
         return tr.perf.ops(args.peaks), note
     if args.lost is not None:

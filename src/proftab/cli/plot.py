@@ -51,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
         msg = f"unknown chart file type for {args.output!r}; use .html, .json, .png, .svg or .pdf"
         raise UsageError(msg)
     tr = load_trace(args.trace, args)
+    if args.kind in ("top", "steps") and args.metric == "device" and tr.device.activities().is_empty():
+        msg = (f"--metric device: {', '.join(args.trace)} has no device activity (kernels, memcpy, memset), so the "
+               "chart would be empty; use --metric cpu, or record with ProfilerActivity.CUDA")
+        raise UsageError(msg)
     if args.kind == "top":
         chart = plot.top_ops(tr, args.limit or 20, metric=args.metric, python=args.python)
     elif args.kind == "timeline":

@@ -247,6 +247,8 @@ def _thread_view(tr: Trace, args: argparse.Namespace) -> Trace:
     """`tr` restricted to the ``--threads`` view, saying on stderr which threads it kept."""
     import sys
 
+    import polars as pl
+
     from proftab import schema
     from proftab.tracks import keep_threads, thread_view_tracks, track_labels
 
@@ -254,7 +256,8 @@ def _thread_view(tr: Trace, args: argparse.Namespace) -> Trace:
     host = tr.collect("events", [*keys, "cat", "name", "start_ns"]).filter(kinds.is_host())
     kept = thread_view_tracks(host, args.threads)
     if not args.quiet:
-        every = track_labels(host, tr.collect("threads"))
+        # threads as the repr counts them: the profiler's own span track ("Spans") is no thread
+        every = track_labels(host, tr.collect("threads")).filter(pl.col("tid").is_not_null())
         labels = every.join(kept, on=keys, how="semi", nulls_equal=True)["label"].to_list()
         print(f"proftab: note: --threads {args.threads}: {', '.join(labels) or 'no thread'} "
               f"({len(labels)} of {every.height} host threads; device rows all kept)", file=sys.stderr)

@@ -49,6 +49,8 @@ BOUND_BY = ("cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_me
             "sync")
 #: host calls that block until device work finishes
 SYNC_CALLS = r"(?:cuda|hip)(?:Device|Stream|Event)Synchronize"
+#: host calls that make a stream wait on an event recorded on another stream
+WAIT_CALLS = r"^(?:cuda|hip)StreamWaitEvent$"
 _K = {k: i for i, k in enumerate(KINDS)}
 _B = {b: i for i, b in enumerate(BOUND_BY)}
 _EDGE_LAUNCH, _EDGE_SYNC, _EDGE_XSTREAM = 0, 1, 2
@@ -102,8 +104,7 @@ def _device_bound(kind: pl.Expr, category: pl.Expr) -> pl.Expr:
 
 def _host_rows(nested: pl.DataFrame, rank: int, w0: int, w1: int) -> pl.DataFrame:
     end = pl.col("end_ns") - pl.col("overrun_ns").fill_null(0)
-    cat = pl.col("cat").cast(pl.String).fill_null("")
-    rt = cat.str.ends_with("_runtime") | cat.str.ends_with("_driver")  # as `kinds.use_device` reads them
+    rt = kinds.is_runtime()
     sync = rt & pl.col("name").str.contains(f"^{SYNC_CALLS}$")
     return (
         nested.filter((pl.col("rank") == rank) & kinds.is_host_op() & (pl.col("ph").cast(pl.String) == "X")
@@ -160,7 +161,14 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     work_kind = pl.col("kind").cast(pl.String).is_in(["kernel", "memcpy", "memset"])
     if tail:  # the work the window launched, wherever it ends (and unlaunched work inside the window)
         launched = pl.col("launch_start_ns").is_between(w0, w1) & (pl.col("start_ns") >= w0) & (pl.col("rank") == rank)
-        inside = launched | (inside & pl.col("launch_start_ns").is_null())
+        # unlaunched work (its launch not in the trace: NCCL kernels of a ROCm trace) and collectives
+        # launched earlier, which the window's work may wait on, up to the tail's end
+        last = activities.filter(launched & work_kind).select(pl.col("end_ns").max()).item()
+        tail_end = max(w1, int(last)) if last is not None else w1
+        unlaunched = ((pl.col("rank") == rank) & (pl.col("launch_start_ns").is_null()
+                                                  | (pl.col("category") == "communication"))
+                      & (pl.col("start_ns") >= w0) & (pl.col("end_ns") <= tail_end))
+        inside = launched | unlaunched
     # when each activity's stream became free of earlier work (the latest end of the activities before it)
     free = (activities.filter((pl.col("rank") == rank) & work_kind).sort("device", "stream", "start_ns", "end_ns")
             .select("event_id", pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("free_ns")))
@@ -234,8 +242,12 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     d_wk[1::2] = dev_kind
     d_wk[0::2] = _K["stream_gap"]
     d_wb = np.repeat(dev_bound, 2)
-    d_wb[0::2] = np.where(d_head[0::2], _B["gpu_compute_bound"], _B["launch_overhead"])  # gap: launch latency;
-    # before a stream's first activity: the stream busy with earlier work
+    # gap: launch latency; before a stream's first activity, or when the stream was busy for most of
+    # the gap with work outside the graph (launched in an earlier window): the stream's earlier work
+    free_rel = dev["free_ns"].fill_null(w0).to_numpy() - w0
+    prev_end = np.roll(de, 1)
+    busy = (~d_head[0::2]) & ((free_rel - prev_end) > (ds - free_rel))
+    d_wb[0::2] = np.where(d_head[0::2] | busy, _B["gpu_compute_bound"], _B["launch_overhead"])
     dev_start = 2 * nh + 2 * np.arange(nd)
     dev_end = dev_start + 1
 
@@ -344,6 +356,43 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     e_dst.append(dev_start[ab["dst"].to_numpy()])
     e_own.append(ab["sp"].to_numpy() + srow_base)
     e_cls.append(np.full(ab.height, _EDGE_XSTREAM))
+    # a StreamWaitEvent call without a cuda_sync row (ROCm traces, older Kineto) does not say which
+    # stream waits on which: the first work launched after the call waits, and what it waits for is
+    # the last work on another stream of its device that ends in its stream's idle gap (an NCCL
+    # kernel's end preceding the next compute kernel)
+    waits = host.with_row_index("hrow").with_columns(pl.col("hrow").cast(pl.Int64)).filter(
+        pl.col("name").str.contains(WAIT_CALLS) & (pl.col("kind") == "runtime") & pl.Series(~has_row))
+    if waits.height and nd:
+        by_launch = dev_i.select("row", "device", "start_ns", "free_ns", at=pl.col("launch_start_ns")).drop_nulls(
+            "at").sort("at")
+        waiter = waits.select("hrow", at=pl.col("start_ns")).sort("at").join_asof(
+            by_launch, on="at", strategy="forward", allow_exact_matches=False, check_sortedness=False).drop_nulls("row")
+        ends = dev_i.select(pl.col("row").alias("src"), "device", "end_ns", at=pl.col("end_ns")).sort("at")
+        awaited = waiter.select("hrow", "row", "device", "free_ns", at=pl.col("start_ns")).sort("at").join_asof(
+            ends, on="at", by="device", strategy="backward", check_sortedness=False).filter(
+            pl.col("src").is_not_null() & (pl.col("end_ns") > pl.col("free_ns").fill_null(w0)))
+        awaited = awaited.filter(pl.col("src") != pl.col("row")).unique(["src", "row"], keep="first",
+                                                                         maintain_order=True)
+        e_src.append(dev_end[awaited["src"].to_numpy()])
+        e_dst.append(dev_start[awaited["row"].to_numpy()])
+        e_own.append(awaited["hrow"].to_numpy())
+        e_cls.append(np.full(awaited.height, _EDGE_XSTREAM))
+    # work that a communication kernel on another stream holds back: a kernel that was launched
+    # and whose stream was free, but starts only after an NCCL/RCCL kernel ends (the collective's
+    # stream-wait-event; ROCm traces and streams waited on before the trace began record no wait)
+    comm = dev_i.filter(pl.col("category") == "communication")
+    if comm.height and nd:
+        ends = comm.select(pl.col("row").alias("src"), "device", pl.col("stream").alias("src_stream"), "end_ns",
+                           at=pl.col("end_ns")).sort("at")
+        held = dev_i.filter(pl.col("category").fill_null("") != "communication").select(
+            "row", "device", "stream", "free_ns", at=pl.col("start_ns")).sort("at").join_asof(
+            ends, on="at", by="device", strategy="backward", check_sortedness=False).filter(
+            pl.col("src").is_not_null() & (pl.col("src_stream") != pl.col("stream"))
+            & (pl.col("end_ns") > pl.col("free_ns").fill_null(w0)))
+        e_src.append(dev_end[held["src"].to_numpy()])
+        e_dst.append(dev_start[held["row"].to_numpy()])
+        e_own.append(held["src"].to_numpy() + nh)
+        e_cls.append(np.full(held.height, _EDGE_XSTREAM))
 
     src = np.concatenate(e_src).astype(np.int64)
     dst = np.concatenate(e_dst).astype(np.int64)
@@ -410,6 +459,6 @@ def sync_frame(events: pl.DataFrame) -> pl.DataFrame:
         pl.col("args").str.json_path_match("$.wait_on_stream").cast(pl.Int64, strict=False).alias("wait_on_stream"),
         pl.col("args").str.json_path_match("$.wait_on_cuda_event_record_corr_id").cast(pl.Int64, strict=False)
         .alias("record_corr"))
-    rec = events.filter(pl.col("cat").cast(pl.String).str.ends_with("_runtime") & pl.col("correlation").is_not_null()
+    rec = events.filter(kinds.is_runtime() & pl.col("correlation").is_not_null()
                         ).group_by("rank", "correlation").agg(pl.col("start_ns").min().alias("record_start_ns"))
     return s.join(rec, left_on=["rank", "record_corr"], right_on=["rank", "correlation"], how="left")

@@ -10,7 +10,7 @@ import polars as pl
 
 from proftab import kinds
 from proftab.critical_path._graph import BOUND_BY, KINDS, Graph
-from proftab.exceptions import ProftabError
+from proftab.exceptions import ProftabError, UsageError
 from proftab.intervals.dag import Preds, argmax_pred, earliest, walk_back
 from proftab.intervals.tree import depth_levels, tree_depth
 from proftab.steps import step_windows
@@ -239,10 +239,27 @@ def summary_frame(paths: pl.DataFrame, by: str = "bound_by", limit: int | None =
             .with_columns(share=share).sort(by).select(by, "ns", "share", "min_ns", "median_ns", "max_ns", "steps"))
 
 
+def _check_keys(graphs: Sequence[Graph], scale: Mapping[str, float]) -> None:
+    """Every `scale` key must match something (a kind, a bound_by, a category or an event name)."""
+    for key in scale:
+        if key == "*" or key in KINDS or key in BOUND_BY:
+            continue
+        try:
+            re.compile(key)
+        except re.error:
+            continue  # scaled_weights says why
+        if not any(((g.events["category"].fill_null("") == key) | g.events["name"].fill_null("").str.contains(key))
+                   .any() for g in graphs):
+            msg = (f"what-if key {key!r} matches no segment kind ({', '.join(KINDS)}), bound_by "
+                   f"({', '.join(BOUND_BY)}), kernel category or event name in the selected windows")
+            raise UsageError(msg)
+
+
 def what_if_frame(graphs: Sequence[Graph], scale: Mapping[str, float]) -> pl.DataFrame:
     """Path length before and after `scale` per graph: ``rank``, ``step``, ``length_ns``,
     ``what_if_ns``, ``delta_ns``, ``speedup``.
     """
+    _check_keys(graphs, scale)
     rows = []
     for g in graphs:  # one replay per window
         rows.append((g.rank, g.step, solve(g).length, solve(g, scale).length))

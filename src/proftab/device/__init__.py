@@ -41,6 +41,7 @@ from proftab.device._analyses import (
     summary,
 )
 from proftab.device._categories import CATEGORIES, DEFAULT_RULES, category_expr
+from proftab.device._graphs import align, capture_calls, graph_replays, merge_capture
 from proftab.device._link import (
     ACTIVITY_CATEGORIES,
     DEVICE_EVENT_COLUMNS,
@@ -66,8 +67,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIVITY_CATEGORIES", "CATEGORIES", "DEFAULT_RULES", "DEVICE_EVENT_COLUMNS", "EVENT_COLUMNS", "LINKS", "MARGINS",
     "OP_CATEGORIES", "DeviceNamespace", "activities", "annotation_margins", "annotations", "busy", "category_expr",
-    "comm_overlap", "copies", "copy_summary", "device_events", "diagnostics", "idle", "idle_breakdown",
-    "kernel_categories", "launch_delay", "op_device_time", "self_time", "summary", "unattributed",
+    "align", "capture_calls", "comm_overlap", "copies", "copy_summary", "device_events", "diagnostics",
+    "graph_replays", "idle", "idle_breakdown", "kernel_categories", "launch_delay", "merge_capture",
+    "op_device_time", "self_time", "summary", "unattributed",
 ]
 
 #: the columns of `Trace.nested` and `Trace.flows` the analyses read
@@ -136,6 +138,17 @@ class DeviceNamespace:
     def self_time(self) -> pl.DataFrame:
         """Self device time per event, as torch counts it (`self_time`)."""
         return self_time(self.activities(), self.events())
+
+    def graph_replays(self) -> pl.DataFrame:
+        """Per CUDA / HIP graph launch: capture matched, kernels matched, device time attributed (`graph_replays`).
+
+        Without a capture merge (`pt.load(..., graph_capture=...)`) the capture columns are null
+        and nothing is attributed: the kernels belong to the graph launch.
+        """
+        tables = self._trace.tables
+        merged = "graph_kernels" in tables
+        return graph_replays(self.activities(), self._trace.collect("graph_launches") if merged else None,
+                             self._trace.collect("graph_kernels") if merged else None)
 
     # ------------------------------------------------------------------ analyses
 

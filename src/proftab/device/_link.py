@@ -13,6 +13,11 @@ Rules (docs/device.md gives the reasons and the sources):
    (Kineto before 2024-02 wrote that; such ids collide with op ids, pytorch#124388).
 3. otherwise by containment: the innermost `cpu_op` open at the launch's start on its thread
    (`containment`); failing that the innermost `user_annotation` (`annotation`).
+1a. an activity replayed by a graph launch (`GRAPH_LAUNCH_PATTERN`) whose own `External id`
+   names a host event inside the launch on its thread (the virtual ops of a capture merge,
+   `proftab.device.graphs`) belongs to that event (`graph_capture`);
+1b. any other graph-replayed activity belongs to the graph launch itself (`graph_launch`): the
+   op or annotation around the launch holds the graph's time as total, never self, device time.
 4. an activity without a launch uses its own `External id` (same guard: the op starts no
    later than the activity) -> `device_external_id`.
 5. everything else is kept, unattributed: `no_launch` or `no_op`.
@@ -40,9 +45,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
 __all__ = [
-    "ACTIVITY_CATEGORIES", "ANNOTATION_CATEGORY", "DEVICE_EVENT_COLUMNS", "EVENT_COLUMNS", "LINKS", "MARGINS",
-    "OP_CATEGORIES", "activities", "annotation_margins", "device_events", "diagnostics", "event_frame", "is_launch",
-    "launch_categories", "self_time", "unattributed",
+    "ACTIVITY_CATEGORIES", "ANNOTATION_CATEGORY", "DEVICE_EVENT_COLUMNS", "EVENT_COLUMNS", "GRAPH_LAUNCH_PATTERN",
+    "LINKS", "MARGINS", "OP_CATEGORIES", "activities", "annotation_margins", "device_events", "diagnostics",
+    "event_frame", "is_launch", "launch_categories", "self_time", "unattributed",
 ]
 
 ANNOTATION_CATEGORY = "gpu_user_annotation"
@@ -58,7 +63,11 @@ OP_CATEGORIES = kinds.OP_CATEGORIES
 REGION_CATEGORIES = frozenset({kinds.USER_ANNOTATION})
 
 #: values of the `link` column: how an activity reached its op, or why it did not
-LINKS = ("external_id", "containment", "annotation", "device_external_id", "no_launch", "no_op")
+LINKS = ("external_id", "containment", "annotation", "device_external_id", "graph_capture", "graph_launch",
+         "no_launch", "no_op")
+#: names of the runtime / driver calls that replay a CUDA / HIP graph (`cudaGraphLaunch`, `hipGraphLaunch`,
+#: `cuGraphLaunch`, versioned `_v10000` suffixes)
+GRAPH_LAUNCH_PATTERN = r"(?i)^(cuda|hip|cu)GraphLaunch(_v\d+)?$"
 LINK_DTYPE = pl.Enum(LINKS)
 KIND_DTYPE = pl.Enum(["kernel", "memcpy", "memset", "sync"])
 #: (start shift, duration added) by which Kineto widened gpu_user_annotation spans, per era:
@@ -282,17 +291,25 @@ def activities(events: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
         0), `correlation`, `external_id`, `bytes`, `launch_id` (event_id of the runtime /
         driver call), `launch_name`, `launch_start_ns`, `launch_delay_ns` (start - launch
         start), `op_id` (event_id of the host op it is attributed to; null: unattributed),
-        `op_name`, `op_cat`, `link` (Enum, `LINKS`). Sorted by rank, start.
+        `op_name`, `op_cat`, `link` (Enum, `LINKS`), `graph_launch_id` (the graph launch that
+        replayed it; null: not a graph kernel), `graph_node_id` (the trace's `graph node id`,
+        null where Kineto writes none), `graph_node` (0-based position in its replay, by
+        start then event_id). Sorted by rank, start.
     """
     from proftab.device._categories import category_expr
 
     ev = event_frame(events)
-    dev = device_events.filter(~pl.col("is_annotation")).drop("is_annotation", "raw_start_ns", "raw_dur_ns",
-                                                              "clamped", "args", strict=False)
+    dev = device_events.filter(~pl.col("is_annotation"))
+    # Kineto >= 2026 writes `graph node id` on replayed kernels (the upper 32 bits: the exec graph's id)
+    node_id = (pl.col("args").str.json_path_match("$['graph node id']").cast(pl.Int64, strict=False)
+               if "args" in dev.columns else pl.lit(None, pl.Int64))
+    dev = dev.with_columns(graph_node_id=node_id).drop("is_annotation", "raw_start_ns", "raw_dur_ns", "clamped",
+                                                       "args", strict=False)
     launches = (
         ev.filter(is_launch(ev) & pl.col("correlation").is_not_null())
         .select("rank", "correlation", pl.col("event_id").alias("launch_id"), pl.col("name").alias("launch_name"),
                 pl.col("start_ns").alias("launch_start_ns"), pl.col("external_id").alias("launch_external_id"),
+                pl.max_horizontal("start_ns", "end_ns").alias("_l_end"),
                 *[pl.col(k).alias(f"_l_{k}") for k in _TRACK[1:]])
         .sort("rank", "correlation", "launch_start_ns", "launch_id")
         .unique(subset=["rank", "correlation"], keep="first", maintain_order=True)
@@ -325,6 +342,7 @@ def activities(events: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
     by_cont = _containment(ev, rest)
     owners = pl.concat([by_ext, by_cont], how="vertical_relaxed")
     acts = acts.join(owners, on=["rank", "launch_id"], how="left", maintain_order="left")
+    acts = _graph_owners(ev, acts)
 
     # 4. no launch: the activity's own External id
     no_launch = acts.filter(pl.col("launch_id").is_null() & pl.col("external_id").is_not_null()).select(
@@ -350,12 +368,53 @@ def activities(events: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
     acts = acts.join(names, on=["rank", "op_id"], how="left", maintain_order="left")
     cats = acts.select("name", "kind").unique().with_columns(category_expr().alias("category"))
     acts = acts.join(cats, on=["name", "kind"], how="left", maintain_order="left")
-    return acts.select(
+    out = acts.select(
         "rank", "event_id", "device", "stream", "cat", "name", "kind", "category", "start_ns", "end_ns", "dur_ns",
         "correlation", "external_id", "bytes", "launch_id", "launch_name", "launch_start_ns",
         (pl.col("start_ns") - pl.col("launch_start_ns")).alias("launch_delay_ns"),
         "op_id", "op_name", "op_cat", "link",
+        pl.when(pl.col("_graph")).then(pl.col("launch_id")).alias("graph_launch_id"), "graph_node_id",
     ).sort("rank", "start_ns", "event_id")
+    # position in the replay: 0, 1, ... in (start, event_id) order within the graph launch
+    return out.with_columns(
+        graph_node=pl.when(pl.col("graph_launch_id").is_not_null()).then(
+            pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "graph_launch_id")),
+    )
+
+
+def _graph_owners(ev: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """Owners of the activities a graph launch replays (rules 1a/1b of the module docstring).
+
+    An activity whose launch is a graph launch (`GRAPH_LAUNCH_PATTERN`) is owned by the host
+    event its own External id names when that event lies inside the launch, on its thread
+    (the virtual ops of a capture merge, `proftab.device.graphs`): link `graph_capture`;
+    otherwise by the graph launch itself (link `graph_launch`), never by the op or annotation
+    around the launch, which then has the graph's time as total, not self, device time.
+    """
+    graph = pl.col("launch_name").str.contains(GRAPH_LAUNCH_PATTERN).fill_null(False)
+    acts = acts.with_columns(_graph=graph)
+    g = acts.filter(pl.col("_graph") & pl.col("external_id").is_not_null()).select(
+        "rank", "event_id", "external_id", "launch_start_ns", "_l_end", *[f"_l_{k}" for k in _TRACK[1:]])
+    if not g.is_empty():
+        hosts = ev.filter(~kinds.is_device() & pl.col("external_id").is_not_null()).select(
+            "rank", pl.col("external_id").alias("_x"), pl.col("event_id").alias("_gop"),
+            pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe"),
+            *[pl.col(k).alias(f"_o_{k}") for k in _TRACK[1:]])
+        same = pl.lit(True)
+        for k in _TRACK[1:]:
+            same = same & pl.col(f"_l_{k}").eq_missing(pl.col(f"_o_{k}"))
+        inside = (pl.col("launch_start_ns") <= pl.col("_os")) & (pl.col("_oe") <= pl.col("_l_end"))
+        found = (g.join(hosts, left_on=["rank", "external_id"], right_on=["rank", "_x"], how="inner")
+                 .filter(same & inside).sort("rank", "event_id", "_gop")
+                 .unique(subset=["rank", "event_id"], keep="first").select("rank", "event_id", "_gop"))
+    else:
+        found = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "_gop": pl.Int64})
+    acts = acts.join(found, on=["rank", "event_id"], how="left", maintain_order="left")
+    return acts.with_columns(
+        op_id=pl.when(pl.col("_graph")).then(pl.coalesce("_gop", "launch_id")).otherwise(pl.col("op_id")),
+        link=pl.when(pl.col("_graph") & pl.col("_gop").is_not_null()).then(pl.lit("graph_capture"))
+        .when(pl.col("_graph")).then(pl.lit("graph_launch")).otherwise(pl.col("link")),
+    ).drop("_gop")
 
 
 def unattributed(activities: pl.DataFrame) -> pl.DataFrame:

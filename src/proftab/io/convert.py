@@ -8,6 +8,7 @@ small mergeable summaries (`io.summaries`). The dataset layout is `io.parquet`'s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,7 +28,7 @@ from proftab.meta import files_frame
 from proftab.progress import Progress
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from proftab.trace import Trace
 
@@ -119,10 +120,25 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _can_spawn() -> bool:
-    """Whether spawned workers can re-import `__main__` (not so for `python - < script`)."""
-    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    return main_file is None or os.path.isfile(main_file)
+@contextlib.contextmanager
+def _workers_skip_main() -> Iterator[None]:
+    """While the pool starts its workers, `__main__` is an empty module.
+
+    A spawned worker re-runs the parent's main script (as ``__mp_main__``) before it unpickles
+    its task, so a plain script calling `convert` without ``if __name__ == "__main__":`` would
+    convert again in every worker. The workers need nothing from `__main__` (the task is
+    `_convert_task` of this module, its arguments are strings), so they are started with a
+    main module that has no file to re-run; `python - < script` works the same way.
+    """
+    import types
+
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
@@ -262,6 +278,10 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         _finish(tmp, paths, results, stage_dirs)
     if ckpt is not None:
         shutil.rmtree(ckpt, ignore_errors=True)
+    for res in results:  # on_error="skip": name every file left out
+        if res.get("status") == "failed":
+            warnings.warn(f"skipped {res['path']}: {res['error']} (not in {out}; its _status.parquet says why)",
+                          ProftabWarning, stacklevel=2)
     return out
 
 
@@ -273,7 +293,7 @@ def _source_key(path: str, size: int, rank: int | None, salvage: bool) -> str:
 def _run_local(calls: list[tuple[Any, ...]], done: Any, max_workers: int | None) -> None:
     """The per-file tasks in this process or a spawn process pool."""
     workers = max_workers or min(len(calls), os.cpu_count() or 1)
-    if len(calls) <= 1 or workers == 1 or not _can_spawn():
+    if len(calls) <= 1 or workers == 1:
         for k, args in enumerate(calls):
             done(k, _convert_task(*args))
         return
@@ -287,7 +307,8 @@ def _run_local(calls: list[tuple[Any, ...]], done: Any, max_workers: int | None)
         # KeyboardInterrupt handler in them): Ctrl-C is one message from this process
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            futs = {pool.submit(_convert_task, *args): k for k, args in enumerate(calls)}
+            with _workers_skip_main():  # the workers start here, on submit
+                futs = {pool.submit(_convert_task, *args): k for k, args in enumerate(calls)}
         finally:
             signal.signal(signal.SIGINT, previous)
         try:

@@ -15,7 +15,7 @@ filesystem package installed on the workers), which a task copies to a local tem
 before reading. A task that dies with its worker is retried by the scheduler on another worker
 (its partial output is removed first); a file that fails is reported in the status table.
 
-Dask is an optional dependency (``pip install proftab[dask]``).
+Dask is an optional dependency (the ``dask`` extra: ``pip install '.[dask]'`` from a checkout).
 """
 
 from __future__ import annotations

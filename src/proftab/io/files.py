@@ -117,7 +117,9 @@ def trace_from_files(files: Sequence[FileTables]) -> Trace:
 
 
 def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, salvage: bool = False,
-         ranks: Sequence[int] | None = None) -> Trace:
+         ranks: Sequence[int] | None = None,
+         compile_provenance: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+         graph_capture: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None) -> Trace:
     """Load a trace: a file, a directory or glob of rank files, or a list of files.
 
     Parameters
@@ -131,6 +133,10 @@ def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, s
     ranks
         Explicit rank per file (in the sorted file order); by default `distributedInfo.rank`,
         else a `rank-N` pattern in the file name, else the file's position.
+    graph_capture
+        CUDA / HIP graph capture trace(s): a file, a directory of them (its
+        `execution_details.json` is skipped) or a list. Each graph replay's kernels are then
+        attributed to virtual copies of the ops that captured them (docs/device.md, "CUDA graphs").
 
     Raises
     ------
@@ -138,4 +144,25 @@ def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, s
         A file is missing, not a trace, or damaged (names the file, byte offset, excerpt).
     """
     paths = expand_sources(source)
-    return trace_from_files(read_files(paths, salvage=salvage, ranks=ranks))
+    trace = trace_from_files(read_files(paths, salvage=salvage, ranks=ranks))
+    if graph_capture is not None:  # issue 23: graph capture merge (first: provenance keeps its tables)
+        trace = _merge_graph_capture(trace, graph_capture, salvage=salvage)
+    if compile_provenance is not None:  # issue 28: torch.compile provenance
+        from proftab.io.inductor import with_provenance
+
+        trace = with_provenance(trace, compile_provenance)
+    return trace
+
+
+def _merge_graph_capture(trace: Trace, graph_capture: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+                         *, salvage: bool) -> Trace:
+    """`trace` with the capture traces merged (`proftab.device._graphs.merge_capture`, through its hook)."""
+    from proftab.api import hook
+
+    paths = [p for p in expand_sources(graph_capture) if os.path.basename(p) != "execution_details.json"]
+    if not paths:
+        msg = "no graph capture trace given (only an execution_details.json)"
+        raise TraceError(msg, path=os.fspath(graph_capture) if isinstance(graph_capture, str | os.PathLike) else None)
+    captures = [(p, trace_from_files(read_files([p], salvage=salvage, ranks=[0]))) for p in paths]
+    merged: Trace = hook("graph_capture")(trace, captures)
+    return merged

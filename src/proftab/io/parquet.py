@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,7 +32,7 @@ import polars as pl
 from proftab import schema
 from proftab._version import __version__
 from proftab.api import register_trace_method
-from proftab.exceptions import ProftabError, TraceError
+from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.io.atomic import MANIFEST, _is_dataset, atomic_dir
 from proftab.trace import TABLES as TRACE_TABLES
 from proftab.trace import Trace
@@ -356,6 +357,13 @@ def _dataset_trace(root: str, manifest: dict[str, Any], *, frame: Callable[[list
         except (TypeError, ValueError) as exc:
             msg = f"the dataset's meta table holds invalid JSON ({exc})"
             raise TraceError(msg, path=f"{source}/meta") from None
+    failed = manifest.get("failed") or []
+    if failed:  # once per scan: every analysis of this Trace lacks those files' ranks
+        which = "; ".join(f"{f.get('source_file')} ({str(f.get('error') or '').splitlines()[0][:200]})"
+                          for f in failed)
+        warnings.warn(f"{source}: a rank is missing: {len(failed)} source file(s) failed to convert and are not in "
+                      f"the dataset (ranks present: {', '.join(str(r) for r in ranks)}): {which}", ProftabWarning,
+                      stacklevel=3)
     return Trace(tables, files, source=source)
 
 

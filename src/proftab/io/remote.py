@@ -12,8 +12,8 @@ reads only the column chunks and row groups it needs. `storage_options` go to fs
 (``fsspec.url_to_fs(url, **storage_options)``: credentials, ``client_kwargs={"endpoint_url": ...}``
 for s3fs, and so on), the same keys that Dask and pandas take.
 
-fsspec (``pip install proftab[dask]``) and the file system's own package (s3fs, gcsfs, adlfs...)
-are needed for URLs; local paths and ``file://`` URLs never come here.
+fsspec (the ``dask`` extra: ``pip install '.[dask]'`` from a checkout) and the file system's own
+package (s3fs, gcsfs, adlfs...) are needed for URLs; local paths and ``file://`` URLs never come here.
 """
 
 from __future__ import annotations

@@ -4,8 +4,13 @@ The profile is written once by Kineto's own C++ exporter into a temporary file a
 the same scanner as any trace (so every column means the same thing), then the times of host
 ops and device activities are replaced by the profiler's in-memory `start_ns()` / `end_ns()`
 (int64 ns), matched by `(name, External id)` for host ops and `(name, correlation)` for device
-activities. With torch >= 2.4 the JSON already holds those exact ns; with older torch it held
-truncated µs, and this restores the exact values.
+activities. With torch >= 2.4 the JSON already holds those exact ns (every `ts`/`dur` has three
+decimals: the file's `time_resolution_ns` is 1), so the profiler's events are not walked at all
+and the cost is that of writing and loading the JSON; with older torch the JSON held truncated
+µs, and the walk restores the exact values.
+
+`profiler_handler(out_dir)` is an `on_trace_ready` callback that writes each finished profile
+as a proftab Parquet dataset (no JSON kept).
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from proftab.io.files import trace_from_files
 from proftab.io.kineto import read_kineto
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from proftab.trace import Trace
 
-__all__ = ["from_profiler"]
+__all__ = ["from_profiler", "profiler_handler"]
 
 
 def _raw_events(results: Any) -> pl.DataFrame:
@@ -78,6 +85,9 @@ def from_profiler(prof: Any, *, json_path: str | os.PathLike[str] | None = None)
             raise ProftabError(msg) from None
         tables = read_kineto(path)
     tables.meta["source_file"] = f"<live profile {type(prof).__module__}.{type(prof).__qualname__}>"
+    if tables.meta.get("time_resolution_ns") == 1:  # the JSON's times are the profiler's own ns
+        tables.meta["live_exact_events"] = len(tables.events)
+        return trace_from_files([tables])
     base = tables.meta["base_time_ns"]
     raw = _raw_events(results).unique(["name", "_corr"], keep="none")  # ambiguous pairs keep JSON times
     device = kinds.is_device()
@@ -91,3 +101,38 @@ def from_profiler(prof: Any, *, json_path: str | os.PathLike[str] | None = None)
     tables.meta["live_exact_events"] = int(ev.select(exact.sum()).item())
     tables.events = ev.select(tables.events.columns)
     return trace_from_files([tables])
+
+
+def profiler_handler(out_dir: str | os.PathLike[str], *, worker_name: str | None = None) -> Callable[[Any], None]:
+    """An `on_trace_ready` callback writing every finished profile as a proftab Parquet dataset.
+
+    Each call writes ``{out_dir}/{worker_name}.{n}.pq`` (`n` counts the profiles this handler
+    wrote, from 0) through `from_profiler` and `Trace.to_parquet`, so no JSON is kept. The
+    default `worker_name` is ``rank-{rank}`` when `torch.distributed` is initialized (one
+    handler per rank, as with `torch.profiler.tensorboard_trace_handler`), else
+    ``{hostname}_{pid}``. Open a result with `pt.scan(path)`.
+    """
+    from proftab.io.parquet import write_parquet
+
+    root = os.fspath(out_dir)
+    written = 0
+
+    def handler(prof: Any) -> None:
+        nonlocal written
+        name = worker_name or _worker_name()
+        os.makedirs(root, exist_ok=True)
+        write_parquet(from_profiler(prof), os.path.join(root, f"{name}.{written}.pq"))
+        written += 1
+
+    return handler
+
+
+def _worker_name() -> str:
+    """``rank-N`` under an initialized `torch.distributed`, else ``{hostname}_{pid}``."""
+    import socket
+
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return f"rank-{dist.get_rank()}"
+    return f"{socket.gethostname()}_{os.getpid()}"

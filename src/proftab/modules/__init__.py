@@ -77,6 +77,14 @@ class ModulesNamespace:
         out: pl.DataFrame = self._trace.cached(f"modules:frames:{source}", compute)
         return out
 
+    def frame_source(self, source: Source = "auto") -> str | None:
+        """The frames `source` takes: ``"nn.Module"``, ``"user_annotation"`` (with ``"auto"``, the
+        fallback when the trace has no ``nn.Module`` frames: its ``record_function`` ranges), or None.
+        """
+        from proftab.modules._frames import frame_mask
+
+        return frame_mask(self._nested().select("cat", "name"), source)[1]
+
     def links(self) -> pl.DataFrame:
         """Every backward op with the forward op it belongs to (`backward_links`)."""
         out: pl.DataFrame = self._trace.cached("modules:links", lambda: backward_links(self._nested()))

@@ -169,7 +169,10 @@ def module_frames(nested: pl.DataFrame, source: Source = "auto") -> pl.DataFrame
     # recomputation: a root frame inside a backward op hangs under that op's forward module
     is_bwd = _is_backward_node(n)
     bwd_up = nearest_ancestor(parent, rows, is_bwd) if is_bwd.any() else np.full(len(rows), -1)
-    phase = np.where((up < 0) & (bwd_up >= 0), "recompute", "forward")
+    # only nn.Module frames are recomputed (activation checkpointing re-runs modules); a
+    # record_function region that runs inside a backward op (DDP's nccl:all_reduce in its hook)
+    # is a call of its own
+    phase = np.where((up < 0) & (bwd_up >= 0) & (used == "nn.Module"), "recompute", "forward")
     f = n[rows]
     name = f["name"]
     instance = name.str.strip_prefix(MODULE_PREFIX) if used == "nn.Module" else name

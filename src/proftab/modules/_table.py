@@ -98,9 +98,9 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
     fwd = frames.filter(pl.col("phase") == "forward")
     rec = frames.filter(pl.col("phase") == "recompute")
     host = (fwd.group_by("rank", key).agg(calls=pl.len(), host_self_ns=pl.col("self_ns").sum())
-            .join(union_ns(fwd, by=["rank", key]).rename({"union_ns": "host_total_ns"}), on=["rank", key]))
+            .join(_thread_union(fwd, key, "host_total_ns"), on=["rank", key]))
     recomp = rec.group_by("rank", key).agg(recompute_calls=pl.len()).join(
-        union_ns(rec, by=["rank", key]).rename({"union_ns": "recompute_ns"}), on=["rank", key])
+        _thread_union(rec, key, "recompute_ns"), on=["rank", key])
     # the backward ops charged to each frame: host time = each op's exclusive backward time
     bwd_ops = links.select("rank", "event_id", "excl_ns").join(
         assigned.select("rank", "event_id", "frame_id"), on=["rank", "event_id"]).filter(
@@ -142,11 +142,34 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
     return out.select(cols).sort(["host_total_ns", "rank", key], descending=[True, False, False])
 
 
+def _launch_row(activities: pl.DataFrame) -> pl.Expr:
+    """The host row whose module an activity counts for: its launch, else its op.
+
+    A kernel of a graph replay attributed to a captured op (link `graph_capture`) counts for
+    that virtual op, which lies in the captured module frames; its launch is the graph launch.
+    """
+    row = pl.coalesce("launch_id", "op_id")
+    if "link" in activities.columns:
+        row = pl.when(pl.col("link").cast(pl.String) == "graph_capture").then(pl.col("op_id")).otherwise(row)
+    return row
+
+
+def _thread_union(frames: pl.DataFrame, key: str, name: str) -> pl.DataFrame:
+    """Per (rank, `key`): Σ over threads of the union of the frames' spans on that thread.
+
+    The union keeps a module nested in itself from counting twice; per thread, so that calls
+    running at once on two threads (two `gloo:all_reduce` regions) count as the thread time they
+    are, and `host_self_ns` (a sum over calls) never exceeds the total.
+    """
+    per = union_ns(frames, by=["rank", key, "pid", "tid"])
+    return per.group_by("rank", key).agg(pl.col("union_ns").sum().cast(pl.Int64).alias(name))
+
+
 def _device_rows(activities: pl.DataFrame, assigned: pl.DataFrame) -> pl.DataFrame:
     """Device work rows with the frame and phase of their launch row (else their op row)."""
     a = activities.filter(pl.col("kind").cast(pl.String) != "sync").select(
         "rank", pl.col("event_id").alias("_k"), pl.col("dur_ns").clip(0),
-        pl.coalesce("launch_id", "op_id").alias("event_id"))
+        _launch_row(activities).alias("event_id"))
     return a.join(assigned.select("rank", "event_id", "frame_id", "phase"), on=["rank", "event_id"]).filter(
         pl.col("frame_id").is_not_null())
 
@@ -164,7 +187,6 @@ def _one_step(nested: pl.DataFrame, step: int, frames: pl.DataFrame, assigned: p
     frames = frames.join(keep.rename({"event_id": "frame_id"}), on=["rank", "frame_id"], how="semi")
     assigned = assigned.join(keep, on=["rank", "event_id"], how="semi")
     links = links.join(keep, on=["rank", "event_id"], how="semi")
-    launch = pl.coalesce("launch_id", "op_id")
-    activities = activities.with_columns(_row=launch).join(
+    activities = activities.with_columns(_row=_launch_row(activities)).join(
         keep.rename({"event_id": "_row"}), on=["rank", "_row"], how="semi").drop("_row")
     return frames, assigned, links, activities

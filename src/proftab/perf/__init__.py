@@ -33,10 +33,12 @@ from proftab import kinds
 from proftab.api import register_trace_namespace
 from proftab.exceptions import ProftabError
 from proftab.intervals.tree import nearest_ancestor, row_positions
-from proftab.perf.models import _COLLECTIVE_RE, FAMILIES, OP_FAMILY, model_ops
+from proftab.perf.models import _COLLECTIVE_RE, FAMILIES, MATRIX_FAMILIES, OP_FAMILY, kernel_math, model_ops
 from proftab.perf.peaks import PEAKS, match_peaks
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from proftab.trace import Trace
 
 __all__ = ["FAMILIES", "HOST_COLUMNS", "PerfNamespace", "coverage", "lost", "ops", "resolve_peaks", "summary"]
@@ -44,7 +46,7 @@ __all__ = ["FAMILIES", "HOST_COLUMNS", "PerfNamespace", "coverage", "lost", "ops
 #: the nested columns `ops` reads
 HOST_COLUMNS = ("rank", "event_id", "cat", "name", "parent_id", "start_ns", "input_dims", "input_type",
                 "input_strides", "concrete_inputs", "in_msg_nelems", "dtype")
-_ACT_COLUMNS = ("rank", "kind", "dur_ns", "op_id")
+_ACT_COLUMNS = ("rank", "kind", "dur_ns", "op_id", "name")
 _RATE_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "hbm_tb_s")
 
 
@@ -80,7 +82,8 @@ def _owners(host: pl.DataFrame, act: pl.DataFrame) -> pl.DataFrame:
     return act.with_columns(pl.Series("_owner", owner))
 
 
-def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | None = None) -> pl.DataFrame:
+def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | None = None, *,
+        rank_peaks: Mapping[int, dict[str, Any] | None] | None = None) -> pl.DataFrame:
     """One row per host op that owns device time, with its perf model (module docstring).
 
     Parameters
@@ -92,6 +95,9 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
     peaks
         Peak rates (`resolve_peaks`): TFLOP/s per `fp64`/`fp32`/`tf32`/`bf16`/`fp16`/`fp8`
         and `hbm_tb_s`; None leaves the roofline columns null.
+    rank_peaks
+        Peak rates per rank (a multi-rank trace of different devices), used instead of `peaks`;
+        a rank missing from it uses `peaks`. The `peak_device` column names each row's device.
     """
     cols = [c for c in HOST_COLUMNS if c in nested.columns]
     host = nested.select(cols).filter(kinds.is_host())
@@ -100,11 +106,32 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
     owned = _owners(host, act) if not act.is_empty() and not host.is_empty() else act.with_columns(
         _owner=pl.lit(0, pl.Int64)).clear()
     per = owned.group_by("_owner").agg(device_ns=pl.col("dur_ns").sum(), kernels=pl.len().cast(pl.Int64))
+    per = per.join(_kernel_math(owned), on="_owner", how="left")
     rows = host.with_row_index("_owner").with_columns(pl.col("_owner").cast(pl.Int64)).join(
         per.with_columns(pl.col("_owner").cast(pl.Int64)), on="_owner", how="inner").sort("_owner")
     out = model_ops(rows.drop("_owner", "parent_id", "cat", "start_ns"))
-    return _rates(out, peaks).drop("input_dims", "input_type", "input_strides", "concrete_inputs", "in_msg_nelems",
+    # a matrix op whose kernels name their math mode (TF32 tensor cores on fp32 data, HMMA, MFMA)
+    # is bounded by that mode's peak, not its input dtype's
+    out = out.with_columns(peak_dtype=pl.when(pl.col("family").is_in(MATRIX_FAMILIES)
+                                              & pl.col("kernel_math").is_not_null())
+                           .then(pl.col("kernel_math")).otherwise(pl.col("peak_dtype")))
+    if rank_peaks:
+        out = out.with_row_index("_order")
+        parts = [_rates(out.filter(pl.col("rank") == r), rank_peaks.get(int(r), peaks))
+                 for r in out["rank"].unique().sort().to_list()]
+        out = pl.concat(parts, how="diagonal_relaxed").sort("_order").drop("_order") if parts else _rates(out, peaks)
+    else:
+        out = _rates(out, peaks)
+    return out.drop("input_dims", "input_type", "input_strides", "concrete_inputs", "in_msg_nelems",
                                    "dtype", strict=False)
+
+
+def _kernel_math(owned: pl.DataFrame) -> pl.DataFrame:
+    """Per owner the math mode its kernels' names say (`models.kernel_math`), the one with the most time."""
+    modes = owned.select("_owner", "dur_ns", _mode=kernel_math(pl.col("name").cast(pl.String))).drop_nulls("_mode")
+    return modes.group_by("_owner", "_mode").agg(pl.col("dur_ns").sum()).sort(
+        ["_owner", "dur_ns", "_mode"], descending=[False, True, False]).group_by("_owner", maintain_order=True).agg(
+        kernel_math=pl.col("_mode").first())
 
 
 def _rates(df: pl.DataFrame, peaks: dict[str, Any] | None) -> pl.DataFrame:
@@ -114,10 +141,11 @@ def _rates(df: pl.DataFrame, peaks: dict[str, Any] | None) -> pl.DataFrame:
         tb_per_s=pl.when(ns > 0).then(pl.col("bytes") / ns / 1e3),
         flops_per_byte=pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes")),
     )
+    df = df.with_columns(peak_device=pl.lit(None if peaks is None else peaks.get("device"), pl.String))
     if peaks is None:
         return df.with_columns(peak_tflops=pl.lit(None, pl.Float64), peak_tb_s=pl.lit(None, pl.Float64),
                                bound=pl.lit(None, pl.String), roofline_pct=pl.lit(None, pl.Float64),
-                               lost_ns=pl.lit(None, pl.Int64))
+                               lost_ns=pl.lit(None, pl.Int64), above_peak=pl.lit(None, pl.Boolean))
     rates = {k: float(v) for k, v in peaks.items() if k in _RATE_KEYS[:-1] and v is not None}
     bw = peaks.get("hbm_tb_s")
     peak = pl.col("peak_dtype").replace_strict(rates, default=None, return_dtype=pl.Float64)
@@ -133,7 +161,8 @@ def _rates(df: pl.DataFrame, peaks: dict[str, Any] | None) -> pl.DataFrame:
         pl.when(t_c.fill_null(0) >= t_m.fill_null(0)).then(pl.lit("compute")).otherwise(pl.lit("memory")))
     df = df.with_columns(bound=bound, roofline_pct=pct)
     return df.with_columns(lost_ns=pl.when(pl.col("roofline_pct").is_not_null()).then(
-        (ns * (1 - pl.col("roofline_pct").clip(upper_bound=1.0))).round().cast(pl.Int64)))
+        (ns * (1 - pl.col("roofline_pct").clip(upper_bound=1.0))).round().cast(pl.Int64)),
+        above_peak=pl.when(pl.col("roofline_pct").is_not_null()).then(pl.col("roofline_pct") > 1.0))
 
 
 def summary(perf_ops: pl.DataFrame, by: str = "family") -> pl.DataFrame:
@@ -157,7 +186,13 @@ def summary(perf_ops: pl.DataFrame, by: str = "family") -> pl.DataFrame:
         _mod_ns=ns.filter(modelled).sum().cast(pl.Float64),
         _roof_ns=roof_ns.sum(),
         _roof_den=ns.filter(pl.col("roofline_pct").is_not_null()).sum().cast(pl.Float64),
-        peak_tflops=pl.col("peak_tflops").drop_nulls().first(),
+        # the family's peak: its ops' peaks weighted by their device time (ops of several dtypes
+        # or math modes mix), and the peak dtype that has the most of its time
+        _peak_ns=(pl.col("peak_tflops") * ns).sum(),
+        _peak_den=ns.filter(pl.col("peak_tflops").is_not_null()).sum().cast(pl.Float64),
+        peak_dtype=pl.col("peak_dtype").filter(pl.col("peak_tflops").is_not_null()).sort_by(
+            ns.filter(pl.col("peak_tflops").is_not_null()), descending=True).first(),
+        n_above_peak=pl.col("above_peak").fill_null(False).sum().cast(pl.Int64),
         lost_ns=pl.when(pl.col("lost_ns").is_not_null().any()).then(pl.col("lost_ns").sum()),
         compute_bound=(pl.col("bound") == "compute").sum().cast(pl.Int64),
     ).with_columns(
@@ -165,9 +200,10 @@ def summary(perf_ops: pl.DataFrame, by: str = "family") -> pl.DataFrame:
         tflops_per_s=pl.when(pl.col("_mod_ns") > 0).then(pl.col("flops") / pl.col("_mod_ns") / 1e3),
         tb_per_s=pl.when(pl.col("_mod_ns") > 0).then(pl.col("bytes") / pl.col("_mod_ns") / 1e3),
         roofline_pct=pl.when(pl.col("_roof_den") > 0).then(pl.col("_roof_ns") / pl.col("_roof_den")),
-    )
+        peak_tflops=pl.when(pl.col("_peak_den") > 0).then(pl.col("_peak_ns") / pl.col("_peak_den")),
+    ).with_columns(above_peak=pl.when(pl.col("roofline_pct").is_not_null()).then(pl.col("roofline_pct") > 1.0))
     cols = [*keys, "ops", "device_ns", "share", "modelled_ns", "flops", "bytes", "tflops_per_s", "tb_per_s",
-            "peak_tflops", "roofline_pct", "compute_bound", "lost_ns"]
+            "peak_dtype", "peak_tflops", "roofline_pct", "compute_bound", "lost_ns", "n_above_peak", "above_peak"]
     return out.select(cols).sort(["device_ns", *keys], descending=[True, *([False] * len(keys))])
 
 
@@ -200,14 +236,23 @@ class PerfNamespace:
         """The peak rates used: `peaks` when given, else from the trace's `deviceProperties`."""
         return resolve_peaks(peaks, self._trace.meta.get("deviceProperties"))
 
+    def rank_peaks(self) -> dict[int, dict[str, Any] | None]:
+        """The peak rates of each rank's device (its file's `deviceProperties`), by rank."""
+        from proftab.meta import file_metas
+
+        return {r: match_peaks(m.get("deviceProperties")) for r, m in file_metas(self._trace.files).items()}
+
     def ops(self, peaks: str | dict[str, Any] | None = None) -> pl.DataFrame:
-        """One row per host op with device time and its perf model (`proftab.perf.ops`)."""
+        """One row per host op with device time and its perf model (`proftab.perf.ops`); without
+        `peaks`, each rank is rated against its own device (`rank_peaks`).
+        """
         resolved = self.peaks(peaks)
-        key = f"perf:ops:{sorted(resolved.items()) if resolved else None}"
+        per_rank = self.rank_peaks() if peaks is None and self._trace.files.height > 1 else None
+        key = f"perf:ops:{sorted(resolved.items()) if resolved else None}:{per_rank}"
 
         def compute() -> pl.DataFrame:
             nested = self._trace.collect("nested", columns=[c for c in HOST_COLUMNS if c in self._columns()])
-            return ops(nested, self._trace.device.activities(), resolved)
+            return ops(nested, self._trace.device.activities(), resolved, rank_peaks=per_rank)
         out: pl.DataFrame = self._trace.cached(key, compute)
         return out
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import polars as pl
 
-__all__ = ["FAMILIES", "OP_FAMILY", "model_ops"]
+__all__ = ["FAMILIES", "KERNEL_MATH_PATTERNS", "MATRIX_FAMILIES", "OP_FAMILY", "kernel_math", "model_ops"]
 
 FAMILIES = ("gemm", "attention", "conv", "elementwise", "normalization", "reduction", "softmax", "embedding",
             "copy", "collective", "other")
@@ -75,7 +75,7 @@ _UNARY = ("aten::relu", "aten::relu_", "aten::gelu", "aten::gelu_", "aten::silu"
           "aten::rsqrt", "aten::sqrt", "aten::abs", "aten::clamp", "aten::clamp_", "aten::clamp_min",
           "aten::clamp_min_", "aten::clamp_max", "aten::clamp_max_", "aten::reciprocal", "aten::sin", "aten::cos",
           "aten::erf", "aten::hardtanh", "aten::hardtanh_", "aten::leaky_relu", "aten::leaky_relu_",
-          "aten::fill_", "aten::zero_", "aten::dropout", "aten::native_dropout", "aten::bitwise_not",
+          "aten::dropout", "aten::native_dropout", "aten::bitwise_not",
           "aten::logical_not", "aten::square", "aten::floor", "aten::ceil", "aten::round", "aten::sign")
 _BINARY = ("aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::rsub", "aten::mul", "aten::mul_",
            "aten::div", "aten::div_", "aten::pow", "aten::pow_", "aten::maximum", "aten::minimum", "aten::eq",
@@ -102,15 +102,32 @@ _REDUCE = ("aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "
            "aten::linalg_vector_norm", "aten::var", "aten::std", "aten::var_mean", "aten::std_mean", "aten::prod",
            "aten::argmax", "aten::argmin", "aten::all", "aten::any", "aten::logsumexp", "aten::cumsum")
 _EMBED = {"aten::embedding": (0, 1), "aten::index_select": (0, 2), "aten::embedding_dense_backward": (0, 1)}
+#: ops that only write their output (no read): bytes = the output once, 0 FLOPs
+_WRITE_ONLY = ("aten::fill_", "aten::zero_")
 _COPY = ("aten::copy_", "aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous")
 
 #: op name -> family, for every modelled op
 OP_FAMILY: dict[str, str] = {
     **dict.fromkeys(_GEMM, "gemm"), **dict.fromkeys(_ATTN, "attention"), **dict.fromkeys(_CONV, "conv"),
-    **dict.fromkeys(_UNARY + _BINARY, "elementwise"), **dict.fromkeys(_NORM, "normalization"),
+    **dict.fromkeys(_UNARY + _BINARY + _WRITE_ONLY, "elementwise"), **dict.fromkeys(_NORM, "normalization"),
     **dict.fromkeys(_SOFTMAX, "softmax"), **dict.fromkeys(_REDUCE, "reduction"),
     **dict.fromkeys(_EMBED, "embedding"), **dict.fromkeys(_COPY, "copy"),
 }
+
+#: families whose kernels run on matrix units, so their kernel names can say the math mode
+MATRIX_FAMILIES = ("gemm", "attention", "conv")
+#: (peak dtype, pattern on a kernel name), first match wins: the math mode a kernel's name says.
+#: cuBLAS/CUTLASS/cuDNN: `h1688`/`h16816`/`h884` (HMMA fp16), `bf16`, `tf32`, `s1688`/`s16816`
+#: (TF32 tensor cores on fp32 data: `cutlass_80_tensorop_s1688gemm`, `ampere_s16816gemm`; cuBLAS /
+#: cuDNN `xmma` kernels name `tf32`); `sgemm`/`scudnn` without those: fp32 SIMT.
+#: Tensile (rocBLAS/hipBLASLt, MFMA): `_HHS_`/`_HSS_` fp16, `_BBS_`/`_BSS_` bf16, `XF32` tf32.
+KERNEL_MATH_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("fp8", r"(?i)e4m3|e5m2|fp8|f8f8"),
+    ("bf16", r"(?i)bf16|bfloat16|_BBS_|_BSS_|_BB_"),
+    ("fp16", r"(?i)h1688|h16816|h884|hmma|fp16|f16f16|_HHS_|_HSS_|_HH_|half"),
+    ("tf32", r"(?i)tf32|xf32|s1688|s16816|tensorop_s\d"),
+    ("fp32", r"(?i)sgemm|scudnn|implicit_convolve_s|_SB_|_SS_"),
+)
 
 _DIMS_RE = r"^\[\s*(\[[-\d,\s]*\]\s*,?\s*)*\]$"
 _COLLECTIVE_RE = (r"(?i)nccl|rccl|c10d::|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_"
@@ -152,8 +169,10 @@ def _dtype(i: int) -> pl.Expr:
 
 
 def _tensor_bytes(i: int) -> pl.Expr:
-    """Bytes of tensor input `i` (0 when it is not a tensor)."""
-    return pl.when(_is_tensor(i)).then(_numel(i) * _bpe(i)).otherwise(0)
+    """Bytes of tensor input `i` (0 when it is not a tensor; null when the trace records its shape
+    but not its type: 2021 traces write ``Input type: []``, so the bytes are unknown, not 0)."""
+    unknown = _type(i).is_null() & (_ndim(i) > 0).fill_null(False)
+    return pl.when(unknown).then(pl.lit(None, pl.Int64)).when(_is_tensor(i)).then(_numel(i) * _bpe(i)).otherwise(0)
 
 
 def _conc(i: int) -> pl.Expr:
@@ -371,7 +390,12 @@ def _broadcast_numel(df: pl.DataFrame, a: pl.Expr, b: pl.Expr, out: str = "_out_
 def _elementwise(df: pl.DataFrame) -> pl.DataFrame:
     un = df.filter(pl.col("name").is_in(_UNARY))
     bi = df.filter(pl.col("name").is_in(_BINARY))
+    wo = df.filter(pl.col("name").is_in(_WRITE_ONLY))
     out = []
+    if not wo.is_empty():  # fill_/zero_ write every element once and read nothing
+        out.append(wo.with_columns(numel=_numel(0), dtype_a=_dtype(0)).with_columns(
+            flops=pl.when(_is_tensor(0)).then(pl.lit(0, pl.Int64)), bytes=pl.when(_is_tensor(0)).then(
+                _tensor_bytes(0))))
     if not un.is_empty():
         out.append(un.with_columns(numel=_numel(0), dtype_a=_dtype(0)).with_columns(
             flops=pl.when(_is_tensor(0)).then(pl.col("numel")),
@@ -449,6 +473,14 @@ def _collective(df: pl.DataFrame) -> pl.DataFrame:
             default=None, return_dtype=pl.Int64)
         nbytes = pl.col("in_msg_nelems").cast(pl.Int64, strict=False) * size
     return df.with_columns(flops=pl.lit(None, pl.Int64), bytes=nbytes)
+
+
+def kernel_math(name: pl.Expr) -> pl.Expr:
+    """The peak dtype a kernel's name says it computes in (`KERNEL_MATH_PATTERNS`), else null."""
+    out = pl.lit(None, pl.String)
+    for dtype, pattern in reversed(KERNEL_MATH_PATTERNS):
+        out = pl.when(name.str.contains(pattern)).then(pl.lit(dtype)).otherwise(out)
+    return out
 
 
 def model_ops(ops: pl.DataFrame) -> pl.DataFrame:

@@ -27,14 +27,25 @@ __all__ = ["KEY_AVERAGES_COLUMNS", "key_averages", "key_averages_frame", "render
 def key_averages(trace: Trace, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                  group_by_overload_name: bool = False, *, include_python_functions: bool = True,
                  top_level_only: bool = False, by_step: bool = False,
-                 with_flops: bool | None = None) -> pl.DataFrame:
+                 with_flops: bool | None = None, compiled: bool = False) -> pl.DataFrame:
     """torch's `key_averages()` as a DataFrame, never with negative self time.
 
     See `proftab.torch.aggregate.key_averages` for the columns and rules. `flops` is torch's
     estimate (`proftab.torch.flops`) when the profile says `with_flops` (or `with_flops=True`),
     else 0, as in torch. A scanned dataset's stored copy is used for the default options (it
-    is only kept when it was written by this very code).
+    is only kept when it was written by this very code). `compiled=True`: torch.compile's
+    generated kernels counted as the ops they fuse (`proftab.compiled.key_averages`,
+    docs/compiled.md), so `pt.diff` compares an eager and a compiled run op by op.
     """
+    if compiled:
+        from proftab.compiled import key_averages as compiled_rows
+
+        ns = trace.compiled
+        rows = key_averages(trace, group_by_input_shape, group_by_stack_n, group_by_overload_name,
+                            include_python_functions=include_python_functions, top_level_only=top_level_only,
+                            by_step=by_step, with_flops=with_flops)
+        out: pl.DataFrame = compiled_rows(rows, ns.events(), ns.provenance, ns.extern_kernels())
+        return out
     flops = bool(trace.meta.get("with_flops")) if with_flops is None else with_flops
     default = not (group_by_input_shape or group_by_stack_n or group_by_overload_name or top_level_only
                    or by_step or with_flops is not None) and include_python_functions

@@ -1,0 +1,527 @@
+"""torch.compile: generated kernels back to their compiled region, FX nodes, aten ops, modules and source lines.
+
+A generated kernel is an event named as Inductor names its kernels (`triton_poi_fused_add_mul_0`,
+`cpp_fused_gelu_view_2`, `graph_0_cpp_fused_...` with `TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1`):
+a device kernel (Triton), or a host event when the kernel runs on the CPU (Inductor's C++). Its
+region is the nearest enclosing `## Call CompiledFxGraph <hash> ##` annotation and `Torch-Compiled
+Region: <frame>/<compile>` op (for a device kernel: of the op that launched it).
+
+With Inductor's provenance artifacts (`pt.load(..., compile_provenance=DIR)`, `proftab.io.inductor`)
+each kernel gets the FX nodes it computes, their aten ops, nn.Module paths and source lines
+(`mapped`); without them, the op list is read from the kernel's name and is a guess (`guess`).
+
+Apportioning (`by_op`, `by_module`, `by_source`, `key_averages`): a kernel event's duration is
+split equally over its nodes (with provenance: its post-grad FX nodes; without: its fused ops),
+in int64 ns: each node gets `dur // n`, and the first `dur % n` nodes in node-name order get
+1 ns more, so the shares of one event sum to its duration exactly. docs/compiled.md.
+
+>>> tr = pt.load("run.pt.trace.json.gz", compile_provenance="debug_dir")   # doctest: +SKIP
+>>> tr.compiled.kernels()     # one row per generated-kernel event              # doctest: +SKIP
+>>> tr.compiled.by_source()   # kernel time per model source line               # doctest: +SKIP
+>>> tr.compiled.regions()     # per compiled graph: calls, time, recompiles     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import polars as pl
+
+from proftab import kinds
+from proftab.api import register_trace_namespace
+from proftab.compiled._names import GENERATED_PATTERN, KIND_NAMES, kernel_name_columns, split_fused_ops
+from proftab.exceptions import UsageError
+from proftab.intervals.tree import nearest_ancestor, row_positions
+from proftab.io.inductor import PROVENANCE_TABLE
+
+if TYPE_CHECKING:
+    from proftab.trace import Trace
+
+__all__ = ["EXTERN_COLUMNS", "KERNEL_COLUMNS", "KIND_NAMES", "PROVENANCE_TABLE", "REGION_COLUMNS", "Compiled",
+           "apportion", "extern_kernels", "kernel_events", "kernels", "key_averages", "regions", "split_fused_ops"]
+
+CALL_PREFIX = "## Call CompiledFxGraph"
+REGION_PREFIX = "Torch-Compiled Region"
+_COMPILE_ID_RE = r"compile_id=(\d+/\d+)"
+
+KERNEL_COLUMNS = ["rank", "event_id", "name", "kernel", "backend", "kernel_kind", "on_device", "start_ns",
+                  "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file",
+                  "fused_ops", "mapped", "guess", "n_nodes", "nodes", "aten_ops", "modules", "sources"]
+REGION_COLUMNS = ["rank", "compile_id", "frame_id", "compile_index", "recompile", "compiled_in_trace", "n_calls",
+                  "total_ns", "kernel_ns", "n_kernels", "graph_hashes"]
+
+
+def _take(values: pl.Series, rows: np.ndarray, name: str) -> pl.Series:
+    """`values` at row positions `rows`, null where a row is -1 (vectorized)."""
+    if not len(rows):
+        return pl.Series(name, [], values.dtype)
+    got = values.gather(np.maximum(rows, 0)).alias(name)
+    return pl.select(pl.when(pl.Series(rows >= 0)).then(got)).to_series().alias(name)
+
+
+def _parents(n: pl.DataFrame) -> np.ndarray:
+    rank = n["rank"].to_numpy()
+    return row_positions(rank, n["event_id"].to_numpy(), rank, n["parent_id"].fill_null(-1).to_numpy())
+
+
+def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Every generated-kernel event with its region (no provenance).
+
+    Parameters
+    ----------
+    nested
+        `Trace.nested` (at least rank, event_id, parent_id, cat, name, start_ns, dur_ns, args).
+    activities
+        `Trace.device.activities()` when the trace has device rows (device kernels find their
+        launching op there; host `triton_*` ops are then launches, never kernel rows), else None.
+
+    Returns
+    -------
+    pl.DataFrame
+        `rank`, `event_id`, `name`, `kernel`, `backend`, `kernel_kind`, `fused_ops`,
+        `on_device`, `start_ns`, `dur_ns`, `launch_id` (the op that launched a device kernel),
+        `compile_id` (`"0/0"` of the enclosing `Torch-Compiled Region`), `region_id` (its
+        event_id), `graph_call_id` (event_id of the `## Call CompiledFxGraph ##` annotation),
+        `graph_hash`, `kernel_file` (Triton launch args). Sorted by rank, start_ns, event_id.
+    """
+    n = nested.select("rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns", "args")
+    is_gen = pl.col("name").str.contains(GENERATED_PATTERN)
+    device = n.filter(is_gen & kinds.is_device_work())
+    host = n.filter(is_gen & ~kinds.is_device(), kinds.is_host())
+    if activities is not None:  # a host `triton_*` op is a launch, not the kernel (its device kernel may be
+        host = host.filter(~pl.col("name").str.starts_with("triton_"))  # unlinked, e.g. in a CUDA graph replay)
+    launch = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "launch_id": pl.Int64})
+    if device.height and activities is not None:
+        launch = activities.select("rank", "event_id", pl.col("op_id").alias("launch_id"))
+    device = device.join(launch, on=["rank", "event_id"], how="left").with_columns(on_device=pl.lit(True))
+    launchers = device.select("rank", pl.col("launch_id").alias("event_id")).drop_nulls()
+    host = (host.join(launchers, on=["rank", "event_id"], how="anti")
+            .with_columns(launch_id=pl.lit(None, pl.Int64), on_device=pl.lit(False)))
+    ev = pl.concat([host.select(device.columns), device]).sort("rank", "start_ns", "event_id")
+    anchor_id = pl.coalesce("launch_id", pl.when(~pl.col("on_device")).then("event_id"))
+    parents = _parents(n)
+    start = row_positions(n["rank"].to_numpy(), n["event_id"].to_numpy(), ev["rank"].to_numpy(),
+                          ev.select(anchor_id.fill_null(-1)).to_series().to_numpy())
+    names = n["name"]
+    cats = n["cat"].cast(pl.String)
+    is_call = (names.str.starts_with(CALL_PREFIX) & (cats == kinds.USER_ANNOTATION)).to_numpy()
+    is_region = names.str.starts_with(REGION_PREFIX).to_numpy()
+
+    def ancestor(mask: np.ndarray) -> np.ndarray:
+        out = np.full(len(start), -1, np.int64)
+        ok = start >= 0
+        # the anchor itself counts (a launcher) only as its own parent's child: strict ancestors
+        out[ok] = nearest_ancestor(parents, start[ok], mask)
+        return out
+
+    call_row, region_row = ancestor(is_call), ancestor(is_region)
+    ids = n["event_id"]
+    uniq = ev.select(pl.col("name").unique()).with_columns(kernel_name_columns(pl.col("name")))
+    ev = ev.with_columns(
+        _take(ids, call_row, "graph_call_id"), _take(names, call_row, "_call"),
+        _take(ids, region_row, "region_id"), _take(names, region_row, "_region"),
+    ).join(uniq, on="name", how="left")
+    launcher_args = n.select("rank", pl.col("event_id").alias("launch_id"),
+                             pl.col("args").str.json_path_match("$.kernel_file").alias("kernel_file"))
+    ev = ev.join(launcher_args, on=["rank", "launch_id"], how="left") if ev.height else ev.with_columns(
+        kernel_file=pl.lit(None, pl.String))
+    return ev.with_columns(
+        compile_id=pl.col("_region").str.extract(r"(\d+/\d+)", 1),
+        graph_hash=pl.col("_call").str.extract(r"## Call CompiledFxGraph (\S+) ##", 1),
+    ).select("rank", "event_id", "name", "kernel", "backend", "kernel_kind", "fused_ops", "on_device", "start_ns",
+             "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file")
+
+
+EXTERN_COLUMNS = ["rank", "event_id", "name", "compile_id", "graph_call_id", "kernel", "handle", "start_ns", "dur_ns",
+                  "nodes", "pre_grad_ops", "modules", "sources"]
+
+
+def _graph_calls(nested: pl.DataFrame) -> pl.DataFrame:
+    """The `## Call CompiledFxGraph ##` annotations with the compile id of their enclosing region."""
+    n = nested
+    calls = n.filter(pl.col("name").str.starts_with(CALL_PREFIX) & kinds.is_user_annotation()).select(
+        "rank", "event_id")
+    if not calls.height:
+        return calls.with_columns(compile_id=pl.lit(None, pl.String))
+    parents = _parents(n)
+    starts = row_positions(n["rank"].to_numpy(), n["event_id"].to_numpy(), calls["rank"].to_numpy(),
+                           calls["event_id"].to_numpy())
+    up = nearest_ancestor(parents, starts, n["name"].str.starts_with(REGION_PREFIX).to_numpy())
+    region = _take(n["name"], up, "_region")
+    return calls.with_columns(compile_id=region.str.extract(r"(\d+/\d+)", 1))
+
+
+def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.DataFrame:
+    """The aten ops the generated code calls directly (`extern_kernels.addmm`), matched to their FX nodes.
+
+    Inductor numbers its kernel calls in call order (the provenance debug handle); the ops
+    directly inside one `## Call CompiledFxGraph ##` annotation that are not generated kernels
+    are its extern calls in the same order. The k-th such op of a call is matched to the
+    graph's k-th `extern_kernels.X` handle when its name is `aten::X` (else it stays unmatched).
+    Needs provenance with compile ids (a structured log), or a single graph's mapping file.
+
+    Returns
+    -------
+    pl.DataFrame
+        `EXTERN_COLUMNS`: the event, its graph call, Inductor's `kernel` and `handle`, and the
+        lists `nodes`, `pre_grad_ops`, `modules`, `sources` of its FX nodes.
+    """
+    empty = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "name": pl.String, "compile_id": pl.String,
+                                 "graph_call_id": pl.Int64, "kernel": pl.String, "handle": pl.Int64,
+                                 "start_ns": pl.Int64, "dur_ns": pl.Int64, "nodes": pl.List(pl.String),
+                                 "pre_grad_ops": pl.List(pl.String), "modules": pl.List(pl.String),
+                                 "sources": pl.List(pl.String)})
+    if provenance is None or not provenance.height:
+        return empty
+    prov = provenance.filter(pl.col("kernel").str.starts_with("extern_kernels."))
+    if prov["compile_id"].is_null().any():
+        if prov["artifact"].n_unique() != 1:
+            return empty  # several graphs without compile ids: no way to tell their calls apart
+        prov = prov.with_columns(compile_id=pl.lit(None, pl.String))
+    calls = _graph_calls(nested).rename({"event_id": "graph_call_id"})
+    kids = (nested.filter(kinds.is_host_op() & ~pl.col("name").str.contains(GENERATED_PATTERN))
+            .select("rank", "event_id", "name", "start_ns", "dur_ns", pl.col("parent_id").alias("graph_call_id"))
+            .join(calls, on=["rank", "graph_call_id"], how="inner")
+            .sort("rank", "graph_call_id", "start_ns", "event_id")
+            .with_columns(_k=pl.int_range(pl.len()).over("rank", "graph_call_id")))
+    handles = (prov.select("compile_id", "kernel", "handle").unique().sort("compile_id", "handle", nulls_last=True)
+               .with_columns(_k=pl.int_range(pl.len()).over("compile_id")))
+    matched = kids.join(handles, on=["compile_id", "_k"], how="inner", nulls_equal=True).filter(
+        pl.col("name") == pl.format("aten::{}", pl.col("kernel").str.strip_prefix("extern_kernels.")))
+    if not matched.height:
+        return empty
+    src = prov.with_columns(source=pl.when(pl.col("source_file").is_not_null())
+                            .then(pl.format("{}:{}", "source_file", "source_line")))
+    lists = src.group_by("compile_id", "kernel", "handle").agg(
+        pl.col("node").sort().alias("nodes"), pl.col("pre_grad_op").drop_nulls().unique().sort().alias("pre_grad_ops"),
+        pl.col("module").drop_nulls().unique().sort().alias("modules"),
+        pl.col("source").drop_nulls().unique().sort().alias("sources"))
+    return matched.join(lists, on=["compile_id", "kernel", "handle"], how="left", nulls_equal=True).select(
+        EXTERN_COLUMNS).sort("rank", "start_ns", "event_id")
+
+
+def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.DataFrame:
+    """One row per (kernel event, node): provenance nodes where they exist, else the fused ops (a guess).
+
+    Columns: rank, event_id, dur_ns, mapped, node, aten_op, pre_grad_op, module, source (`file:line`),
+    source_code.
+    """
+    base = events.select("rank", "event_id", "kernel", "compile_id", "dur_ns", "fused_ops")
+    mapped = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "node": pl.String,
+                                  "aten_op": pl.String, "pre_grad_op": pl.String, "module": pl.String,
+                                  "source": pl.String,
+                                  "source_code": pl.String})
+    if provenance is not None and provenance.height:
+        prov = provenance.with_columns(
+            source=pl.when(pl.col("source_file").is_not_null())
+            .then(pl.format("{}:{}", "source_file", "source_line")))
+        cols = ["node", "aten_op", "pre_grad_op", "module", "source", "source_code"]
+        by_id = prov.filter(pl.col("compile_id").is_not_null()).select("compile_id", "kernel", *cols)
+        # mapping files without a compile id: per kernel name, the first artifact that has it
+        first = (prov.filter(pl.col("compile_id").is_null()).select("artifact", "kernel").unique(maintain_order=True)
+                 .unique(subset="kernel", keep="first", maintain_order=True))
+        no_id = prov.join(first, on=["artifact", "kernel"], how="semi").select("kernel", *cols)
+        a = base.join(by_id, on=["compile_id", "kernel"], how="inner")
+        b = base.join(a.select("rank", "event_id").unique(), on=["rank", "event_id"], how="anti").join(
+            no_id, on="kernel", how="inner")
+        mapped = pl.concat([a.select(mapped.columns), b.select(mapped.columns)])
+    done = mapped.select("rank", "event_id").unique()
+    # a kernel without op names (`triton_poi_fused_0`) keeps one null node: its time stays in every table
+    one_null = pl.lit([None], pl.List(pl.String))
+    guessed = (base.join(done, on=["rank", "event_id"], how="anti")
+               .with_columns(fused_ops=pl.when(pl.col("fused_ops").list.len() > 0).then("fused_ops")
+                             .otherwise(one_null))
+               .explode("fused_ops")
+               .select("rank", "event_id", pl.col("fused_ops").alias("node"),
+                       pl.format("aten::{}", "fused_ops").alias("aten_op"),
+                       pl.format("aten::{}", "fused_ops").alias("pre_grad_op"),
+                       pl.lit(None, pl.String).alias("module"), pl.lit(None, pl.String).alias("source"),
+                       pl.lit(None, pl.String).alias("source_code")))
+    rows = pl.concat([mapped.with_columns(mapped=pl.lit(True)), guessed.with_columns(mapped=pl.lit(False))])
+    return rows.join(base.select("rank", "event_id", "dur_ns"), on=["rank", "event_id"], how="left").sort(
+        "rank", "event_id", "node")
+
+
+def _with_shares(rows: pl.DataFrame) -> pl.DataFrame:
+    """`share_ns` per node row: the event's duration split equally, remainder to the first nodes (exact sums)."""
+    n = pl.len().over("rank", "event_id")
+    k = pl.int_range(pl.len()).over("rank", "event_id")
+    dur = pl.col("dur_ns").clip(lower_bound=0)
+    return rows.with_columns(share_ns=(dur // n + (k < dur % n).cast(pl.Int64)).cast(pl.Int64))
+
+
+def kernels(events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.DataFrame:
+    """`kernel_events` rows with their FX nodes, aten ops, modules and source lines.
+
+    Parameters
+    ----------
+    events
+        `kernel_events(...)`.
+    provenance
+        `proftab.io.inductor.read_provenance(...)`, or None (then every kernel is a guess).
+
+    Returns
+    -------
+    pl.DataFrame
+        `KERNEL_COLUMNS`: the `kernel_events` columns, `mapped` (provenance found the kernel),
+        `guess` (not mapped: `aten_ops` is the kernel name's fused op list), `n_nodes`, and the
+        lists `nodes`, `aten_ops`, `modules`, `sources` (`file:line`, unique, sorted).
+    """
+    rows = _node_rows(events, provenance)
+    agg = rows.group_by("rank", "event_id").agg(
+        pl.col("mapped").first(), pl.col("node").count().cast(pl.Int64).alias("n_nodes"),
+        pl.col("node").drop_nulls().alias("nodes"),
+        pl.col("aten_op").drop_nulls().unique().sort().alias("aten_ops"),
+        pl.col("module").drop_nulls().unique().sort().alias("modules"),
+        pl.col("source").drop_nulls().unique().sort().alias("sources"))
+    out = events.join(agg, on=["rank", "event_id"], how="left").with_columns(
+        pl.col("mapped").fill_null(False), pl.col("n_nodes").fill_null(0))
+    return out.with_columns(guess=~pl.col("mapped")).select(KERNEL_COLUMNS)
+
+
+By = Literal["op", "pre_grad_op", "module", "source", "node"]
+_KEYS: dict[str, list[str]] = {"op": ["aten_op"], "pre_grad_op": ["pre_grad_op"], "module": ["module"],
+                               "source": ["source", "source_code"],
+                               "node": ["node", "aten_op", "module", "source"]}
+
+
+def apportion(events: pl.DataFrame, provenance: pl.DataFrame | None = None, by: By = "op") -> pl.DataFrame:
+    """Kernel time per aten op, module, source line or node, each event's time split over its nodes.
+
+    Parameters
+    ----------
+    events
+        `kernel_events(...)`.
+    provenance
+        `read_provenance(...)` or None.
+    by
+        `"op"` (`aten_op`, the post-grad op), `"pre_grad_op"` (the torch-level op the model called,
+        `aten::layer_norm`, as eager runs it), `"module"`, `"source"` (`source` = `file:line`,
+        `source_code`), `"node"`.
+
+    Returns
+    -------
+    pl.DataFrame
+        The key columns, `time_ns` (the apportioned kernel time; all rows sum to the kernels'
+        total), `guess_ns` (the part from kernels without provenance), `n_kernels` (kernel
+        events contributing), `n_nodes` (node rows), `share` (of all kernel time). Keys are
+        null where provenance says nothing (unmapped kernels by module / source). Sorted by
+        time_ns descending, then the keys.
+    """
+    if by not in _KEYS:
+        msg = f"by must be one of {sorted(_KEYS)}, got {by!r}"
+        raise UsageError(msg)
+    keys = _KEYS[by]
+    rows = _with_shares(_node_rows(events, provenance))
+    total = int(rows["share_ns"].sum()) if rows.height else 0
+    return (rows.group_by(keys).agg(
+        pl.col("share_ns").sum().cast(pl.Int64).alias("time_ns"),
+        pl.col("share_ns").filter(~pl.col("mapped")).sum().cast(pl.Int64).alias("guess_ns"),
+        pl.struct("rank", "event_id").n_unique().cast(pl.Int64).alias("n_kernels"),
+        pl.len().cast(pl.Int64).alias("n_nodes"))
+        .with_columns(share=pl.col("time_ns") / total if total else pl.lit(0.0))
+        .sort(["time_ns", *keys], descending=[True, *[False] * len(keys)], nulls_last=True))
+
+
+def regions(nested: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Per compiled graph (`Torch-Compiled Region: <frame>/<compile>`): calls, time, recompiles.
+
+    Parameters
+    ----------
+    nested
+        `Trace.nested`.
+    events
+        `kernel_events(...)` of the same trace.
+
+    Returns
+    -------
+    pl.DataFrame
+        `REGION_COLUMNS`: `compile_id`, `frame_id` (the dynamo frame: several frames called in
+        one step mean graph breaks), `compile_index` (> 0: a recompile of that frame), `recompile`,
+        `compiled_in_trace` (the trace holds compile-time annotations for this id, e.g.
+        `dynamo_data: compile_id=0/1`), `n_calls`, `total_ns` (sum of the region ops'
+        durations), `kernel_ns` / `n_kernels` (generated kernels inside), `graph_hashes`
+        (of the `## Call CompiledFxGraph ##` annotations inside; `None` when Inductor's cache
+        was off). Sorted by rank, frame_id, compile_index.
+    """
+    n = nested.select("rank", "event_id", "parent_id", "cat", "name", "dur_ns")
+    reg = n.filter(pl.col("name").str.starts_with(REGION_PREFIX)).with_columns(
+        compile_id=pl.col("name").str.extract(r"(\d+/\d+)", 1))
+    compiled_here = (n.filter(pl.col("name").str.contains(_COMPILE_ID_RE))
+                     .select("rank", compile_id=pl.col("name").str.extract(_COMPILE_ID_RE, 1)).unique()
+                     .with_columns(compiled_in_trace=pl.lit(True)))
+    calls = _graph_calls(n).join(n.select("rank", "event_id", "name"), on=["rank", "event_id"], how="left")
+    hashes = calls.group_by("rank", "compile_id").agg(
+        pl.col("name").str.extract(r"## Call CompiledFxGraph (\S+) ##", 1).unique().sort().alias("graph_hashes"))
+    kern = events.group_by("rank", "compile_id").agg(pl.col("dur_ns").sum().cast(pl.Int64).alias("kernel_ns"),
+                                                     pl.len().cast(pl.Int64).alias("n_kernels"))
+    out = (reg.group_by("rank", "compile_id").agg(pl.len().cast(pl.Int64).alias("n_calls"),
+                                                  pl.col("dur_ns").sum().cast(pl.Int64).alias("total_ns"))
+           .join(kern, on=["rank", "compile_id"], how="left")
+           .join(hashes, on=["rank", "compile_id"], how="left")
+           .join(compiled_here, on=["rank", "compile_id"], how="left")
+           .with_columns(frame_id=pl.col("compile_id").str.split("/").list.get(0).cast(pl.Int64),
+                         compile_index=pl.col("compile_id").str.split("/").list.get(1).cast(pl.Int64),
+                         compiled_in_trace=pl.col("compiled_in_trace").fill_null(False),
+                         kernel_ns=pl.col("kernel_ns").fill_null(0), n_kernels=pl.col("n_kernels").fill_null(0),
+                         graph_hashes=pl.col("graph_hashes").fill_null(pl.lit([], pl.List(pl.String)))))
+    return out.with_columns(recompile=pl.col("compile_index") > 0).select(REGION_COLUMNS).sort(
+        "rank", "frame_id", "compile_index")
+
+
+def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFrame | None = None,
+                 externs: pl.DataFrame | None = None) -> pl.DataFrame:
+    """A key_averages frame where generated kernels' time counts as the aten ops they fuse.
+
+    Parameters
+    ----------
+    ops
+        The trace's `key_averages()`.
+    events
+        `kernel_events(...)`.
+    provenance
+        `read_provenance(...)` or None (then the fused op lists, a guess).
+    externs
+        `extern_kernels(...)`: each matched extern call's duration is added to the total
+        (not the self) time of its pre-grad op's row, as eager nests `aten::addmm` in
+        `aten::linear` (split equally when it has several); its own row keeps its self time.
+
+    Returns
+    -------
+    pl.DataFrame
+        `ops` without the generated-kernel rows, plus per apportioned op (the node's pre-grad
+        op, `aten::layer_norm`, the name eager runs; else its post-grad aten op): its kernel
+        share added to `self_cpu_ns` and `cpu_total_ns` (host kernels) or `self_device_ns` and
+        `device_total_ns` (device kernels) of the op's row (a new row, `calls` = the generated
+        kernel events contributing, else the extern calls, where the op does not run outside
+        them), so
+        `pt.diff(eager, compiled)` compares op by op. The self times still sum to the trace's.
+    """
+    rows = _with_shares(_node_rows(events, provenance)).with_columns(
+        aten_op=pl.coalesce("pre_grad_op", "aten_op")).join(
+        events.select("rank", "event_id", "on_device"), on=["rank", "event_id"], how="left")
+    dev_type = ops["device_type"].filter(ops["device_type"] != "CPU").first() if "device_type" in ops.columns \
+        else None
+    rows = rows.with_columns(aten_op=pl.col("aten_op").fill_null(pl.format("inductor::{}", "node")),
+                             _total_only=pl.lit(False)).select(
+        "rank", "event_id", "aten_op", "share_ns", "on_device", "_total_only")
+    if externs is not None and externs.height:
+        ext = (externs.with_columns(pl.col("pre_grad_ops").list.first().alias("aten_op")).filter(
+            pl.col("aten_op").is_not_null()).select("rank", "event_id", "dur_ns", "aten_op",
+                                                    pl.lit("").alias("node"))
+               .pipe(_with_shares).with_columns(on_device=pl.lit(False), _total_only=pl.lit(True)))
+        rows = pl.concat([rows, ext.select(rows.columns)])
+    per_op = rows.group_by("aten_op").agg(
+        pl.col("share_ns").filter(~pl.col("on_device") & ~pl.col("_total_only")).sum().cast(pl.Int64).alias("_host"),
+        pl.col("share_ns").filter(pl.col("_total_only")).sum().cast(pl.Int64).alias("_ext"),
+        pl.col("share_ns").filter(pl.col("on_device")).sum().cast(pl.Int64).alias("_dev"),
+        pl.struct("rank", "event_id").filter(~pl.col("on_device") & ~pl.col("_total_only")).n_unique()
+        .cast(pl.Int64).alias("_nh"),
+        pl.struct("rank", "event_id").filter(pl.col("_total_only")).n_unique().cast(pl.Int64).alias("_ne"),
+        pl.struct("rank", "event_id").filter(pl.col("on_device")).n_unique().cast(pl.Int64).alias("_nd"))
+    gen_names = events["name"].unique()
+    kept = ops.filter(~pl.col("name").is_in(gen_names.implode()))
+    host_rows = per_op.filter((pl.col("_nh") > 0) | (pl.col("_ne") > 0)).select(
+        pl.col("aten_op").alias("name"), pl.col("_host").alias("_add"), pl.col("_ext"),
+        pl.when(pl.col("_nh") > 0).then("_nh").otherwise("_ne").alias("_n")).with_columns(
+        device_type=pl.lit("CPU"), _on_dev=pl.lit(False))
+    dev_rows = per_op.filter(pl.col("_nd") > 0).select(
+        pl.col("aten_op").alias("name"), pl.col("_dev").alias("_add"), pl.lit(0, pl.Int64).alias("_ext"),
+        pl.col("_nd").alias("_n")).with_columns(device_type=pl.lit(dev_type or "CUDA"), _on_dev=pl.lit(True))
+    add = pl.concat([host_rows, dev_rows]).sort("name", "device_type")  # new rows in a deterministic order
+    if not add.height:
+        return kept
+    key = ["name", "device_type"]
+    kept = kept.with_columns(pl.col("is_user_annotation").fill_null(False)) if "is_user_annotation" in kept.columns \
+        else kept
+    new = add.join(kept.filter(~pl.col("is_user_annotation")) if "is_user_annotation" in kept.columns else kept,
+                   on=key, how="anti").select(*key, pl.col("_n").alias("calls"))
+    blank = {"input_shapes": pl.lit(""), "overload_name": pl.lit(""), "stack": pl.lit([], pl.List(pl.String)),
+             "is_async": pl.lit(False), "top_level": pl.lit(False),
+             **{c: pl.lit(0) for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
+                                       "cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes",
+                                       "self_device_mem_bytes", "flops")}}
+    new = new.with_columns(v.alias(c) for c, v in blank.items() if c in kept.columns)
+    filled = pl.concat([kept, new], how="diagonal_relaxed")
+    if "is_user_annotation" in filled.columns:
+        filled = filled.with_columns(pl.col("is_user_annotation").fill_null(False))
+        add = add.with_columns(is_user_annotation=pl.lit(False))
+        key = [*key, "is_user_annotation"]
+    out = filled.join(add.drop("_n"), on=key, how="left").with_columns(
+        pl.col("_add").fill_null(0), pl.col("_ext").fill_null(0), pl.col("_on_dev").fill_null(False))
+    host_add = pl.when(~pl.col("_on_dev")).then("_add").otherwise(0)
+    dev_add = pl.when(pl.col("_on_dev")).then("_add").otherwise(0)
+    upd = [(pl.col("self_cpu_ns") + host_add).alias("self_cpu_ns"),
+           (pl.col("cpu_total_ns") + host_add + pl.col("_ext")).alias("cpu_total_ns")]
+    if "self_device_ns" in out.columns:
+        upd += [(pl.col("self_device_ns") + dev_add).alias("self_device_ns"),
+                (pl.col("device_total_ns") + dev_add).alias("device_total_ns")]
+    return out.with_columns(upd).drop("_add", "_ext", "_on_dev")
+
+
+@register_trace_namespace("compiled")
+class Compiled:
+    """`tr.compiled`: torch.compile's generated kernels mapped to regions, FX nodes, ops, modules, source lines.
+
+    Provenance comes from `pt.load(..., compile_provenance=...)` (the `compile_provenance`
+    table) or `with_provenance`; without it every kernel is a guess from its name.
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+
+    @property
+    def provenance(self) -> pl.DataFrame | None:
+        """The provenance table (`proftab.io.inductor.PROVENANCE_COLUMNS`), or None."""
+        if PROVENANCE_TABLE in self._trace.tables:
+            return self._trace.collect(PROVENANCE_TABLE)
+        return None
+
+    def events(self) -> pl.DataFrame:
+        """Generated-kernel events with their region (`kernel_events`)."""
+        def compute() -> pl.DataFrame:
+            cats = self._trace.categories
+            acts = self._trace.device.activities() if kinds.has_device_rows(cats) else None
+            nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns",
+                                                    "dur_ns", "args"])
+            return kernel_events(nested, acts)
+        out: pl.DataFrame = self._trace.cached("compiled:events", compute)
+        return out
+
+    def kernels(self) -> pl.DataFrame:
+        """One row per generated-kernel event: region, nodes, ops, modules, sources, time (`kernels`)."""
+        return kernels(self.events(), self.provenance)
+
+    def by_op(self, level: Literal["post_grad", "pre_grad"] = "post_grad") -> pl.DataFrame:
+        """Kernel time per aten op, split equally over each kernel's nodes (`apportion`).
+
+        `level="pre_grad"`: per torch-level op the model called (`aten::layer_norm`), as eager runs it.
+        """
+        return apportion(self.events(), self.provenance, "op" if level == "post_grad" else "pre_grad_op")
+
+    def by_module(self) -> pl.DataFrame:
+        """Kernel time per nn.Module path (needs provenance; else one null row) (`apportion`)."""
+        return apportion(self.events(), self.provenance, "module")
+
+    def by_source(self) -> pl.DataFrame:
+        """Kernel time per model source line `file:line` (needs provenance; else one null row) (`apportion`)."""
+        return apportion(self.events(), self.provenance, "source")
+
+    def by_node(self) -> pl.DataFrame:
+        """Kernel time per FX node (`apportion`)."""
+        return apportion(self.events(), self.provenance, "node")
+
+    def regions(self) -> pl.DataFrame:
+        """Per compiled graph: calls, time, kernels, recompiles (`regions`)."""
+        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "dur_ns"])
+        return regions(nested, self.events())
+
+    def extern_kernels(self) -> pl.DataFrame:
+        """The aten ops the generated code calls (`extern_kernels.addmm`) with their FX nodes (`extern_kernels`)."""
+        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns"])
+        return extern_kernels(nested, self.provenance)
+
+    def key_averages(self) -> pl.DataFrame:
+        """`tr.key_averages()` with generated kernels counted as their aten ops (for `pt.diff`)."""
+        return key_averages(self._trace.key_averages(), self.events(), self.provenance, self.extern_kernels())

@@ -1,0 +1,327 @@
+"""torch.compile: generated kernels -> region, FX nodes, aten ops, modules, source lines (`tr.compiled`).
+
+Real traces: tests/data/compiled/torch213 and torch214 (recorded here, generate.py: CPU Inductor, each
+C++ kernel a profiler event), with the provenance artifacts of the same run; the torch.compile
+CPU trace tests/data/torch213/compile_jit (a recompile inside the profiler); and TraceLens's
+torch_compile_triton (GPU, Triton) from ../shared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import proftab as pt
+from proftab.compiled import _with_shares, split_fused_ops
+from proftab.exceptions import TraceError, UsageError
+from proftab.io.inductor import MAPPINGS_FILE, module_of_stack, read_provenance
+from tests.conftest import DATA, SHARED_PUBLIC, TORCH213, needs_shared
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+COMPILED = DATA / "compiled"
+VERSIONS = ["torch213", "torch214"]
+TRITON = SHARED_PUBLIC / "tracelens" / "torch_compile_triton__trace.json.gz"
+
+
+def _load(version: str, variant: str = "provenance", provenance: object = "dir") -> pt.Trace:
+    d = COMPILED / version
+    prov = {"dir": d / "provenance", "mapping": d / "provenance" / MAPPINGS_FILE, None: None}[provenance]  # type: ignore[index]
+    return pt.load(d / f"{variant}.pt.trace.json.gz", compile_provenance=prov)
+
+
+def _raw_events(path: Path) -> list[dict[str, object]]:
+    with gzip.open(path, "rt") as fh:
+        return [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_with_provenance_every_kernel_maps_to_the_mapping_files_nodes_and_source_lines(version: str) -> None:
+    tr = _load(version)
+    k = tr.compiled.kernels()
+    raw = [e for e in _raw_events(COMPILED / version / "provenance.pt.trace.json.gz")
+           if str(e["name"]).startswith("graph_0_cpp_fused_")]
+    assert k.height == len(raw) == 12  # 4 kernels x 3 calls, each a profiler event
+    assert k["dur_ns"].sum() == sum(round(float(e["dur"]) * 1000) for e in raw)  # type: ignore[arg-type]
+    # the reference: the mapping file itself, kernel "name:handle" -> post-grad nodes
+    mapping = json.loads((COMPILED / version / "provenance" / MAPPINGS_FILE).read_text())["cppCodeToPost"]
+    by_kernel = {key.rpartition(":")[0]: sorted(v) for key, v in mapping.items() if key.startswith("cpp_")}
+    for row in k.iter_rows(named=True):
+        assert row["mapped"] and not row["guess"]
+        assert sorted(row["nodes"]) == by_kernel[row["kernel"]]
+        assert row["compile_id"] == "0/0" and row["region_id"] is not None and row["graph_call_id"] is not None
+    # >= 99 % of generated-kernel time on FX nodes with a source line (here: all of it)
+    src = tr.compiled.by_source()
+    total = int(k["dur_ns"].sum())
+    assert int(src["time_ns"].sum()) == total
+    assert int(src.filter(pl.col("source").is_not_null())["time_ns"].sum()) >= 0.99 * total
+    # the model's lines (their numbers are those of generate.py when it recorded)
+    assert set(src["source_code"]) == {"return self.act(self.conv(x)) + x",
+                                       "return x + self.fc2(self.act(self.fc1(self.norm(x))))",
+                                       "y = self.block(x).flatten(2)            # (8, 4, 64)",
+                                       "return self.head(self.mlp(y) * 0.5)"}
+    assert src["source"].str.contains(r"/compiled/generate\.py:\d+$").all()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_modules_and_pre_grad_ops_from_the_log(version: str) -> None:
+    tr = _load(version)
+    prov = tr.collect("compile_provenance")
+    one = {(r["kernel"], r["node"]): r for r in prov.iter_rows(named=True)}
+    # parameters name the module (conv reads block.conv.weight; the head LayerNorm reads head.weight)
+    assert one[("extern_kernels.convolution", "convolution")]["module"] == "block.conv"
+    assert one[("cpp_fused_add_native_layer_norm_relu_view_1", "var_mean")]["module"] == "mlp.norm"
+    assert one[("cpp_fused_add_mul_native_layer_norm_relu_view_3", "rsqrt_1")]["module"] == "head"
+    assert one[("extern_kernels.addmm", "addmm")]["module"] == "mlp.fc1"
+    # the ops the model called (dynamo graph) and the ops Inductor computed (post-grad graph)
+    assert one[("cpp_fused_gelu_view_2", "erf")]["pre_grad_op"] == "aten::gelu"
+    assert one[("cpp_fused_gelu_view_2", "erf")]["aten_op"] == "aten::erf"
+    assert one[("cpp_fused_add_native_layer_norm_relu_view_1", "sub")]["pre_grad_op"] == "aten::layer_norm"
+    assert one[("cpp_fused_add_native_layer_norm_relu_view_1", "view")]["pre_grad_op"] == "aten::flatten"
+    mods = tr.compiled.by_module()
+    assert int(mods["time_ns"].sum()) == int(tr.compiled.kernels()["dur_ns"].sum())
+    assert {"block.conv", "mlp.norm", "head"} <= set(mods["module"].drop_nulls())
+
+
+def test_mapping_file_alone_maps_nodes_and_lines_but_not_modules() -> None:
+    full, alone = _load("torch213"), _load("torch213", provenance="mapping")
+    a, b = full.compiled.kernels(), alone.compiled.kernels()
+    assert a["nodes"].to_list() == b["nodes"].to_list() and a["sources"].to_list() == b["sources"].to_list()
+    assert b["modules"].list.len().sum() == 0
+    assert alone.collect("compile_provenance")["compile_id"].is_null().all()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_without_provenance_every_kernel_gets_its_fused_ops_and_region_as_a_guess(version: str) -> None:
+    tr = _load(version, "compiled", None)
+    k = tr.compiled.kernels()
+    assert k.height == 12 and k["guess"].all() and not k["mapped"].any()
+    assert (k["compile_id"] == "0/0").all() and k["graph_call_id"].is_not_null().all()
+    assert k["fused_ops"].list.len().min() > 0  # type: ignore[operator]
+    ops = dict(zip(k["kernel"], k["fused_ops"].to_list(), strict=True))
+    assert ops["cpp_fused_add_native_layer_norm_relu_view_1"] == ["add", "native_layer_norm", "relu", "view"]
+    assert ops["cpp_fused_gelu_view_2"] == ["gelu", "view"]
+    assert (k["backend"] == "cpp").all()
+    assert k["kernel_kind"].is_null().all()
+    by_op = tr.compiled.by_op()
+    assert by_op["time_ns"].sum() == by_op["guess_ns"].sum() == k["dur_ns"].sum()
+    assert tr.compiled.by_source()["source"].to_list() == [None]  # nothing to say without provenance
+
+
+@needs_shared
+def test_triton_gpu_trace_maps_from_the_trace_alone() -> None:
+    tr = pt.load(TRITON)
+    k = tr.compiled.kernels()
+    raw = _raw_events(TRITON)
+    dev = [e for e in raw if e.get("cat") == "kernel" and str(e["name"]).startswith("triton_")]
+    assert sorted(k["name"]) == sorted(str(e["name"]) for e in dev)
+    assert k["dur_ns"].to_list() == [round(float(e["dur"]) * 1000) for e in  # type: ignore[arg-type]
+                                     sorted(dev, key=lambda e: float(e["ts"]))]  # type: ignore[arg-type]
+    assert (k["compile_id"] == "0/0").all()
+    assert k["on_device"].all()
+    assert (k["graph_hash"] == "fal4xpiah2v6blbfmwwonu52dvevbsmlh743q5tkclrt4gcqpzea").all()
+    launch = {str(e["name"]): e["args"]["kernel_file"] for e in raw  # type: ignore[index]
+              if e.get("cat") == "cpu_op" and "kernel_file" in e.get("args", {})}  # type: ignore[operator]
+    assert dict(zip(k["name"], k["kernel_file"], strict=True)) == launch
+    ops = dict(zip(k["kernel"], k["fused_ops"].to_list(), strict=True))
+    assert ops["triton_red_fused__unsafe_view_add_mean_mul_pow_rsqrt_1"] == [
+        "_unsafe_view", "add", "mean", "mul", "pow", "rsqrt"]
+    assert dict(zip(k["kernel"], k["kernel_kind"], strict=True))["triton_poi_fused__unsafe_view_add_3"] == "pointwise"
+    reg = tr.compiled.regions().row(0, named=True)
+    assert reg["n_calls"] == 1 and reg["n_kernels"] == 4 and reg["kernel_ns"] == k["dur_ns"].sum()
+
+
+def test_regions_show_the_recompile_inside_the_profiler() -> None:
+    path = TORCH213 / "compile_jit" / "trace.json.gz"
+    reg = pt.load(path).compiled.regions()
+    raw = _raw_events(path)
+    for cid in ("0/0", "0/1"):
+        row = reg.filter(pl.col("compile_id") == cid).row(0, named=True)
+        events = [e for e in raw if e["name"] == f"Torch-Compiled Region: {cid}"]
+        assert row["n_calls"] == len(events)
+        assert row["total_ns"] == sum(round(float(e["dur"]) * 1000) for e in events)  # type: ignore[arg-type]
+        assert row["recompile"] == (cid == "0/1") and row["compiled_in_trace"] == (cid == "0/1")
+    assert reg.height == 2
+
+
+def test_key_averages_counts_kernels_as_ops_and_diffs_against_eager() -> None:
+    tr, eager = _load("torch213"), pt.load(COMPILED / "torch213" / "eager.pt.trace.json.gz")
+    ka, ck = tr.key_averages(), tr.compiled.key_averages()
+    assert ka["self_cpu_ns"].sum() == ck["self_cpu_ns"].sum()  # time moved, none lost or doubled
+    assert not ck["name"].str.starts_with("graph_0_cpp_fused").any()
+    gelu = ck.filter(pl.col("name") == "aten::gelu").row(0, named=True)
+    assert gelu["calls"] == 3 and gelu["self_cpu_ns"] == int(
+        tr.compiled.by_op(level="pre_grad").filter(pl.col("pre_grad_op") == "aten::gelu")["time_ns"].item())
+    d = pt.diff(eager, ck)
+    row = d.filter(pl.col("name") == "aten::gelu").row(0, named=True)
+    assert row["status"] == "changed" and row["calls_a"] == row["calls_b"] == 3
+
+
+def test_apportioned_shares_sum_exactly() -> None:
+    tr = _load("torch214")
+    total = int(tr.compiled.kernels()["dur_ns"].sum())
+    for by in ("by_op", "by_module", "by_source", "by_node"):
+        t = getattr(tr.compiled, by)()
+        assert t["time_ns"].dtype == pl.Int64 and int(t["time_ns"].sum()) == total
+        assert abs(float(t["share"].sum()) - 1.0) < 1e-12
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**12), st.integers(1, 9)), min_size=1, max_size=20))
+def test_equal_split_matches_a_reference(events: list[tuple[int, int]]) -> None:
+    rows = pl.DataFrame([{"rank": 0, "event_id": i, "dur_ns": d, "node": f"n{j}"}
+                         for i, (d, n) in enumerate(events) for j in range(n)],
+                        schema={"rank": pl.Int32, "event_id": pl.Int64, "dur_ns": pl.Int64, "node": pl.String})
+    got = _with_shares(rows)["share_ns"].to_list()
+    want = [d // n + (1 if j < d % n else 0) for d, n in events for j in range(n)]
+    assert got == want
+
+
+def test_split_fused_ops() -> None:
+    assert split_fused_ops("add_native_layer_norm_relu_view") == ["add", "native_layer_norm", "relu", "view"]
+    assert split_fused_ops("_unsafe_view_mul_silu") == ["_unsafe_view", "mul", "silu"]
+    assert split_fused_ops("add_mean_mul_pow_rsqrt") == ["add", "mean", "mul", "pow", "rsqrt"]
+
+
+def test_module_of_stack() -> None:
+    stack = ('  File "m.py", line 67, in forward\n    return self.head(self.mlp(y) * 0.5)\n'
+             '                     ^^^^^^^^^^^\n'
+             '  File "m.py", line 56, in forward\n    return x + self.fc2(self.act(self.fc1(x)))\n'
+             '                        ^^^^^^^^^^^^^^^^^^^^^\n')
+    assert module_of_stack(stack) == ("mlp.act", 56, "m.py")
+    inner = ('  File "m.py", line 45, in forward\n    return self.act(self.conv(x)) + x\n'
+             '           ^^^^^^^^^^^^^^^^^^^^^^^^^^\n')
+    assert module_of_stack(inner) == ("", 45, "m.py")  # `relu(..) + x`: the frame's own module
+    assert module_of_stack("no stack here") is None
+
+
+def test_bad_provenance_is_a_clear_error(tmp_path: Path) -> None:
+    trace = COMPILED / "torch213" / "compiled.pt.trace.json.gz"
+    with pytest.raises(TraceError, match="no such provenance artifact"):
+        pt.load(trace, compile_provenance=tmp_path / "missing")
+    with pytest.raises(TraceError, match="no Inductor provenance found"):
+        read_provenance(tmp_path)
+    bad = tmp_path / MAPPINGS_FILE
+    bad.write_text("{not json")
+    with pytest.raises(TraceError, match=f"{MAPPINGS_FILE}: not valid JSON"):
+        read_provenance(bad)
+    with pytest.raises(UsageError, match="by must be one of"):
+        from proftab.compiled import apportion
+
+        apportion(pt.load(trace).compiled.events(), None, "line")  # type: ignore[arg-type]
+
+
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    from proftab.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_cli_compiled(tmp_path: Path) -> None:
+    d = COMPILED / "torch213"
+    rc, out, _ = _cli(["compiled", str(d / "provenance.pt.trace.json.gz"), "--compile-provenance",
+                       str(d / "provenance"), "--by", "source", "--plain"])
+    assert rc == 0 and "generate.py:56" in out and "(provenance)" in out
+    rc, _, _ = _cli(["compiled", str(d / "provenance.pt.trace.json.gz"), "--compile-provenance",
+                     str(d / "provenance"), "--by", "module", "-o", str(tmp_path / "m.csv")])
+    assert rc == 0
+    got = pl.read_csv(tmp_path / "m.csv")
+    assert got["time_ns"].sum() == _load("torch213").compiled.by_module()["time_ns"].sum()
+    rc, out, _ = _cli(["compiled", str(d / "compiled.pt.trace.json.gz"), "--against",
+                       str(d / "eager.pt.trace.json.gz"), "--format", "csv"])
+    assert rc == 0 and "aten::gelu" in out
+    ds = tmp_path / "ds"
+    pt.load(d / "provenance.pt.trace.json.gz").to_parquet(ds)  # a dataset stores no provenance: given again
+    rc, out, _ = _cli(["compiled", str(ds), "--compile-provenance", str(d / "provenance"), "--by", "module",
+                       "--format", "csv"])
+    assert rc == 0 and pl.read_csv(io.StringIO(out))["time_ns"].sum() == got["time_ns"].sum()
+    rc, _, err = _cli(["compiled", str(d / "compiled.pt.trace.json.gz"), "--compile-provenance",
+                       str(tmp_path / "nope")])
+    assert rc == 2 and "no such provenance artifact" in err
+
+
+def test_regions_show_a_graph_break_and_recompiles_recorded_by_construction() -> None:
+    # generate.py `breaks`: torch._dynamo.graph_break() in forward (two frames per call), three calls,
+    # then a new batch size with dynamic=False (each frame recompiles inside the profiler)
+    path = COMPILED / "torch213" / "breaks.pt.trace.json.gz"
+    tr = pt.load(path)
+    reg = tr.compiled.regions()
+    assert reg.select("compile_id", "frame_id", "recompile", "compiled_in_trace", "n_calls").rows() == [
+        ("0/0", 0, False, False, 3), ("0/1", 0, True, True, 1), ("1/0", 1, False, False, 3), ("1/1", 1, True, True, 1)]
+    k = tr.compiled.kernels()
+    assert k["compile_id"].is_not_null().all()
+    assert reg["n_kernels"].sum() == k.height and reg["kernel_ns"].sum() == k["dur_ns"].sum()
+    raw = [e for e in _raw_events(path) if "cpp_fused_" in str(e["name"])]
+    assert k.height == len(raw)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_extern_kernels_match_their_handles_in_call_order(version: str) -> None:
+    tr = _load(version)
+    ext = tr.compiled.extern_kernels()
+    # per graph call: convolution (handle 2), addmm (4, fc1), addmm (6, fc2), as output_code.py calls them
+    assert ext.height == 9
+    assert ext.select("name", "handle", "nodes", "pre_grad_ops", "modules").rows()[:3] == [
+        ("aten::convolution", 2, ["convolution"], ["aten::conv2d"], ["block.conv"]),
+        ("aten::addmm", 4, ["addmm"], ["aten::linear"], ["mlp.fc1"]),
+        ("aten::addmm", 6, ["addmm_1"], ["aten::linear"], ["mlp.fc2"])]
+    raw = {int(e["args"]["Ev Idx"]): e for e in _raw_events(COMPILED / version / "provenance.pt.trace.json.gz")  # type: ignore[index]
+           if e.get("cat") == "cpu_op" and e["name"] in ("aten::convolution", "aten::addmm")}
+    assert len(raw) == 9 and int(ext["dur_ns"].sum()) == sum(round(float(e["dur"]) * 1000)  # type: ignore[arg-type]
+                                                              for e in raw.values())
+    # the pre-grad op's total holds its extern calls, as eager's aten::linear holds aten::addmm
+    ck = tr.compiled.key_averages()
+    lin = ck.filter(pl.col("name") == "aten::linear").row(0, named=True)
+    gen = tr.compiled.by_op(level="pre_grad").filter(pl.col("pre_grad_op") == "aten::linear")["time_ns"].item()
+    addmm = int(ext.filter(pl.col("name") == "aten::addmm")["dur_ns"].sum())
+    assert lin["self_cpu_ns"] == gen and lin["cpu_total_ns"] == gen + addmm and lin["calls"] == 6
+    assert _load(version, "compiled", None).compiled.extern_kernels().height == 0  # needs provenance
+
+
+def test_key_averages_compiled_option_is_the_compiled_view() -> None:
+    tr = _load("torch214")
+    assert tr.key_averages(compiled=True).equals(tr.compiled.key_averages())
+    d = pt.diff(pt.load(COMPILED / "torch214" / "eager.pt.trace.json.gz"), tr.key_averages(compiled=True))
+    assert d.filter(pl.col("name") == "aten::layer_norm")["status"].item() == "changed"
+
+
+def test_kernel_without_op_names_keeps_its_time(tmp_path: Path) -> None:
+    # synthetic: `triton_poi_fused_0` names no op; a CPU-only trace keeps the host event as the kernel
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+          {"ph": "X", "cat": "user_annotation", "name": "## Call CompiledFxGraph h ##", "ts": 1, "dur": 90,
+           "pid": 1, "tid": 1},
+          {"ph": "X", "cat": "cpu_op", "name": "triton_poi_fused_0", "ts": 2, "dur": 7.001, "pid": 1, "tid": 1},
+          {"ph": "X", "cat": "cpu_op", "name": "cpp_fused_add_mul_1", "ts": 10, "dur": 3, "pid": 1, "tid": 1}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    tr = pt.load(p)
+    k = tr.compiled.kernels()
+    assert k["fused_ops"].to_list() == [[], ["add", "mul"]] and k["n_nodes"].to_list() == [0, 2]
+    assert (k["graph_hash"] == "h").all() and (k["compile_id"] == "0/0").all()
+    by_op = tr.compiled.by_op()
+    assert by_op.drop("share").rows() == [(None, 7001, 7001, 1, 1), ("aten::add", 1500, 1500, 1, 1),
+                                          ("aten::mul", 1500, 1500, 1, 1)]
+    assert by_op["share"].to_list() == pytest.approx([7001 / 10001, 1500 / 10001, 1500 / 10001])
+
+
+@needs_shared
+def test_host_triton_launches_are_not_kernels_on_a_device_trace() -> None:
+    # vLLM decode under CUDA-graph capture: 48 host `triton_*` launch ops, their kernels not linked to them
+    path = SHARED_PUBLIC / "tracelens" / ("inference__vllm_decode_full__capture_traces__graph_capture_rank_0."
+                                          "1773709742341309550.pt.trace.json.gz")
+    tr = pt.load(path)
+    host = tr.events.filter(pl.col("name").str.starts_with("triton_") & (pl.col("cat") == "cpu_op"))
+    assert host.height == 48
+    assert tr.compiled.kernels().filter(~pl.col("on_device")).height == 0
