@@ -47,6 +47,8 @@ BUILTIN: dict[str, str] = {
     "compiled": "proftab.compiled",
     "key_averages": "proftab.torch",
     "table": "proftab.torch",
+    "torch_version": "proftab.torch",
+    "torch_validator": "proftab.torch.validator",
     "to_parquet": "proftab.io.parquet",
     "select_events": "proftab.io.query",
     "select_threads": "proftab.tracks",

@@ -211,8 +211,8 @@ def _analysis_fingerprint() -> str:
 
 
 def _write_key_averages(root: Path, trace: Trace) -> None:
-    """Materialize `trace.key_averages()` (default options) next to the tables."""
-    ka = trace.key_averages()
+    """Materialize `trace.key_averages()` (default options, with torch's floats for `table()`) next to the tables."""
+    ka = trace.key_averages(torch_floats=True)
     ka.write_parquet(root / f"{DERIVED_KEY_AVERAGES}.parquet", compression="zstd",
                      metadata={"proftab": json.dumps({"fingerprint": _analysis_fingerprint(),
                                                       "table": DERIVED_KEY_AVERAGES})})
