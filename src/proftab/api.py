@@ -53,6 +53,8 @@ BUILTIN: dict[str, str] = {
     "select_events": "proftab.io.query",
     "select_threads": "proftab.tracks",
     "with_utc": "proftab.meta",
+    "findings": "proftab.findings",
+    "report": "proftab.report",
 }
 
 #: functions the Trace itself calls (its text and HTML reprs) -> the module that registers them
