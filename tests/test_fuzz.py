@@ -27,3 +27,16 @@ def test_truncation_at_every_element_boundary(h: harness.Harness) -> None:
         for cut in (a, b):
             out = h.run_case(seed, harness.Case("truncate", seed.text[:cut], j, salvage_loads=j > 0))
             assert out == "ok", h.examples
+
+
+def test_fuzz_analyses_bounded() -> None:
+    """Seeded random per-op perf args (every modelled op name), overlapping ops / module frames /
+    syncs / [memory] bytes through tree, modules, critical path, memory and perf, mutated dataset
+    manifests and part files, and random snapshot pickles (tests/fuzz/hostile.py): each case in a
+    child process under RLIMIT_AS and a time limit; only right answers or ProftabErrors."""
+    from tests.fuzz import hostile
+
+    res = hostile.run_bounded(hostile.random_cases(seed=30, n=8))
+    bad = [(r.name, r.outcome, r.detail) for r in res if r.outcome != "ok"]
+    assert not bad, bad
+    assert {r.cls for r in res} <= {f"fuzz {k}" for k in hostile._GENERATORS}

@@ -47,10 +47,14 @@ BUILTIN: dict[str, str] = {
     "compiled": "proftab.compiled",
     "key_averages": "proftab.torch",
     "table": "proftab.torch",
+    "torch_version": "proftab.torch",
+    "torch_validator": "proftab.torch.validator",
     "to_parquet": "proftab.io.parquet",
     "select_events": "proftab.io.query",
     "select_threads": "proftab.tracks",
     "with_utc": "proftab.meta",
+    "findings": "proftab.findings",
+    "report": "proftab.report",
 }
 
 #: functions the Trace itself calls (its text and HTML reprs) -> the module that registers them

@@ -27,6 +27,7 @@ import polars as pl
 
 from proftab import kinds, schema
 from proftab.api import register_trace_namespace
+from proftab.exceptions import UsageError
 from proftab.intervals.tree import depth_levels, row_positions, subtree_sum, tree_depth
 from proftab.torch.aggregate import torch_name_expr
 
@@ -94,11 +95,18 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
         pl.Series("path_id", path), pl.Series("parent_path_id", parent_path), pl.Series("tree_depth", depth))
 
 
-def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True) -> pl.DataFrame:
+#: largest (nodes x levels) frame the `path` lists of one call tree are built from
+MAX_PATH_NAMES = 20_000_000
+
+
+def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True,
+              max_depth: int | None = None) -> pl.DataFrame:
     """Sort nodes depth-first, siblings by `weight` descending then name; add `path` (root first).
 
     `nodes` has `node_id` (0..n-1, the row order), `parent_node_id` (-1 for roots),
-    `depth`, `name` and the `weight` column.
+    `depth`, `name` and the `weight` column. With `max_depth`, only the nodes up to that depth
+    are kept (and get a path): the paths cost O(kept nodes x their depth), and more than
+    `MAX_PATH_NAMES` is a `UsageError` naming `max_depth`.
     """
     n = nodes.height
     parent = nodes["parent_node_id"].to_numpy()
@@ -115,10 +123,18 @@ def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True) -> pl
         p = parent[rows]
         pre[rows] = np.where(p >= 0, pre[np.maximum(p, 0)] + 1, 0) + off[rows]
     out = nodes.with_columns(pl.Series("_pre", pre))
+    keep = np.arange(n) if max_depth is None else np.flatnonzero(depth <= max_depth)
+    if max_depth is not None:
+        out = out[keep]
     if with_path:
+        cells = len(keep) * (int(depth[keep].max(initial=0)) + 1)  # the frame the paths are built from
+        if cells > MAX_PATH_NAMES:
+            msg = (f"the call tree is {int(depth.max()) + 1} levels deep: its paths would hold {cells:,} names "
+                   f"(more than {MAX_PATH_NAMES:,}); pass max_depth to keep the shallower levels")
+            raise UsageError(msg)
         names = nodes["name"]
         cols = []
-        anc = np.arange(n)
+        anc = keep.copy()
         while (anc >= 0).any():
             cols.append(names.gather(np.maximum(anc, 0)).set(pl.Series(anc < 0), None))
             anc = np.where(anc >= 0, parent[np.maximum(anc, 0)], -1)
@@ -168,9 +184,7 @@ def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     grand = int(nodes["self_ns"].sum())
     nodes = nodes.with_columns(pl.Series("total_ns", total)).rename(
         {"path_id": "node_id", "parent_path_id": "parent_node_id"})
-    nodes = _preorder(nodes, "total_ns")
-    if max_depth is not None:
-        nodes = nodes.filter(pl.col("depth") <= max_depth)
+    nodes = _preorder(nodes, "total_ns", max_depth=max_depth)
     def share(c: str) -> pl.Expr:
         return pl.col(c) / grand if grand else pl.lit(None, pl.Float64)
     return nodes.select(

@@ -255,7 +255,7 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
     from proftab.views import without_python
 
     nested = tr.collect("nested")
-    tree = icicle_layout(call_tree(nested if python else without_python(nested), device=device))
+    tree = icicle_layout(call_tree(nested if python else without_python(nested), device=device, max_depth=max_depth))
     data = tree.filter((pl.col("depth") <= max_depth) & (pl.col("total_share") >= min_share)).select(
         "name", "depth", "calls", "x0", "x1",
         (pl.col("self_ns") / 1e6).alias("self_ms"),

@@ -19,7 +19,7 @@ from proftab.intervals import nest
 from proftab.meta import file_meta
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 __all__ = ["Frame", "Trace"]
 
@@ -40,11 +40,15 @@ class Trace:
         One row per file (`schema.FILES_COLUMNS`).
     source
         Where lazy tables read from (a dataset directory), named in read errors.
+    guard
+        Called before every read of a lazy table; raises when the source is no longer the one
+        the tables were opened on (a dataset replaced by ``convert --force``).
     """
 
-    __slots__ = ("_cache", "_files", "_source", "_tables")
+    __slots__ = ("_cache", "_files", "_guard", "_source", "_tables")
 
-    def __init__(self, tables: Mapping[str, Frame], files: pl.DataFrame, *, source: str | None = None) -> None:
+    def __init__(self, tables: Mapping[str, Frame], files: pl.DataFrame, *, source: str | None = None,
+                 guard: Callable[[], None] | None = None) -> None:
         if missing := [t for t in TABLES if t not in tables]:
             msg = f"a Trace needs the tables {list(TABLES)}; missing {missing}"
             raise UsageError(msg)
@@ -52,6 +56,7 @@ class Trace:
         self._files = files.sort("rank")
         self._cache: dict[str, Any] = {}
         self._source = source  # where lazy tables read from (a dataset directory), for errors
+        self._guard = guard
 
     @property
     def files(self) -> pl.DataFrame:
@@ -111,6 +116,10 @@ class Trace:
         if key in self._cache:
             df: pl.DataFrame = self._cache[key]
             return df if columns is None else df.select(columns)
+        if self._guard is not None:
+            self._guard()
+        if table == "nested" and (columns is None or "parent_id" in columns):
+            self._check_stored_tree(frame)
         # one chunk per column, as a loaded table: later filters/to_numpy are several times faster
         try:
             df = (frame if columns is None else frame.select(columns)).collect().rechunk()
@@ -120,6 +129,28 @@ class Trace:
         if columns is None:
             self._cache[key] = df
         return df
+
+    def _check_stored_tree(self, frame: pl.LazyFrame) -> None:
+        """A stored nesting's `parent_id` links must form a forest (once per Trace): a cycle
+        would make every walk up the tree endless. O(n log depth) (`intervals.tree.tree_depth`)."""
+        if "stored tree checked" in self._cache:
+            return
+        from proftab.intervals.tree import TreeCycleError, row_positions, tree_depth
+
+        where = f"{self._source}/events" if self._source else None
+        try:
+            links = frame.select("rank", "event_id", "parent_id").collect()
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            msg = f"cannot read table 'nested' ({type(exc).__name__}: {str(exc)[:300]})"
+            raise TraceError(msg, path=where) from None
+        rank = links["rank"].to_numpy()
+        parent = row_positions(rank, links["event_id"].to_numpy(), rank, links["parent_id"].fill_null(-1).to_numpy())
+        try:
+            tree_depth(parent)
+        except TreeCycleError:
+            msg = "the stored nesting is damaged: parent_id links form a cycle (rewrite the dataset with convert)"
+            raise TraceError(msg, path=where) from None
+        self._cache["stored tree checked"] = True
 
     def _frame(self, table: str) -> Frame:
         if table == "nested":

@@ -30,7 +30,7 @@ __all__ = ["BUILTIN_COMMANDS", "Command", "build_parser", "commands", "main"]
 
 #: modules under `proftab.cli` that define a subcommand, in `--help` order
 BUILTIN_COMMANDS: list[str] = ["summary", "check", "plot", "diff", "convert", "modules", "memory", "critical_path",
-                              "perf", "compiled"]
+                              "perf", "compiled", "findings", "report", "mcp"]
 
 _DESCRIPTION = """\
 Exact, columnar tables from PyTorch profiler (Kineto / Chrome JSON) traces.
@@ -42,6 +42,8 @@ examples:
   proftab check trace.json.gz --strict                   CI gate: exit 1 on damage (truncation, rejected events...)
   proftab plot top trace.json.gz -o top.html             top ops chart (also timeline, tree, steps)
   proftab diff before.json.gz after.json.gz --limit 15   what changed, largest first
+  proftab findings trace.json.gz                         what is wrong with the step, what to change
+  proftab report trace.json.gz -o report.html            one offline page: findings, steps, ops, charts
 
 Run `proftab COMMAND --help` for the options and examples of each command.
 """

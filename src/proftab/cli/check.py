@@ -9,8 +9,10 @@ Findings are of two sorts:
 * **artifacts** (`ARTIFACTS`): what torch's profiler itself writes into sound traces:
   overruns (a `ProfilerStep#N` or Python frame ending after its parent, with `with_stack`),
   ops unfinished at the end of the window, device work that no host op in the window
-  launched (kernels launched before profiling started). They are reported and explained;
-  failing on them is opt-in (`--fail-on overrun,unattributed`).
+  launched (kernels launched before profiling started), and every violation torch's own
+  trace validator (`torch.profiler._trace_validator`) reports (`Trace.torch_validator()`,
+  same events, in ns). They are reported and explained; failing on them is opt-in
+  (`--fail-on overrun,unattributed,torch_validator`).
 
 Timestamps rounded to the ns are reported but are not findings.
 """
@@ -42,7 +44,7 @@ EXAMPLES = """\
 DAMAGE = ("missing_file", "truncated", "rejected", "negative_dur", "unmatched_begin", "name_repaired", "args_repaired",
           "accounting")
 #: artifacts of torch's profiler in sound traces: reported, failing on them is opt-in (`--fail-on`)
-ARTIFACTS = ("overrun", "unfinished", "unattributed_device")
+ARTIFACTS = ("overrun", "unfinished", "unattributed_device", "torch_validator")
 KINDS = (*DAMAGE, *ARTIFACTS)
 _ALIASES = {"unattributed": "unattributed_device", "all": ",".join(KINDS), "artifacts": ",".join(ARTIFACTS)}
 #: why an artifact is not damage (printed next to its count)
@@ -54,6 +56,9 @@ EXPLAIN = {
     "unfinished": "ops still running when the profiler stopped",
     "unattributed_device": "device work no host op in the window launched: kernels launched before "
                            "profiling started, or by an unprofiled thread",
+    "torch_validator": "violations of torch's own trace validator (torch.profiler._trace_validator, 6 rules: "
+                       "kernel causality, stream-wait correlation, stream sync overlap, NCCL metadata, "
+                       "backward sequence ids), in exact ns",
 }
 
 
@@ -132,6 +137,13 @@ def report(tr: Trace, n_examples: int = 5) -> dict[str, Any]:
     args_rep = tr.collect("events").filter((pl.col("flags") & int(Flag.ARGS_REPAIRED)) != 0)
     findings["args_repaired"] = {"count": args_rep.height,
                                  "examples": args_rep.head(n_examples).select("rank", "event_id", "name").to_dicts()}
+    from proftab.torch.validator import TORCH_VALIDATOR_RULES
+
+    viol = tr.torch_validator()
+    by_rule = dict(zip(*viol["rule"].value_counts().to_dict(as_series=False).values(), strict=True))
+    findings["torch_validator"] = {"count": viol.height,
+                                   "by_rule": {r: int(by_rule.get(r, 0)) for r in TORCH_VALIDATOR_RULES},
+                                   "examples": viol.head(n_examples).to_dicts()}
     dev = _device_report(tr, n_examples)
     findings["unattributed_device"] = {"count": int(dev.get("activities", 0)), **dev}
     info = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING
 
 from proftab.cli import Command
@@ -17,7 +18,6 @@ from proftab.cli._common import (
 from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
-    import argparse
     from typing import Any
 
     import polars as pl
@@ -45,7 +45,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     w = p.add_mutually_exclusive_group()
     w.add_argument("--step", type=int, default=None, metavar="N", help="only ProfilerStep#N (default: every step)")
     w.add_argument("--annotation", default=None, metavar="NAME", help="windows of a host annotation instead of steps")
-    w.add_argument("--window", type=int, nargs=2, default=None, metavar=("START_NS", "END_NS"),
+    w.add_argument("--window", type=_int64, nargs=2, default=None, metavar=("START_NS", "END_NS"),
                    help="an explicit window in trace ns")
     p.add_argument("--rank", type=int, default=None, help="only this rank")
     p.add_argument("--tail", action="store_true",
@@ -65,6 +65,19 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p)
 
 
+def _int64(text: str) -> int:
+    """An argparse type: an integer in the int64 ns range (a usage error otherwise)."""
+    try:
+        v = int(text)
+    except ValueError:
+        msg = f"invalid int value: {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not -(2**63) <= v < 2**63:
+        msg = f"{text} is outside the int64 ns range"
+        raise argparse.ArgumentTypeError(msg)
+    return v
+
+
 def _scale(items: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for it in items:
@@ -73,8 +86,8 @@ def _scale(items: list[str]) -> dict[str, float]:
             f = float(val)
         except ValueError:
             f = -1.0
-        if not sep or not key or f < 0:
-            msg = f"--what-if needs KEY=FACTOR with a factor >= 0, not {it!r}"
+        if not sep or not key or not (0 <= f < float("inf")):  # NaN fails both comparisons
+            msg = f"--what-if needs KEY=FACTOR with a finite factor >= 0, not {it!r}"
             raise UsageError(msg)
         out[key] = f
     return out

@@ -34,6 +34,7 @@ EXAMPLES = """\
       a directory (or glob, or several files) of rank files: one table over all ranks
   proftab summary trace.json.gz --group-by-stack 5 --top-level
   proftab summary trace.json.gz --threads main --no-python    the training loop's thread, ops only
+  proftab summary trace.json.gz --torch 2.14        torch 2.14's rows (python_function rows left out)
   proftab summary trace.json.gz -o ops.csv          (also .json, .md, .parquet)
   proftab summary trace.json.gz --format markdown   paste into an issue
   proftab summary damaged.json.gz --salvage         keep what can be read
@@ -57,6 +58,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="host threads to include: all (default); ops: threads that run ops (a helper thread "
                         "that only sleeps in Python frames is left out); main: per rank the thread that calls "
                         "ProfilerStep#N (else the one with the most ops). Device rows are always kept")
+    p.add_argument("--torch", default=None, metavar="VERSION",
+                   help="a torch release's key_averages semantics (2.13: python_function rows listed; 2.14: left "
+                        "out); default: the trace writer's release where the trace reveals it (tr.torch_version())")
     p.add_argument("--time-unit", choices=["s", "ms", "us"], default=None,
                    help="fixed time unit for the text table")
     add_output_arguments(p)
@@ -189,23 +193,27 @@ def run(args: argparse.Namespace) -> int:
         tr = _thread_view(tr, args)
     py = not args.no_python
     if fmt == "markdown":  # the human table (torch's columns, formatted), not the raw ns columns
-        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py,
+                             torch=args.torch)
         write_text(_markdown(tr, ka, _select(ka, args, 100 if args.limit is None else args.limit), args),
                    args.output)
         return 0
     if fmt != "text":
-        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py,
+                             torch=args.torch)
         write_frame(_select(ka, args, -1 if args.limit is None else args.limit), fmt, args.output)
         return 0
     console = rich_console(args)
     if console is not None:
-        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
+        ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py,
+                             torch=args.torch)
         _rich_table(tr, ka, _select(ka, args, 100 if args.limit is None else args.limit), console, args)
         return 0
     from proftab.torch.text_table import render_table
 
     limit = 100 if args.limit is None else args.limit
-    ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py)
+    ka = tr.key_averages(args.group_by_input_shape, args.group_by_stack, include_python_functions=py,
+                         torch=args.torch, torch_floats=True)  # torch's floats: its rounding ties
     text = render_table(ka, sort_by=args.sort, row_limit=limit, top_level_events_only=args.top_level,
                         time_unit=args.time_unit, use_device=kinds.use_device(tr.categories),
                         profile_memory=bool(tr.meta.get("profile_memory")),

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 
 from proftab.api import register_trace_namespace
 from proftab.critical_path._chart import path_chart
-from proftab.critical_path._graph import BOUND_BY, KINDS, SYNC_CALLS, Graph, build_graph, sync_frame
+from proftab.critical_path._graph import BOUND_BY, KINDS, SYNC_CALLS, Graph, build_graph, sync_frame, with_stream_free
 from proftab.critical_path._overlay import overlay_document, write_overlay
 from proftab.critical_path._path import (
     SEGMENT_SCHEMA,
@@ -34,6 +35,7 @@ from proftab.critical_path._path import (
     what_if_frame,
     windows,
 )
+from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
     import os
@@ -50,12 +52,51 @@ _NESTED = ["event_id", "rank", "pid", "tid", "cat", "name", "ph", "start_ns", "e
            "depth"]
 
 
+#: most windows one call analyses (each is its own graph, a few dozen frame operations)
+MAX_WINDOWS = 1_000
+
+
 def graphs(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFrame,
            wins: pl.DataFrame, *, tail: bool = False) -> list[Graph]:
-    """One `Graph` per row of `wins` (`windows`); `tail`: see `build_graph`."""
-    return [build_graph(nested, activities, sync_args, rank=r, start_ns=s, end_ns=e, step=st, window_event=ev,
-                        tail=tail)
-            for r, st, s, e, ev in wins.select("rank", "step", "start_ns", "end_ns", "event_id").iter_rows()]
+    """One `Graph` per row of `wins` (`windows`); `tail`: see `build_graph`.
+
+    Each window reads only its own rows: `nested` and `activities` are sorted by (rank, start)
+    once and sliced by binary search, and the streams' free times are computed once, so many
+    short steps cost O(n log n) in all rather than a pass over the trace per step.
+    """
+    if wins.height > MAX_WINDOWS:
+        msg = (f"{wins.height:,} windows (steps) selected; the critical path builds one graph per window and takes "
+               f"at most {MAX_WINDOWS:,} at once: pick some with step= / --step, rank= / --rank or a window")
+        raise UsageError(msg)
+    act = with_stream_free(activities)
+    nested_by = _Sliced(nested, "start_ns")
+    act_by = _Sliced(act, "start_ns")
+    launch_by = _Sliced(act.filter(pl.col("launch_start_ns").is_not_null()), "launch_start_ns") if tail else None
+    out = []
+    for r, st, s, e, ev in wins.select("rank", "step", "start_ns", "end_ns", "event_id").iter_rows():
+        a = act_by.window(r, s, None if tail else e)
+        if launch_by is not None:  # tail: work launched in the window may start after it
+            a = pl.concat([a, launch_by.window(r, s, e)]).unique("event_id", keep="first", maintain_order=True)
+        out.append(build_graph(nested_by.window(r, s, e), a, sync_args, rank=r, start_ns=s, end_ns=e, step=st,
+                               window_event=ev, tail=tail))
+    return out
+
+
+class _Sliced:
+    """A frame sorted by (rank, `on`), sliced per window by binary search."""
+
+    def __init__(self, frame: pl.DataFrame, on: str) -> None:
+        self.frame = frame.sort("rank", on)
+        self.rank = self.frame["rank"].to_numpy()
+        self.at = self.frame[on].fill_null(np.iinfo(np.int64).min).to_numpy()
+
+    def window(self, rank: int, lo: int, hi: int | None) -> pl.DataFrame:
+        """Rows of `rank` with `on` in [lo, hi] (hi None: no upper bound)."""
+        a, b = int(np.searchsorted(self.rank, rank, "left")), int(np.searchsorted(self.rank, rank, "right"))
+        at = self.at[a:b]
+        i = a + int(np.searchsorted(at, lo, "left"))
+        j = b if hi is None else a + int(np.searchsorted(at, hi, "right"))
+        return self.frame.slice(i, max(int(j) - i, 0))
 
 
 @register_trace_namespace("critical_path")

@@ -132,6 +132,43 @@ def _last_before(work: pl.DataFrame, queries: pl.DataFrame, on: str, *, forward:
     return out.sort("_q").drop("_q").drop_nulls("row")
 
 
+def with_stream_free(activities: pl.DataFrame) -> pl.DataFrame:
+    """`activities` plus `free_ns`: when each device work item's stream became free of earlier
+    work (the latest end of the work before it on its stream; null for the first, and for syncs)."""
+    work_kind = pl.col("kind").cast(pl.String).is_in(["kernel", "memcpy", "memset"])
+    free = (activities.filter(work_kind).sort("rank", "device", "stream", "start_ns", "end_ns")
+            .select("rank", "event_id",
+                    pl.col("end_ns").cum_max().shift(1).over("rank", "device", "stream").alias("free_ns")))
+    return activities.join(free, on=["rank", "event_id"], how="left", maintain_order="left")
+
+
+def _device_wide(calls: pl.DataFrame, work: pl.DataFrame, track: np.ndarray, *, by_device: bool) -> pl.DataFrame:
+    """The (call, stream) pairs a device-wide sync needs an edge for: `hrow`, `stream`, `call_start`.
+
+    A device-wide sync (``cudaDeviceSynchronize``, a Context Sync row) waits for the last work on
+    every stream (of its device when `by_device`). Its edge from a stream adds nothing when the
+    stream got no new work since the previous such call on the same host thread: that call's
+    edge already reaches the same work, and the thread's chain carries it on. So only pairs whose
+    stream launched work since the thread's previous call are kept: at most one per work item and
+    thread, never calls x streams (8,000 bare syncs x 8,000 streams would be 64 million rows).
+    """
+    schema: dict[str, pl.DataType] = {"hrow": pl.Int64(), "stream": work.schema["stream"], "call_start": pl.Int64()}
+    if calls.is_empty() or work.is_empty():
+        return pl.DataFrame(schema=schema)
+    by = ["device"] if by_device else []
+    calls = calls.with_columns(_track=pl.Series(track[calls["hrow"].to_numpy()], dtype=pl.Int64)).sort("call_start")
+    w = work.select(*by, "stream", pl.col("launch_start_ns").alias("call_start")).drop_nulls("call_start").sort(
+        "call_start")
+    out = []
+    for t in calls["_track"].unique().to_list():  # one pass per host thread that syncs (a few)
+        ct = calls.filter(pl.col("_track") == t).select("hrow", *by, "call_start")
+        first_after = w.join_asof(ct, on="call_start", by=by or None, strategy="forward", allow_exact_matches=False,
+                                  check_sortedness=False)
+        out.append(first_after.drop_nulls("hrow").select("hrow", "stream").unique())
+    pairs = pl.concat(out)
+    return pairs.join(calls.select("hrow", "call_start"), on="hrow").select(list(schema))
+
+
 def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFrame, *, rank: int,
                 start_ns: int, end_ns: int, step: int | None = None, window_event: int | None = None,
                 tail: bool = False) -> Graph:
@@ -170,9 +207,9 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
                       & (pl.col("start_ns") >= w0) & (pl.col("end_ns") <= tail_end))
         inside = launched | unlaunched
     # when each activity's stream became free of earlier work (the latest end of the activities before it)
-    free = (activities.filter((pl.col("rank") == rank) & work_kind).sort("device", "stream", "start_ns", "end_ns")
-            .select("event_id", pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("free_ns")))
-    dev = (activities.filter(inside & work_kind).join(free, on="event_id", how="left")
+    if "free_ns" not in activities.columns:  # `with_stream_free` precomputed (graphs() does, once for all windows)
+        activities = with_stream_free(activities.filter(pl.col("rank") == rank))
+    dev = (activities.filter(inside & work_kind)
            .sort("device", "stream", "start_ns", "end_ns")
            .with_columns(bound=_device_bound(pl.col("kind").cast(pl.String), pl.col("category")),
                          kind=pl.col("kind").cast(pl.String)))
@@ -304,9 +341,8 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
         call_start=pl.Series(hs[sync_host["hrow"].to_numpy()] + w0, dtype=pl.Int64),
         call_name=pl.Series(h_names[sync_host["hrow"].to_numpy()], dtype=pl.String))
     kind_name = pl.col("name")
-    streams = dev.select("device", "stream").unique()
-    q_ctx = sync_host.filter(kind_name == "Context Sync").select("hrow", "device", "call_start").join(
-        streams, on="device")
+    q_ctx = _device_wide(sync_host.filter(kind_name == "Context Sync").select("hrow", "device", "call_start"),
+                         work, track, by_device=True)
     q_str = sync_host.filter(kind_name == "Stream Sync").select("hrow", "stream", "call_start")
     ev_sync = sync_host.filter((kind_name == "Event Sync") & (pl.col("wait_on_stream") >= 0)
                                & pl.col("call_name").str.contains("EventSynchronize"))
@@ -317,7 +353,7 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
     has_row[sync_host["hrow"].to_numpy()] = True
     bare = host.with_row_index("hrow").with_columns(pl.col("hrow").cast(pl.Int64)).filter(
         pl.col("is_sync") & pl.Series(~has_row) & ~pl.col("name").str.contains("Event"))
-    q_bare = bare.select("hrow", pl.col("start_ns").alias("call_start")).join(streams.select("stream"), how="cross")
+    q_bare = _device_wide(bare.select("hrow", pl.col("start_ns").alias("call_start")), work, track, by_device=False)
     q = pl.concat([x.select("hrow", "stream", pl.col("call_start").alias("at")) for x in (q_ctx, q_str, q_ev, q_bare)])
     hit = _last_before(work.select("stream", "row", "launch_start_ns"), q, "launch_start_ns")
     hr = hit["hrow"].to_numpy()

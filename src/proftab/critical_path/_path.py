@@ -45,6 +45,10 @@ def windows(events: pl.DataFrame, step: Step = None, rank: int | None = None) ->
     ev = events if rank is None else events.filter(pl.col("rank") == rank)
     cols = ["rank", "step", "start_ns", "end_ns", "event_id"]
     if isinstance(step, tuple):
+        if len(step) != 2 or not all(isinstance(t, int | np.integer) and -(2**63) <= int(t) < 2**63 for t in step) \
+                or int(step[0]) > int(step[1]):
+            msg = f"an explicit window is (start_ns, end_ns), two int64 ns with start <= end, not {step!r:.100}"
+            raise UsageError(msg)
         ranks = ev.select(pl.col("rank").unique().sort())
         return ranks.with_columns(step=pl.lit(None, pl.Int64), start_ns=pl.lit(int(step[0]), pl.Int64),
                                   end_ns=pl.lit(int(step[1]), pl.Int64), event_id=pl.lit(None, pl.Int64))
@@ -78,6 +82,10 @@ def scaled_weights(g: Graph, scale: Mapping[str, float] | None) -> tuple[np.ndar
     """
     if not scale:
         return g.w, g.base, g.cw
+    for key, f in scale.items():
+        if isinstance(f, bool) or not isinstance(f, int | float | np.integer | np.floating) or not 0 <= f < np.inf:
+            msg = f"scale factor for {key!r} must be a finite number >= 0, not {f!r}"
+            raise UsageError(msg)
     fw = np.ones(len(g.w))
     fb = np.ones(len(g.base))
     fc = np.ones(len(g.cw))

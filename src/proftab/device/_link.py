@@ -272,6 +272,41 @@ def _ext_reliable(launches: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+#: largest (launches x ops) product of one External id joined pair by pair; a bigger key is ambiguous
+MAX_PAIRS_PER_KEY = 64
+
+
+def _ext_candidates(left: pl.DataFrame, ops: pl.DataFrame, *, by_track: bool = True) -> pl.DataFrame:
+    """(launch, op) pairs sharing `rank` and External id, bounded.
+
+    A key held by few launches and ops (the normal case: one op, its launches) is joined pair by
+    pair. A key shared by many (a hostile or damaged trace: 10,000 ops and launches with one
+    External id would make 10^8 pairs) is ambiguous: each launch is paired only with the op of
+    that key that started last at or before it (on the launch's thread when `by_track`), so the
+    pairs are at most one per launch.
+    """
+    key_l, key_r = ["rank", "launch_external_id"], ["rank", "_x"]
+    sizes = left.group_by(key_l).len().join(ops.group_by(key_r).len(), left_on=key_l, right_on=key_r)
+    heavy = sizes.filter(pl.col("len").cast(pl.Int64) * pl.col("len_right").cast(pl.Int64) > MAX_PAIRS_PER_KEY)
+    if heavy.is_empty():
+        return left.join(ops, left_on=key_l, right_on=key_r, how="inner")
+    heavy = heavy.select(key_l)
+    light = left.join(heavy, on=key_l, how="anti").join(ops, left_on=key_l, right_on=key_r, how="inner")
+    by = key_l + ([f"_l_{k}" for k in _TRACK[1:]] if by_track else [])
+    by_r = key_r + ([f"_o_{k}" for k in _TRACK[1:]] if by_track else [])
+    hl = left.join(heavy, on=key_l, how="semi").sort("launch_start_ns")
+    hr = ops.join(heavy.rename({"launch_external_id": "_x"}), on=key_r, how="semi").sort("_os")
+    if by_track:  # null track parts (pid_text/tid_text) match each other, as eq_missing does
+        fill = {c: pl.col(c).fill_null(-1 if hl.schema[c].is_integer() else "") for c in by[2:]}
+        hl = hl.with_columns(**fill)
+        hr = hr.with_columns(**{r: pl.col(r).fill_null(-1 if hr.schema[r].is_integer() else "")
+                                for r in by_r[2:]})
+    near = hl.join_asof(hr, left_on="launch_start_ns", right_on="_os", by_left=by, by_right=by_r,
+                        strategy="backward", check_sortedness=False).filter(pl.col("op_id").is_not_null())
+    near = near.with_columns(pl.col(a).alias(b) for a, b in zip(by[2:], by_r[2:], strict=True) if b not in near.columns)
+    return pl.concat([light, near.select(light.columns)], how="vertical_relaxed")
+
+
 def activities(events: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFrame:
     """One row per device activity (kernel, memcpy, memset, sync) with its launch and op.
 
@@ -327,8 +362,7 @@ def activities(events: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
         *[pl.col(k).alias(f"_o_{k}") for k in _TRACK[1:]])
 
     # 2. launch -> op by External id, guarded by "same thread, launch starts inside the op"
-    cand = used.join(reliable, on="rank", how="semi").join(
-        ops_by_ext, left_on=["rank", "launch_external_id"], right_on=["rank", "_x"], how="inner")
+    cand = _ext_candidates(used.join(reliable, on="rank", how="semi"), ops_by_ext)
     same = pl.lit(True)
     for k in _TRACK[1:]:
         same = same & pl.col(f"_l_{k}").eq_missing(pl.col(f"_o_{k}"))
@@ -348,9 +382,10 @@ def activities(events: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
     no_launch = acts.filter(pl.col("launch_id").is_null() & pl.col("external_id").is_not_null()).select(
         "rank", "event_id", "external_id", "start_ns")
     dev_ext = (
-        no_launch.join(reliable, on="rank", how="semi")
-        .join(ops_by_ext.select("rank", "_x", "op_id", "_os"), left_on=["rank", "external_id"],
-              right_on=["rank", "_x"], how="inner")
+        _ext_candidates(no_launch.join(reliable, on="rank", how="semi").rename({"external_id": "launch_external_id",
+                                                                                 "start_ns": "launch_start_ns"}),
+                        ops_by_ext.select("rank", "_x", "op_id", "_os"), by_track=False)
+        .rename({"launch_external_id": "external_id", "launch_start_ns": "start_ns"})
         .filter(pl.col("_os") <= pl.col("start_ns"))
         .sort("rank", "event_id", "op_id").unique(subset=["rank", "event_id"], keep="first")
         .select("rank", "event_id", pl.col("op_id").alias("_dop"))

@@ -50,6 +50,10 @@ starts are re-sorted by ``(end desc, event_id)``.
 Tracks whose composite keys would overflow int64 (time spans near 2**62 ns) are solved
 one by one, and a single track spanning that much by the plain sweep.
 
+Complexity: O(n log n) for properly nested tracks (the sorts, then O(n) passes); events
+that take step 4 cost O(k log k) more in the sweep (k = the re-solved set). Tested at 10^5
+rows of a crossing chain (tests/test_hostile_analyses.py).
+
 :func:`nest_stats` returns the counters of the last :func:`nest` call of the current
 thread, including the share of events that took the slow path (step 4).
 """

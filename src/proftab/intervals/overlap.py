@@ -23,7 +23,7 @@ exactly once, from one of two disjoint cases:
 (a) the right interval starts in ``[left.start, left.end)``;
 (b) the left interval starts in ``(right.start, right.end)``.
 
-The cost is ``O((n + m) log(n + m) + pairs)``.
+The cost is ``O((n + m) log(n + m) + pairs)`` (tested at 10^5 rows, tests/test_hostile_analyses.py).
 """
 
 from __future__ import annotations

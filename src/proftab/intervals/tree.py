@@ -2,14 +2,39 @@
 
 A tree is given as `parent`: for each row, the row index of its parent, -1 for a root.
 Rows are looked up from ids with `row_positions`; every other function works on row indices.
+
+Complexity (n rows, D the tree's depth; every walk is bounded, so parent links that form a
+cycle raise `TreeCycleError` instead of looping):
+
+=====================  ===============================================================
+`row_positions`        O(n + m) (dense table) or O((n + m) log n) (sort + binary search)
+`depth_levels`         O(n) (16-bit radix sort) or O(n log n)
+`tree_depth`           O(n log D), pointer jumping
+`containing_ancestor`  O(n · k) for k ≤ 16 crossing steps, else O(n log D) (binary lifting)
+`subtree_sum`          O(n) work in D vectorized passes
+`nearest_ancestor`     O(m · k) for k ≤ 8 steps, else O(n log D) (pointer jumping)
+`ancestor_pairs`       O(output) = O(Σ depth of the items), D passes
+=====================  ===============================================================
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ancestor_pairs", "containing_ancestor", "depth_levels", "nearest_ancestor", "row_positions",
-           "subtree_sum", "tree_depth"]
+__all__ = ["TreeCycleError", "ancestor_pairs", "containing_ancestor", "depth_levels", "nearest_ancestor",
+           "row_positions", "subtree_sum", "tree_depth"]
+
+
+class TreeCycleError(ValueError):
+    """The parent links form a cycle (a damaged stored tree): no walk up ever reaches a root."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"the parent links form a cycle ({where} never reaches a root)")
+
+
+def _max_rounds(n: int) -> int:
+    """Pointer-jumping rounds that reach the root of any acyclic tree of `n` nodes."""
+    return max(int(n).bit_length(), 1) + 2
 
 
 def row_positions(rank: np.ndarray, ids: np.ndarray, want_rank: np.ndarray, want_id: np.ndarray) -> np.ndarray:
@@ -62,11 +87,16 @@ def tree_depth(parent: np.ndarray) -> np.ndarray:
     dist = (parent >= 0).astype(np.int64)
     anc = parent.copy()
     live = np.flatnonzero(anc >= 0)
-    while len(live):
+    for _ in range(_max_rounds(len(parent)) + 1):
+        if not len(live):
+            break
         a = anc[live]
         dist[live] = dist[live] + dist[a]
         anc[live] = anc[a]
         live = live[anc[live] >= 0]
+    else:
+        msg = "tree_depth"
+        raise TreeCycleError(msg)
     return dist
 
 
@@ -75,7 +105,9 @@ def containing_ancestor(parent: np.ndarray, start: np.ndarray, end: np.ndarray) 
 
     Walks up from `parent` past ancestors that end before the row does (a row that crosses
     its parent's end is re-parented to the first ancestor holding its whole interval), so a
-    subtree never reaches past its root. Parent = row index, -1 for a root.
+    subtree never reaches past its root. Parent = row index, -1 for a root. Rows still
+    unresolved after 16 steps (a chain of crossing intervals) are finished by binary lifting
+    over the maxima of the ancestors' ends: O(n log depth), never one step per pass.
     """
     cur = parent.copy()
     # the first step over all rows at once, with one gathered array (most rows fit their parent)
@@ -90,13 +122,54 @@ def containing_ancestor(parent: np.ndarray, start: np.ndarray, end: np.ndarray) 
     if len(todo):
         cur[todo] = parent[cur[todo]]
         todo = todo[cur[todo] >= 0]
-    while len(todo):
+    steps = 0
+    while len(todo) and steps < _CROSSING_STEPS:
+        steps += 1
         c = cur[todo]
         bad = ~((end[c] > start[todo]) & (end[c] >= end[todo]))
         todo = todo[bad]
         cur[todo] = parent[cur[todo]]
         todo = todo[cur[todo] >= 0]
+    if len(todo):
+        cur[todo] = _first_ancestor_reaching(parent, end, cur[todo], np.maximum(end[todo], start[todo] + 1))
     return cur
+
+
+#: naive steps of `containing_ancestor` before it switches to binary lifting
+_CROSSING_STEPS = 16
+
+
+def _first_ancestor_reaching(parent: np.ndarray, end: np.ndarray, node: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """For each `node[i]`: the nearest of itself and its ancestors with `end >= need[i]` (-1: none).
+
+    Binary lifting: ``up[k]`` is the 2^k-th ancestor, ``top[k]`` the largest end among the
+    first 2^k ancestors; one descent over the levels per query. O(n log depth) time and memory.
+    """
+    low = np.iinfo(np.int64).min
+    levels = max(int(tree_depth(parent).max(initial=0)).bit_length(), 1)
+    up = [parent]
+    top = [np.where(parent >= 0, end[np.maximum(parent, 0)], low)]
+    for _ in range(1, levels):
+        u, t = up[-1], top[-1]
+        has = u >= 0
+        uu = np.where(has, u[np.maximum(u, 0)], -1)
+        up.append(uu)
+        top.append(np.where(has, np.maximum(t, t[np.maximum(u, 0)]), t))
+    out = np.full(len(node), -1, np.int64)
+    hit = end[node] >= need
+    out[hit] = node[hit]
+    q = np.flatnonzero(~hit)
+    cur = node[q]
+    for k in range(levels - 1, -1, -1):  # skip 2^k ancestors at once while all end too early
+        skip = top[k][cur] < need[q]
+        nxt = up[k][cur]
+        gone = skip & (nxt < 0)  # fewer than 2^k ancestors left, none reaching: no answer
+        keep = ~gone
+        cur = np.where(skip & ~gone, nxt, cur)[keep]
+        q = q[keep]
+    reach = top[0][cur] >= need[q]
+    out[q[reach]] = parent[cur[reach]]
+    return out
 
 
 def subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -110,13 +183,34 @@ def subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np
 
 
 def nearest_ancestor(parent: np.ndarray, start: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """For rows `start`, the nearest strict ancestor (via `parent` rows, -1 = none) with `target`."""
+    """For rows `start`, the nearest strict ancestor (via `parent` rows, -1 = none) with `target`.
+
+    Up to 8 steps are walked for the `start` rows alone (most answers are near); the rest by
+    pointer jumping over the whole tree, O(n log depth).
+    """
     cur: np.ndarray = parent[start].copy()
-    while True:
+    for _ in range(_NEAR_STEPS):
         bad = (cur >= 0) & ~target[np.maximum(cur, 0)]
         if not bad.any():
             return cur
         cur[bad] = parent[cur[bad]]
+    # ptr[j]: j itself when it is a target, else a node further up on the way to j's nearest target
+    ptr = np.where(target, np.arange(len(parent)), parent)
+    live = np.flatnonzero((ptr >= 0) & ~target[np.maximum(ptr, 0)])
+    for _ in range(_max_rounds(len(parent)) + 1):
+        if not len(live):
+            break
+        ptr[live] = ptr[ptr[live]]
+        p = ptr[live]
+        live = live[(p >= 0) & ~target[np.maximum(p, 0)]]
+    else:
+        msg = "nearest_ancestor"
+        raise TreeCycleError(msg)
+    return np.where(cur >= 0, ptr[np.maximum(cur, 0)], -1)
+
+
+#: steps `nearest_ancestor` walks before it switches to pointer jumping
+_NEAR_STEPS = 8
 
 
 def ancestor_pairs(parent: np.ndarray, first: np.ndarray, include_first: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -126,12 +220,17 @@ def ancestor_pairs(parent: np.ndarray, first: np.ndarray, include_first: bool) -
     cur = first.copy() if include_first else np.where(first >= 0, parent[np.maximum(first, 0)], -1)
     out_i, out_a = [], []
     alive = cur >= 0
-    while alive.any():
+    for _ in range(len(parent) + 1):
+        if not alive.any():
+            break
         items, cur = items[alive], cur[alive]
         out_i.append(items)
         out_a.append(cur)
         cur = parent[cur]
         alive = cur >= 0
+    else:
+        msg = "ancestor_pairs"
+        raise TreeCycleError(msg)
     if not out_i:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(out_i), np.concatenate(out_a)

@@ -22,6 +22,8 @@ import functools
 import hashlib
 import json
 import os
+import re
+import stat
 import time
 import warnings
 from pathlib import Path
@@ -211,8 +213,8 @@ def _analysis_fingerprint() -> str:
 
 
 def _write_key_averages(root: Path, trace: Trace) -> None:
-    """Materialize `trace.key_averages()` (default options) next to the tables."""
-    ka = trace.key_averages()
+    """Materialize `trace.key_averages()` (default options, with torch's floats for `table()`) next to the tables."""
+    ka = trace.key_averages(torch_floats=True)
     ka.write_parquet(root / f"{DERIVED_KEY_AVERAGES}.parquet", compression="zstd",
                      metadata={"proftab": json.dumps({"fingerprint": _analysis_fingerprint(),
                                                       "table": DERIVED_KEY_AVERAGES})})
@@ -275,12 +277,70 @@ def check_manifest(manifest: object, mpath: str) -> None:
     if not isinstance(totals, dict) or not all(isinstance(totals.get(t), int) for t in TABLES):
         msg = "no row count per table"
         raise bad(msg)
+    seen: set[int] = set()
     for entry in ranks:
         rank = entry.get("rank") if isinstance(entry, dict) else None
         rows = entry.get("rows") if isinstance(entry, dict) else None
         if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(rows, dict):
             msg = f"rank entry {entry!r:.80} lacks an integer 'rank' and its 'rows'"
             raise bad(msg)
+        if not -(2**31) <= rank < 2**31:
+            msg = f"rank {rank} is outside int32"
+            raise bad(msg)
+        if rank in seen:  # a rank listed twice would be read twice
+            msg = f"rank {rank} is listed more than once"
+            raise bad(msg)
+        seen.add(rank)
+    summaries = manifest.get("summaries", [])
+    if not isinstance(summaries, list) or not all(isinstance(n, str) and _PLAIN_NAME.fullmatch(n)
+                                                  and n not in TABLES for n in summaries):
+        msg = f"'summaries' must be a list of table names (letters, digits, '_'), not {summaries!r:.80}"
+        raise bad(msg)
+
+
+#: a summary table's name: one plain path component, never '..', '/' or a table of the dataset
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_]{1,100}")
+
+
+def regular_file(path: Path, root: Path) -> bool:
+    """`path` is a regular file inside `root` (no FIFO or device, no symlink out of the dataset)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    if path.is_symlink() or any(p.is_symlink() for p in path.parents if len(p.parts) > len(root.parts)):
+        return os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
+    return True
+
+
+def _check_types(schema_: pl.Schema, table: str) -> list[str]:
+    """Columns of a part file whose dtype differs from the table's (strings and categoricals agree)."""
+    want = _column_types().get(table, {})
+    text = (pl.String, pl.Categorical, pl.Enum)
+    out = []
+    for c, dt in want.items():
+        got = schema_.get(c)
+        if got is None:
+            continue
+        if isinstance(dt, text) or dt in text:
+            ok = isinstance(got, text) or got in text
+        else:
+            ok = got == dt
+        if not ok:
+            out.append(f"{c} is {got}, expected {dt}")
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _column_types() -> dict[str, dict[str, Any]]:
+    from proftab import schema
+
+    return {"events": {**schema.EVENT_COLUMNS, "parent_id": pl.Int64, "self_ns": pl.Int64, "overrun_ns": pl.Int64},
+            "instants": schema.INSTANT_COLUMNS, "flows": schema.FLOW_COLUMNS, "counters": schema.COUNTER_COLUMNS,
+            "threads": schema.THREAD_COLUMNS, "rejected": schema.REJECTED_COLUMNS,
+            "accounting": schema.ACCOUNTING_COLUMNS, "meta": dict(META_COLUMNS)}
 
 
 def validate_dataset(root: Path, manifest: object) -> None:
@@ -294,6 +354,9 @@ def validate_dataset(root: Path, manifest: object) -> None:
         rank, rows = entry["rank"], entry["rows"]
         for table in TABLES:
             part = root / table / f"rank={rank}" / "part-0.parquet"
+            if part.exists() and not regular_file(part, root):  # a FIFO would block the read forever
+                msg = "dataset part file is not a regular file inside the dataset (a FIFO, device or outside link)"
+                raise TraceError(msg, path=str(part))
             try:
                 md = pq.read_metadata(part)
             except FileNotFoundError:
@@ -309,6 +372,14 @@ def validate_dataset(root: Path, manifest: object) -> None:
             if isinstance(rows.get(table), int) and md.num_rows != rows[table]:
                 msg = f"dataset part file has {md.num_rows} rows, the manifest says {rows[table]}"
                 raise TraceError(msg, path=str(part))
+            try:
+                types = pl.from_arrow(md.schema.to_arrow_schema().empty_table()).schema  # type: ignore[union-attr]
+            except Exception as exc:  # noqa: BLE001 - a type polars cannot read is damage too
+                msg = f"dataset part file has unreadable column types ({type(exc).__name__}: {str(exc)[:200]})"
+                raise TraceError(msg, path=str(part)) from None
+            if wrong := _check_types(types, table):
+                msg = f"dataset part file has wrong column types: {'; '.join(wrong[:5])}"
+                raise TraceError(msg, path=str(part))
 
 
 def collect_checked(lf: pl.LazyFrame, root: Path | str, table: str) -> pl.DataFrame:
@@ -322,7 +393,7 @@ def collect_checked(lf: pl.LazyFrame, root: Path | str, table: str) -> pl.DataFr
 
 def _dataset_trace(root: str, manifest: dict[str, Any], *, frame: Callable[[list[str], str], pl.LazyFrame],
                    exists: Callable[[str], bool], stored_meta: Callable[[str], str | bytes | None],
-                   source: str) -> Trace:
+                   source: str, guard: Callable[[], None] | None = None) -> Trace:
     """The lazy Trace of the dataset at `root` (a directory, or a path in an fsspec file system).
 
     `frame(files, table)` opens part files as one LazyFrame, `exists(path)` says whether a file
@@ -344,7 +415,7 @@ def _dataset_trace(root: str, manifest: dict[str, Any], *, frame: Callable[[list
     meta = stored_meta(stored) if exists(stored) else None
     if meta and json.loads(meta).get("fingerprint") == _analysis_fingerprint():  # only if this very code wrote it
         tables[DERIVED_KEY_AVERAGES] = frame([stored], DERIVED_KEY_AVERAGES)
-    for name in manifest.get("summaries", []):
+    for name in manifest.get("summaries", []):  # plain names (check_manifest)
         present = [p for p in parts(name) if exists(p)]
         if len(present) == len(ranks):  # a summary is used only when every rank has it
             tables[name] = frame(present, name)
@@ -364,7 +435,7 @@ def _dataset_trace(root: str, manifest: dict[str, Any], *, frame: Callable[[list
         warnings.warn(f"{source}: a rank is missing: {len(failed)} source file(s) failed to convert and are not in "
                       f"the dataset (ranks present: {', '.join(str(r) for r in ranks)}): {which}", ProftabWarning,
                       stacklevel=3)
-    return Trace(tables, files, source=source)
+    return Trace(tables, files, source=source, guard=guard)
 
 
 def scan(path: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None) -> Trace:
@@ -387,10 +458,39 @@ def scan(path: str | os.PathLike[str], *, storage_options: dict[str, Any] | None
     if is_remote(path):
         return _scan_url(os.fspath(path), storage_options)
     root = Path(local_path(os.fspath(path)) or path)
+    manifest = read_manifest(root)
     return _dataset_trace(
-        str(root), read_manifest(root),
+        str(root), manifest,
         frame=lambda files, _table: pl.scan_parquet(files, hive_partitioning=False),
-        exists=os.path.isfile, stored_meta=lambda p: pl.read_parquet_metadata(p).get("proftab"), source=str(root))
+        exists=lambda p: regular_file(Path(p), root), stored_meta=lambda p: pl.read_parquet_metadata(p).get("proftab"),
+        source=str(root), guard=_generation_guard(root))
+
+
+def _generation_guard(root: Path) -> Callable[[], None]:
+    """A check that `root` still holds the dataset generation scanned now.
+
+    Every write replaces the whole directory (`atomic_dir`) and writes a new manifest, so the
+    manifest's inode and mtime name a generation; a lazy Trace reading part files of another
+    generation would mix tables of two datasets.
+    """
+    mpath = root / MANIFEST
+
+    def stamp() -> tuple[int, int, int] | None:
+        try:
+            st = mpath.stat()
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    first = stamp()
+
+    def guard() -> None:
+        if stamp() != first:
+            msg = ("the dataset was replaced or removed after it was scanned (e.g. by `convert --force`); "
+                   "scan it again to read the new one")
+            raise TraceError(msg, path=str(root))
+
+    return guard
 
 
 def _scan_url(url: str, storage_options: dict[str, Any] | None = None) -> Trace:

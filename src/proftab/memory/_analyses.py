@@ -8,7 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from proftab.exceptions import UsageError
-from proftab.memory._core import DEVICE_KEYS
+from proftab.memory._core import DEVICE_KEYS, checked_sum, fit_int64
 
 __all__ = ["GROUPINGS", "growth", "peak", "peak_summary"]
 
@@ -54,7 +54,7 @@ def peak_summary(tl: pl.DataFrame, allocs: pl.DataFrame) -> pl.DataFrame:
         pl.col("addr").is_null().any().alias("_unpaired"),
     )
     held = _live_at_peak(allocs.filter(pl.col("status") != "pre_window"), summary).group_by(DEVICE_KEYS).agg(
-        pl.len().cast(pl.Int64).alias("n_blocks_at_peak"), pl.col("bytes").sum().alias("in_window_bytes"))
+        pl.len().cast(pl.Int64).alias("n_blocks_at_peak"), checked_sum("bytes").alias("in_window_bytes"))
     # without addresses (torch <= 1.9) no block is known: what holds the peak is unknown
     known = ~pl.col("_unpaired")
     out = summary.join(held, on=DEVICE_KEYS, how="left", maintain_order="left").with_columns(
@@ -124,12 +124,12 @@ def peak(tl: pl.DataFrame, allocs: pl.DataFrame, by: str | None = None) -> pl.Da
     else:
         keys = [col]
         rows = live.group_by([*_DEVICE, col, "peak_ns", "peak_bytes"]).agg(
-            pl.col("bytes").sum(), pl.len().cast(pl.Int64).alias("blocks"))
+            checked_sum("bytes"), pl.len().cast(pl.Int64).alias("blocks"))
     order = [*DEVICE_KEYS, "bytes", *([] if col is None else [_text_key(col, allocs)])]
     rows = rows.sort(order, descending=[False] * len(DEVICE_KEYS) + [True] + [False] * (len(order) - 4),
                      nulls_last=True)
-    rows = rows.with_columns(share=share, cumulative_share=pl.col("bytes").cum_sum().over(DEVICE_KEYS)
-                             / pl.col("peak_bytes"))
+    running = fit_int64(pl.col("bytes").cast(pl.Int128).cum_sum().over(DEVICE_KEYS))
+    rows = rows.with_columns(share=share, cumulative_share=running / pl.col("peak_bytes"))
     front = [*_DEVICE, *keys] if col is not None else [*_DEVICE, "addr", "alloc_ns", "free_ns", "alloc_op",
                                                         *(c for c in ("alloc_top_op", "module", "stack", "step")
                                                           if c in rows.columns)]
@@ -175,17 +175,17 @@ def growth(allocs: pl.DataFrame, windows: pl.DataFrame, by: str | None = None) -
             raise UsageError(msg)
         kept = stepped.filter(retained)
         out = kept.group_by([*_DEVICE, "step", "step_start_ns", "step_end_ns", col]).agg(
-            pl.col("bytes").sum().alias("retained_bytes"), pl.len().cast(pl.Int64).alias("retained_blocks"),
-            pl.col("bytes").filter(never).sum().alias("never_freed_bytes"))
+            checked_sum("bytes").alias("retained_bytes"), pl.len().cast(pl.Int64).alias("retained_blocks"),
+            fit_int64(pl.col("bytes").filter(never).cast(pl.Int128).sum()).alias("never_freed_bytes"))
         return out.sort([*DEVICE_KEYS, "step", "retained_bytes", _text_key(col, allocs)],
                         descending=[False, False, False, False, True, False], nulls_last=True)
     made = stepped.group_by([*_DEVICE, "step", "step_start_ns", "step_end_ns"]).agg(
-        pl.col("bytes").sum().alias("allocated_bytes"), pl.len().cast(pl.Int64).alias("allocations"),
-        pl.col("bytes").filter(retained).sum().alias("retained_bytes"),
+        checked_sum("bytes").alias("allocated_bytes"), pl.len().cast(pl.Int64).alias("allocations"),
+        fit_int64(pl.col("bytes").filter(retained).cast(pl.Int128).sum()).alias("retained_bytes"),
         retained.sum().cast(pl.Int64).alias("retained_blocks"),
-        pl.col("bytes").filter(never).sum().alias("never_freed_bytes"))
+        fit_int64(pl.col("bytes").filter(never).cast(pl.Int128).sum()).alias("never_freed_bytes"))
     freed = allocs.filter(pl.col("free_step").is_not_null()).group_by([*_DEVICE, "free_step"]).agg(
-        pl.col("bytes").sum().alias("freed_bytes")).rename({"free_step": "step"})
+        checked_sum("bytes").alias("freed_bytes")).rename({"free_step": "step"})
     devices = allocs.select(_DEVICE).unique()
     grid = devices.join(w, on="rank")
     out = grid.join(made.drop("step_start_ns", "step_end_ns"), on=[*_DEVICE, "step"], how="left") \

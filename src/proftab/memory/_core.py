@@ -55,6 +55,19 @@ def device_names() -> pl.Expr:
             .otherwise(kind + pl.lit(":") + pl.col("device").cast(pl.String))).alias("device_name")
 
 
+_I64 = 2**63
+
+
+def fit_int64(e: pl.Expr) -> pl.Expr:
+    """An Int128 expression back in Int64, null where it does not fit (never a wrapped value)."""
+    return pl.when(e.is_between(-_I64, _I64 - 1)).then(e).cast(pl.Int64)
+
+
+def checked_sum(col: str) -> pl.Expr:
+    """Σ of an Int64 byte column, exact in Int128; null where the total passes int64."""
+    return fit_int64(pl.col(col).cast(pl.Int128).sum())
+
+
 def memory_events(instants: pl.DataFrame) -> pl.DataFrame:
     """The `[memory]` instants with a `Bytes` value, in each device's order.
 
@@ -90,11 +103,14 @@ def timeline(mem: pl.DataFrame) -> pl.DataFrame:
     out = mem.select(
         *DEVICE_KEYS, "device_name", "seq", "ts_ns", "event_id", "tid", "addr", "bytes",
         pl.col("total_allocated").alias("allocated"), pl.col("total_reserved").alias("reserved"),
-        pl.col("bytes").cum_sum().over(DEVICE_KEYS).alias("replayed"),
+        # exact in Int128: a hostile trace's Bytes can pass int64 in total; that total is null, not wrapped
+        fit_int64(pl.col("bytes").cast(pl.Int128).cum_sum().over(DEVICE_KEYS)).alias("replayed"),
     )
+    big = pl.Int128
     return out.with_columns(
-        (pl.col("allocated") - pl.col("replayed")).alias("pre_window"),
-        (pl.col("reserved") - pl.col("reserved").shift(1).over(DEVICE_KEYS)).fill_null(0).alias("reserved_delta"),
+        fit_int64(pl.col("allocated").cast(big) - pl.col("replayed").cast(big)).alias("pre_window"),
+        fit_int64(pl.col("reserved").cast(big) - pl.col("reserved").shift(1).over(DEVICE_KEYS).cast(big))
+        .fill_null(0).alias("reserved_delta"),
         pl.coalesce("allocated", "replayed").alias("live"),
     )
 

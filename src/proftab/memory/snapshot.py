@@ -67,6 +67,62 @@ class _RestrictedUnpickler(pickle.Unpickler):
         raise ProftabError(msg)
 
 
+#: largest number of objects a snapshot may expand to (a shared object counts once per reference)
+MAX_OBJECTS = 50_000_000
+#: deepest nesting of containers in a snapshot (torch's layout is about 7 deep)
+MAX_DEPTH = 64
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def _check_shape(obj: Any, source: str) -> None:
+    """Refuse a loaded pickle that would expand beyond `MAX_OBJECTS` or nest beyond `MAX_DEPTH`.
+
+    A pickle's memo lets a few KB reference one object 10^9 times, and containers may hold
+    themselves; turning it into tables would expand every reference. One iterative pass over
+    the distinct containers (a shared one is visited once) gives each its expanded size and
+    depth, so the check itself is linear in the pickle.
+    """
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(obj, False)]
+    keep: list[Any] = []  # holds every visited container, so no id() is reused during the walk
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            kids = node.values() if isinstance(node, dict) else node
+            n, d = 1 + (len(node) if isinstance(node, dict) else 0), 0
+            for k in kids:
+                if isinstance(k, _CONTAINERS):
+                    n += size[id(k)]
+                    d = max(d, depth[id(k)])
+                else:
+                    n += 1
+            size[key], depth[key] = n, d + 1
+            if n > MAX_OBJECTS or d + 1 > MAX_DEPTH:
+                what = f"expands to over {MAX_OBJECTS:,} objects" if n > MAX_OBJECTS else \
+                    f"nests containers over {MAX_DEPTH} deep"
+                msg = (f"{source!r} is not a plausible memory snapshot: it {what} (a torch snapshot is a "
+                       "few levels of dicts and lists; shared references count once per use)")
+                raise ProftabError(msg)
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            msg = f"{source!r} is not a memory snapshot: a container holds itself (a reference cycle)"
+            raise ProftabError(msg)
+        if len(on_path) >= MAX_DEPTH:
+            msg = f"{source!r} is not a plausible memory snapshot: it nests containers over {MAX_DEPTH} deep"
+            raise ProftabError(msg)
+        on_path.add(key)
+        keep.append(node)
+        stack.append((node, True))
+        kids = node.values() if isinstance(node, dict) else node
+        stack.extend((k, False) for k in kids if isinstance(k, _CONTAINERS) and id(k) not in size)
+
+
 def _unpickle(data: bytes, source: str) -> dict[str, Any]:
     try:
         obj = _RestrictedUnpickler(io.BytesIO(data)).load()
@@ -79,6 +135,7 @@ def _unpickle(data: bytes, source: str) -> dict[str, Any]:
         msg = (f"{source!r} is not a torch memory snapshot: expected a dict with 'segments' and "
                f"'device_traces', got {type(obj).__name__}")
         raise ProftabError(msg)
+    _check_shape(obj, source)
     return obj
 
 
@@ -186,7 +243,8 @@ def _offset(keyed: pl.DataFrame, dev: pl.DataFrame) -> int:
     """Trace clock − snapshot clock: the mode of the same-keyed (action, event) gaps."""
     keys = ["device", "addr", "_sign"]
     sizes = keyed.group_by(keys).len().join(dev.group_by(keys).len(), on=keys)
-    n_pairs = int((sizes["len"] * sizes["len_right"]).sum() or 0)
+    # the counts are UInt32: their product is taken in Int64 (70,000 x 70,000 would wrap)
+    n_pairs = int((sizes["len"].cast(pl.Int64) * sizes["len_right"].cast(pl.Int64)).sum() or 0)
     if n_pairs == 0:
         return 0
     if n_pairs > _MAX_PAIRS:  # thin the actions evenly: the offset needs a sample only

@@ -14,7 +14,7 @@ import polars as pl
 
 from proftab import kinds
 from proftab.exceptions import ProftabError
-from proftab.intervals.tree import ancestor_pairs, nearest_ancestor, row_positions, tree_depth
+from proftab.intervals.tree import depth_levels, nearest_ancestor, row_positions, tree_depth
 from proftab.kinds import MODULE_PREFIX
 from proftab.steps import STEP_PREFIX
 
@@ -185,11 +185,7 @@ def module_frames(nested: pl.DataFrame, source: Source = "auto") -> pl.DataFrame
     # a frame under a recomputed root is recomputed too
     root_phase = phase
     fdepth = tree_depth(fparent)
-    item, anc = ancestor_pairs(fparent, np.arange(len(rows)), include_first=True)
-    ph = pl.DataFrame({"_item": item, "_d": fdepth[anc], "_inst": instance.gather(anc),
-                       "_ph": root_phase[anc]})
-    paths = (ph.sort("_item", "_d").group_by("_item", maintain_order=True)
-             .agg(path=pl.col("_inst").str.join("."), recompute=(pl.col("_ph") == "recompute").any()))
+    paths = _paths(fparent, fdepth, instance, root_phase == "recompute")
     dur = f["dur_ns"].to_numpy()
     child_dur = _clipped_child_dur(f["start_ns"].to_numpy(), f["end_ns"].to_numpy(), fparent)
     out = f.select("rank", pl.col("event_id").alias("frame_id"), "pid", "tid", "start_ns", "end_ns",
@@ -201,6 +197,27 @@ def module_frames(nested: pl.DataFrame, source: Source = "auto") -> pl.DataFrame
         self_ns=pl.Series(dur - child_dur, dtype=pl.Int64),
     ).with_columns(parent_frame=pl.when(pl.col("parent_frame") >= 0).then(pl.col("parent_frame")))
     return out.select(FRAME_COLUMNS).sort("rank", "start_ns", "frame_id")
+
+
+def _paths(fparent: np.ndarray, fdepth: np.ndarray, instance: pl.Series, recompute: np.ndarray) -> pl.DataFrame:
+    """Each frame's `path` (its ancestors' instance names, root first, joined by ".") and whether
+    it or an ancestor is `recompute`: one pass per depth level from the roots down, each frame
+    extending its parent's path, so the work is the size of the paths (never frames x depth
+    pairs).
+    """
+    path = np.empty(len(fparent), dtype=object)
+    rec = recompute.copy()
+    inst = instance.to_numpy()
+    for level in depth_levels(fdepth):
+        p = fparent[level]
+        has = p >= 0
+        top, below = level[~has], level[has]
+        path[top] = inst[top]
+        if len(below):
+            pp = p[has]
+            path[below] = np.char.add(np.char.add(path[pp].astype(str), "."), inst[below].astype(str)).astype(object)
+            rec[below] |= rec[pp]
+    return pl.DataFrame({"path": pl.Series(path.tolist(), dtype=pl.String), "recompute": rec})
 
 
 def _clipped_child_dur(start: np.ndarray, end: np.ndarray, fparent: np.ndarray) -> np.ndarray:

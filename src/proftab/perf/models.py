@@ -129,7 +129,12 @@ KERNEL_MATH_PATTERNS: tuple[tuple[str, str], ...] = (
     ("fp32", r"(?i)sgemm|scudnn|implicit_convolve_s|_SB_|_SS_"),
 )
 
-_DIMS_RE = r"^\[\s*(\[[-\d,\s]*\]\s*,?\s*)*\]$"
+_DIMS_RE = r"^\[\s*(\[\s*(-?\d{1,18}\s*,?\s*)*\]\s*,?\s*)*\]$"  # int64 dims (at most 18 digits)
+#: `Concrete Inputs`: a JSON list of strings (anything else leaves the op's concrete inputs unknown)
+_CONC_RE = r'^\[\s*("([^"\\]|\\.)*"\s*,?\s*)*\]$'
+#: why an op of a modelled family has no FLOPs/bytes (`model_error`)
+MODEL_ERRORS = ("malformed Input Dims / Input type", "negative dimension", "malformed Concrete Inputs",
+                "FLOPs or bytes overflow int64", "negative FLOPs or bytes (inconsistent shapes)")
 _COLLECTIVE_RE = (r"(?i)nccl|rccl|c10d::|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_"
                   r"|record_param_comms")
 
@@ -327,9 +332,16 @@ def _conv(df: pl.DataFrame) -> pl.DataFrame:
             groups=groups)
         nsp = pl.col("_x").list.len() - 2
         # per spatial axis output size, for forward and transposed convolution
+        # one row per input spatial axis; a list argument whose length differs from the axes count
+        # (a hostile or foreign trace) gives nulls there, so the row's model is null, never an error
         ax = sub.select("_rowid", "_x", "_w", "_stride", "_pad", "_dil", "_opad", "transposed").with_columns(
-            _in=pl.col("_x").list.slice(2), _k=pl.col("_w").list.slice(2)).explode(
-            ["_in", "_k", "_stride", "_pad", "_dil", "_opad"], empty_as_null=True)
+            _in=pl.col("_x").list.slice(2), _kl=pl.col("_w").list.slice(2))
+        n_in = pl.col("_in").list.len()
+        ax = ax.with_columns(_ax=pl.int_ranges(n_in), _n=n_in).explode(["_in", "_ax"], empty_as_null=True)
+        ax = ax.with_columns(**{
+            out: pl.when(pl.col(c).list.len() == pl.col("_n")).then(pl.col(c).list.get(pl.col("_ax"), null_on_oob=True))
+            for out, c in (("_k", "_kl"), ("_stride", "_stride"), ("_pad", "_pad"), ("_dil", "_dil"),
+                           ("_opad", "_opad"))})
         ax = ax.with_columns(_o=pl.when(pl.col("transposed")).then(
             (pl.col("_in") - 1) * pl.col("_stride") - 2 * pl.col("_pad") + pl.col("_dil") * (pl.col("_k") - 1)
             + pl.col("_opad") + 1).otherwise(
@@ -503,24 +515,55 @@ def model_ops(ops: pl.DataFrame) -> pl.DataFrame:
     known = df.filter(~pl.col("family").is_in(["other", "collective"]))
     ok = pl.col("input_dims").str.contains(_DIMS_RE).fill_null(False) & pl.col("input_type").str.starts_with(
         "[").fill_null(False)
-    known = known.filter(ok).with_columns(
-        _dims=pl.col("input_dims").str.json_decode(pl.List(pl.List(pl.Int64))),
-        _types=pl.col("input_type").str.json_decode(pl.List(pl.String)),
+    conc_ok = pl.col("concrete_inputs").str.contains(_CONC_RE)
+    known = known.with_columns(
+        _dims=pl.when(ok).then(pl.col("input_dims")).str.json_decode(pl.List(pl.List(pl.Int64))),
+        _types=pl.when(ok).then(pl.col("input_type")).str.json_decode(pl.List(pl.String)),
         _strides=pl.when(pl.col("input_strides").str.contains(_DIMS_RE)).then(pl.col("input_strides"))
         .str.json_decode(pl.List(pl.List(pl.Int64))),
-        _conc=pl.when(pl.col("concrete_inputs").str.starts_with("[")).then(pl.col("concrete_inputs"))
-        .str.json_decode(pl.List(pl.String)),
+        _conc=pl.when(conc_ok).then(pl.col("concrete_inputs")).str.json_decode(pl.List(pl.String)),
     )
-    parts = [f(known) for f in (_gemm, _attention, _conv, _elementwise, _simple)]
+    negative = pl.col("_dims").list.eval(pl.element().list.min()).list.min() < 0
+    known = known.with_columns(model_error=pl.when(~ok).then(pl.lit(MODEL_ERRORS[0]))
+                               .when(negative.fill_null(False)).then(pl.lit(MODEL_ERRORS[1]))
+                               .when(pl.col("concrete_inputs").is_not_null() & ~conc_ok.fill_null(False))
+                               .then(pl.lit(MODEL_ERRORS[2])))
+    good = known.filter(pl.col("model_error").is_null() | (pl.col("model_error") == MODEL_ERRORS[2]))
+    parts = [f(good) for f in (_gemm, _attention, _conv, _elementwise, _simple)]
     parts = [p for p in parts if not p.is_empty()]
+    # the same models over Float64 dims: an Int64 result that differs from it wrapped (or overflowed)
+    shadow = good.with_columns(pl.col("_dims").cast(pl.List(pl.List(pl.Float64))))
+    approx = [f(shadow) for f in (_gemm, _attention, _conv, _elementwise, _simple)]
+    approx = [p.select("_rowid", pl.col("flops").cast(pl.Float64).alias("_ff"),
+                       pl.col("bytes").cast(pl.Float64).alias("_fb")) for p in approx if not p.is_empty()]
     coll = _collective(df.filter(pl.col("family") == "collective"))
     modelled = pl.concat([*parts, coll], how="diagonal_relaxed") if parts else coll
+    if approx:
+        modelled = modelled.join(pl.concat(approx), on="_rowid", how="left")
+        wrapped = {}
+        for c, f in (("flops", "_ff"), ("bytes", "_fb")):
+            exact = pl.col(c).cast(pl.Float64)
+            wrapped[c] = ((pl.col(f).abs() >= 2.0**63) | ((exact - pl.col(f)).abs() > 1e-6 * pl.col(f).abs() + 1)
+                          ).fill_null(False)
+        modelled = modelled.with_columns(
+            model_error=pl.when(wrapped["flops"] | wrapped["bytes"]).then(pl.lit(MODEL_ERRORS[3]))
+            .otherwise(pl.col("model_error")),
+            flops=pl.when(~wrapped["flops"]).then(pl.col("flops")),
+            bytes=pl.when(~wrapped["bytes"]).then(pl.col("bytes")))
+    if "model_error" in modelled.columns:
+        neg = ((pl.col("flops") < 0) | (pl.col("bytes") < 0)).fill_null(False)
+        modelled = modelled.with_columns(
+            model_error=pl.when(neg).then(pl.lit(MODEL_ERRORS[4])).otherwise(pl.col("model_error")),
+            flops=pl.when(~neg).then(pl.col("flops")), bytes=pl.when(~neg).then(pl.col("bytes")))
+    bad = known.filter(pl.col("model_error").is_not_null() & (pl.col("model_error") != MODEL_ERRORS[2])).select(
+        "_rowid", "model_error")
+    modelled = pl.concat([modelled, bad], how="diagonal_relaxed") if not bad.is_empty() else modelled
     drop = [c for c in modelled.columns if c.startswith("_") and c != "_rowid"]
     modelled = modelled.drop(drop)
     extra = [c for c in modelled.columns if c not in df.columns or c in ("flops", "bytes")]
     out = df.drop([c for c in df.columns if (c.startswith("_") and c != "_rowid") or c in ("flops", "bytes")]).join(
         modelled.select("_rowid", *[c for c in extra if c != "_rowid"]), on="_rowid", how="left")
-    for c, dt in (("flops", pl.Int64), ("bytes", pl.Int64), ("peak_dtype", pl.String)):
+    for c, dt in (("flops", pl.Int64), ("bytes", pl.Int64), ("peak_dtype", pl.String), ("model_error", pl.String)):
         if c not in out.columns:
             out = out.with_columns(pl.lit(None, dt).alias(c))
     return out.sort("_rowid").drop("_rowid").with_columns(pl.col("flops", "bytes").cast(pl.Int64))

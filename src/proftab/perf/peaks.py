@@ -71,8 +71,9 @@ def peaks_frame() -> pl.DataFrame:
 def _device_key(props: dict[str, Any]) -> str | None:
     name = str(props.get("name") or "")
     sms = props.get("numSms")
-    mem = float(props.get("totalGlobalMem") or 0)
-    gib = mem / 2**30
+    mem = props.get("totalGlobalMem")
+    # a malformed entry (text, a list, NaN) counts as unknown memory, never an error
+    gib = float(mem) / 2**30 if isinstance(mem, int | float) and not isinstance(mem, bool) and mem == mem else 0.0
     rules: list[tuple[str, str | None]] = [
         (r"V100.*PCIE", "V100-PCIe"), (r"V100", "V100-SXM2"),
         (r"A100", "A100-SXM4-80GB" if gib > 60 else "A100-SXM4-40GB"),
@@ -101,8 +102,11 @@ def match_peaks(device_properties: list[dict[str, Any]] | None, device: int = 0)
 
     Returns None when the trace has no properties or the device is not in the table.
     """
-    if not device_properties:
+    if not isinstance(device_properties, list):
         return None
-    props = next((p for p in device_properties if p.get("id") == device), device_properties[0])
+    entries = [p for p in device_properties if isinstance(p, dict)]  # a trace may hold ints or text here
+    if not entries:
+        return None
+    props = next((p for p in entries if p.get("id") == device), entries[0])
     key = _device_key(props)
     return None if key is None else {"device": key, **PEAKS[key]}

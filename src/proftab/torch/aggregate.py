@@ -21,6 +21,7 @@ nested events it equals torch's `dur - Σ children dur`.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,8 +35,8 @@ from proftab.torch.flops import torch_flops
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["FLOPS_COLUMNS", "KEY_AVERAGES_COLUMNS", "NESTED_COLUMNS", "host_tree", "input_shapes_expr",
-           "input_shapes_list_expr", "key_averages"]
+__all__ = ["FLOPS_COLUMNS", "KEY_AVERAGES_COLUMNS", "NESTED_COLUMNS", "OVERLOAD_NAME_RE", "host_tree",
+           "input_shapes_expr", "input_shapes_list_expr", "key_averages", "split_overload_expr"]
 
 KEY_AVERAGES_COLUMNS = [
     "name", "device_type", "is_user_annotation", "overload_name", "input_shapes", "stack", "calls",
@@ -72,17 +73,40 @@ def torch_name_expr() -> pl.Expr:
         pl.col("name"))
 
 
+#: the columns `group_by_stack_n` reads: the verbose `Call stack`, and what pairs a backward op with its forward op
+_STACK_COLUMNS = ("call_stack", "tid", "sequence_number", "fwd_thread_id")
 _TREE_COLUMNS = ("rank", "event_id", "pid", "cat", "name", "start_ns", "end_ns", "dur_ns", "parent_id", "self_ns")
 #: the columns of `Trace.nested` that `key_averages` reads (a Parquet scan reads only these)
-NESTED_COLUMNS = (*_TREE_COLUMNS, "depth", "input_dims", "call_stack")
+NESTED_COLUMNS = (*_TREE_COLUMNS, "depth", "input_dims", *_STACK_COLUMNS)
 #: the further columns read for torch's FLOPs (`with_flops=True`)
 FLOPS_COLUMNS = ("input_dims", "input_type", "concrete_inputs")
 
 
-def _name_codes(names: pl.Series) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+#: an op name with its ATen overload (`aten::add.Tensor`: base `aten::add`, overload `Tensor`), as the
+#: JSON writes op names recorded with `_ExperimentalConfig(capture_overload_names=True)`
+OVERLOAD_NAME_RE = r"^([\w:]+::\w+)\.(\w+)$"
+
+
+def split_overload_expr(name: str = "name", cat: str = "cat") -> tuple[pl.Expr, pl.Expr]:
+    """torch's (name, overload_name) of an op from the JSON's joined name.
+
+    Only ops (`cpu_op`) are split; other events (annotations, Python frames) keep their name
+    whatever it looks like, and have overload ``""``.
+    """
+    is_op = pl.col(cat).is_in(list(kinds.OP_CATEGORIES)).fill_null(False)
+    base = pl.col(name).str.extract(OVERLOAD_NAME_RE, 1)
+    overload = pl.col(name).str.extract(OVERLOAD_NAME_RE, 2)
+    return (pl.when(is_op & base.is_not_null()).then(base).otherwise(pl.col(name)).alias(name),
+            pl.when(is_op).then(overload).otherwise(None).fill_null("").alias("overload_name"))
+
+
+def _name_codes(names: pl.Series, is_op: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
     """Integer codes of torch's grouping names (`ProfilerStep#N` -> `ProfilerStep*`).
 
-    Returns (code per row, filtered-name flag per row, code -> name). Strings are hashed
+    Returns (code per row, filtered-name flag per row, code -> name). An op's name (rows where
+    `is_op`) is its base name, without the overload (`aten::add.Tensor` -> `aten::add`: torch
+    keys by `kineto_event.name()`, the JSON writer appends the overload). Strings are hashed
     once (the Categorical cast); everything else works on the few distinct names.
     """
     cat = names.cast(pl.Categorical)
@@ -91,18 +115,31 @@ def _name_codes(names: pl.Series) -> tuple[np.ndarray, np.ndarray, list[str | No
     u_ids = uniq.to_physical().fill_null(0).to_numpy().astype(np.int64)
     u_str = uniq.cast(pl.String).to_list()
     table: dict[str | None, int] = {}
-    code_of = [table.setdefault("ProfilerStep*" if s is not None and s.startswith("ProfilerStep#") else s, len(table))
-               for s in u_str]
+    overload_re = re.compile(OVERLOAD_NAME_RE)
+
+    def code(s: str | None) -> int:
+        return table.setdefault("ProfilerStep*" if s is not None and s.startswith("ProfilerStep#") else s,
+                                len(table))
+
+    code_of = [code(s) for s in u_str]
+    bases = [None if s is None else overload_re.match(s) for s in u_str]
+    base_of = [code(m.group(1)) if m else c for m, c in zip(bases, code_of, strict=True)]
     size = int(u_ids.max()) + 2 if len(u_ids) else 1
-    lut = np.zeros(size, np.int32 if len(table) < 2**31 else np.int64)
+    dtype = np.int32 if len(table) < 2**31 else np.int64
+    lut = np.zeros(size, dtype)
+    base_lut = np.zeros(size, dtype)
     filt = np.zeros(size, bool)
     null_slot = size - 1
-    for i, s, c in zip(u_ids, u_str, code_of, strict=True):
+    for i, s, c, b in zip(u_ids, u_str, code_of, base_of, strict=True):
         slot = null_slot if s is None else i
         lut[slot] = c
+        base_lut[slot] = b
         filt[slot] = s in schema.TORCH_FILTERED_NAMES
     ids = phys.fill_null(null_slot).to_numpy()
-    return lut[ids], filt[ids], list(table)
+    codes = lut[ids]
+    if is_op is not None and any(b != c for b, c in zip(base_of, code_of, strict=True)):
+        codes = np.where(is_op, base_lut[ids], codes)
+    return codes, filt[ids], list(table)
 
 
 def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
@@ -124,7 +161,9 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     # stay in, dropped like filtered names
     few = n_other * _FEW_OTHER_ROWS <= len(is_host)
     host = frame if few else frame.filter(pl.Series(is_host))
-    names, dropped_np, code_names = _name_codes(host["name"])
+    is_op = host.select(pl.col("cat").is_in(list(kinds.OP_CATEGORIES)).fill_null(False)).to_series().to_numpy()
+    names, dropped_np, code_names = _name_codes(host["name"], is_op)
+    del is_op
     if few and n_other:
         dropped_np |= ~is_host
     del is_host
@@ -273,10 +312,32 @@ def _memory(host: pl.DataFrame, instants: pl.DataFrame) -> tuple[np.ndarray, np.
     return cpu, dev
 
 
+#: torch's `_filter_stack_entry`: a stack entry holding both parts is dropped before cutting to n
+TORCH_FILTERED_STACK_ENTRIES = (
+    ("autograd/__init__", "_make_grads"), ("autograd/__init__", "backward"), ("torch/tensor", "backward"),
+    ("_internal/common_utils", "prof_callable"), ("_internal/common_utils", "prof_func_call"),
+    ("_internal/common_utils", "prof_meth_call"),
+)
+#: the engine's span around a backward node: `autograd::engine::evaluate_function: MulBackward0` > `MulBackward0`
+EVALUATE_FUNCTION_PREFIX = "autograd::engine::evaluate_function: "
+
+
+def _filtered_entry(e: pl.Expr) -> pl.Expr:
+    """True for the stack entries torch leaves out (`TORCH_FILTERED_STACK_ENTRIES`)."""
+    out = pl.lit(False)
+    for a, b in TORCH_FILTERED_STACK_ENTRIES:
+        out = out | (e.str.contains(a, literal=True) & e.str.contains(b, literal=True))
+    return out
+
+
 def _python_stacks(tree: pl.DataFrame, n: int) -> pl.Series:
-    """Up to `n` enclosing python_function frames per row, innermost first (List[String])."""
+    """Up to `n` enclosing python_function frames per row, innermost first (List[String]).
+
+    Frames torch leaves out of stacks (`TORCH_FILTERED_STACK_ENTRIES`) are skipped.
+    """
     parent = tree["kept_parent"].to_numpy()
-    is_py = (tree["cat"] == kinds.PYTHON_FRAME).fill_null(False).to_numpy()
+    is_py = tree.select((pl.col("cat") == kinds.PYTHON_FRAME).fill_null(False)
+                        & ~_filtered_entry(pl.col("name")).fill_null(False)).to_series().to_numpy()
     nearest = np.full(len(parent), -1)
     for sel in depth_levels(tree["tree_depth"].to_numpy()):
         p = parent[sel]
@@ -293,6 +354,109 @@ def _python_stacks(tree: pl.DataFrame, n: int) -> pl.Series:
     return frames.select(pl.concat_list(pl.all()).list.drop_nulls().alias("stack")).to_series()
 
 
+def _backward_nodes(tree: pl.DataFrame) -> np.ndarray:
+    """Per row the row position of its backward node (itself or its nearest such ancestor), -1 if none.
+
+    A backward node (torch's `RecordScope.BACKWARD_FUNCTION`, which the JSON does not store) is
+    the op the engine's `autograd::engine::evaluate_function: X` span holds as `X`.
+    """
+    kp = tree["kept_parent"].to_numpy()
+    has_p = kp >= 0
+    names = tree["name"]
+    parent_name = names.gather(pl.Series(np.maximum(kp, 0))).set(pl.Series(~has_p), None)
+    is_node = pl.DataFrame({"p": parent_name, "n": names}).select(
+        (pl.col("p").str.starts_with(EVALUATE_FUNCTION_PREFIX)
+         & (pl.col("p") == pl.lit(EVALUATE_FUNCTION_PREFIX) + pl.col("n"))).fill_null(False)
+    ).to_series().to_numpy() & tree["_kept"].to_numpy()
+    node = np.where(is_node, np.arange(len(kp)), -1)
+    if not is_node.any():
+        return node
+    for sel in depth_levels(tree["tree_depth"].to_numpy()):
+        p = kp[sel]
+        inherit = (node[sel] < 0) & (p >= 0)
+        node[sel[inherit]] = node[p[inherit]]
+    return node
+
+
+def _torch_stacks(tree: pl.DataFrame, n: int) -> pl.Series:
+    """torch's `stack[:n]` per row (`group_by_stack_n`), from the verbose `Call stack`.
+
+    torch's rules: the `Call stack` text ends in `;` (no empty last frame); entries of
+    `TORCH_FILTERED_STACK_ENTRIES` are dropped before the cut; an op inside a backward node gets
+    the stack of the first (by start, then longest) op outside any backward node with the node's
+    sequence number on the forward thread (`_set_backward_stacktraces`), none when there is no
+    such op. The JSON names the forward thread only by torch's small thread number
+    (`Fwd thread id`), so the forward op is looked up on the node's own thread (the thread
+    running the backward on CPU), else on the one thread of the process with forward ops of
+    that sequence number, else the stack is empty. Where sequence numbers are shared (every op
+    nested in one forward op has its number; ops outside autograd have none, -1) this picks the
+    first such op, as torch does. Rows without a `Call stack` (a trace recorded without
+    `verbose=True`) get their enclosing Python frames instead (proftab's rule; torch has no
+    stacks there and groups as without `group_by_stack_n`).
+    """
+    entry = pl.element()
+    verbose = tree.select(
+        pl.col("call_stack").str.strip_suffix(";").str.split(";")
+        .list.eval(entry.filter((entry != "") & ~_filtered_entry(entry))).list.head(n)
+    ).to_series()
+    stack = pl.DataFrame({"c": verbose, "p": _python_stacks(tree, n)}).select(
+        pl.coalesce("c", "p").alias("stack")).to_series()
+    node = _backward_nodes(tree)
+    inside = node >= 0
+    if not inside.any():
+        return stack
+    keys = ["rank", "pid", "tid", "_seq"]
+    rows = tree.select("rank", "pid", "tid", pl.col("sequence_number").fill_null(-1).alias("_seq"),
+                       "start_ns", "end_ns", "event_id", "fwd_thread_id").with_columns(stack=stack)
+    forward = rows.filter(pl.Series(~inside & tree["_kept"].to_numpy() & ~tree["_merged"].to_numpy())).sort(
+        ["start_ns", "end_ns", "event_id"], descending=[False, True, False])
+    first = forward.unique(keys, keep="first", maintain_order=True).select(*keys, pl.col("stack").alias("_fwd"))
+    # the one forward thread of a process with that sequence number (when the node's own has none)
+    only = (first.group_by("rank", "pid", "_seq").agg(pl.len().alias("_n"), pl.col("_fwd").first().alias("_only"))
+            .filter(pl.col("_n") == 1).drop("_n"))
+    nodes = rows[node[inside]].select(*keys, "fwd_thread_id")
+    found = (nodes.with_row_index("_i").join(first, on=keys, how="left")
+             .join(only, on=["rank", "pid", "_seq"], how="left").sort("_i"))
+    got = found.select(
+        pl.when(pl.col("fwd_thread_id").fill_null(0) > 0).then(pl.coalesce("_fwd", "_only"))
+        .otherwise(pl.lit([], pl.List(pl.String))).fill_null([]).alias("stack")
+    ).to_series()
+    # list columns cannot be scattered: gather from the stacks followed by the found ones
+    take = np.arange(len(stack))
+    take[inside] = len(stack) + np.arange(int(inside.sum()))
+    return pl.concat([stack, got]).gather(pl.Series(take))
+
+
+def _torch_float_times(tree: pl.DataFrame, nested: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """torch's float µs CPU total and self time per row of `tree`, and torch's event order.
+
+    torch converts each event's ns to µs as `(ns - trace_start_ns) / 1000` with the profile's
+    start (the JSON's `Trace` span; else the rank's first event), takes `end - start` as the
+    total and subtracts its children's totals one by one in its event order (start, then
+    longest first). Returns (total, self, order position); rows torch does not keep get 0.
+    """
+    n = len(tree)
+    rank = tree["rank"].to_numpy()
+    span = nested.filter(kinds.is_profiler_span().fill_null(False)).group_by("rank").agg(pl.col("start_ns").min())
+    first = nested.group_by("rank").agg(pl.col("start_ns").min().alias("_first"))
+    t0 = first.join(span, on="rank", how="left").select("rank", pl.coalesce("start_ns", "_first").alias("t0"))
+    origin = pl.DataFrame({"rank": rank}).join(t0, on="rank", how="left", maintain_order="left")["t0"].to_numpy()
+    start = (tree["start_ns"].to_numpy() - origin) / 1000
+    total = (tree["end_ns"].to_numpy() - origin) / 1000 - start
+    order = np.empty(n, np.int64)
+    order[tree.select(pl.arg_sort_by(["rank", "start_ns", "end_ns", "event_id"],
+                                     descending=[False, False, True, False])).to_series().to_numpy()] = np.arange(n)
+    kept = tree["_kept"].to_numpy() & ~tree["_merged"].to_numpy()
+    kp = tree["kept_parent"].to_numpy()
+    rep = tree["rep"].to_numpy()
+    child = np.flatnonzero(kept & (kp >= 0))
+    child = child[np.argsort(order[child], kind="stable")]
+    child_sum = np.zeros(n)
+    np.add.at(child_sum, rep[kp[child]], total[child])  # one by one, in torch's order (unbuffered)
+    self_us = np.where(kept, total - child_sum, 0.0)
+    return np.where(kept, total, 0.0), self_us, order
+
+
 def key_averages(
     nested: pl.DataFrame,
     instants: pl.DataFrame,
@@ -307,6 +471,8 @@ def key_averages(
     by_step: bool = False,
     wall_ns: int | None = None,
     with_flops: bool = False,
+    python_function_rows: bool = True,
+    torch_floats: bool = False,
 ) -> pl.DataFrame:
     """torch's `key_averages()` as a DataFrame (see the module docstring for the rules).
 
@@ -338,8 +504,19 @@ def key_averages(
         Fill `flops` with torch's profiler estimate (`proftab.torch.flops`; `nested` then
         needs `FLOPS_COLUMNS`), as torch does for a profile taken `with_flops=True`;
         otherwise `flops` is 0.
+    python_function_rows
+        List the `python_function` rows (torch <= 2.13). False leaves them out of the result
+        only, as torch >= 2.14's `include_python_functions=False` does: their time stays out
+        of their parents' self time (unlike `include_python_functions=False` here, which gives
+        it to the parent).
+    torch_floats
+        Add `_torch_self_cpu_us` and `_torch_cpu_total_us` (Float64): torch's own float µs sums
+        (`_torch_float_times`, summed per key in torch's event order), from which
+        `render_table` prints torch's text byte for byte, rounding ties included.
     """
-    extra = [c for c, want in (("input_dims", group_by_input_shape), ("call_stack", group_by_stack_n > 0)) if want]
+    extra = ["input_dims"] if group_by_input_shape else []
+    if group_by_stack_n > 0:
+        extra += [c for c in _STACK_COLUMNS if c not in _TREE_COLUMNS]
     if with_flops:
         extra += [c for c in FLOPS_COLUMNS if c not in extra]
     tree, code_names = host_tree(nested, include_python_functions=include_python_functions, extra_columns=extra)
@@ -416,22 +593,23 @@ def key_averages(
         # a folded duplicate's FLOPs are dropped with it (torch deletes the event)
         "flops": torch_flops(tree).to_numpy() if with_flops else np.zeros(n, np.int64),
     }
+    if not python_function_rows:  # after the tree: their time is in nobody's self time
+        host_cols["_code"] = code = np.where((tree["cat"] == kinds.PYTHON_FRAME).fill_null(False).to_numpy(),
+                                             _EXCLUDED, code)
+    if torch_floats:
+        host_cols["_torch_cpu_total_us"], host_cols["_torch_self_cpu_us"], host_cols["_torch_order"] = (
+            _torch_float_times(tree, nested))
     host_rows = pl.DataFrame(host_cols)
     host_keys = ["_code", "is_user_annotation"]
     if group_by_input_shape:
         host_rows = host_rows.with_columns(tree.select(input_shapes_expr().alias("input_shapes")).to_series())
         host_keys.append("input_shapes")
     if group_by_stack_n > 0:
-        # TorchScript/verbose `Call stack` when the trace has it, else the enclosing Python frames
-        stack = pl.DataFrame({"c": tree["call_stack"], "p": _python_stacks(tree, group_by_stack_n)}).select(
-            pl.coalesce(pl.col("c").str.split(";").list.head(group_by_stack_n), pl.col("p")).alias("stack")
-        ).to_series()
+        stack = _torch_stacks(tree, group_by_stack_n)
         host_rows = host_rows.with_columns(stack)
         host_keys.append("stack")
     if group_by_overload_name:
-        full = tree["name"]
-        host_rows = host_rows.with_columns(
-            overload_name=full.str.extract(r"^[\w:]+::\w+\.(\w+)$").fill_null(""))
+        host_rows = host_rows.with_columns(tree.select(split_overload_expr()[1]).to_series())
         host_keys.append("overload_name")
 
     cat = pl.col("cat")
@@ -454,6 +632,9 @@ def key_averages(
         pl.col("dur_ns").alias("_call_ns"),
         pl.lit(0, pl.Int64).alias("flops"),
     )
+    if torch_floats:  # torch's device events have no CPU time
+        dev_rows = dev_rows.with_columns(pl.lit(0.0).alias("_torch_cpu_total_us"), pl.lit(0.0).alias(
+            "_torch_self_cpu_us"), pl.lit(0, pl.Int64).alias("_torch_order"))
     dev_keys = ["name", "is_user_annotation"]
     if group_by_input_shape:
         dev_rows = dev_rows.with_columns(input_shapes=pl.lit("[]"))
@@ -485,6 +666,9 @@ def key_averages(
         first = pl.col("_order").arg_min()
         optional = [pl.col(c).get(first) for c in ("input_shapes", "stack", "overload_name")
                     if c in rows.columns and c not in keys]
+        if torch_floats:  # torch's `+=`, one event at a time in its event order (cum_sum is sequential)
+            optional += [pl.col(c).sort_by("_torch_order").cum_sum().last()
+                         for c in ("_torch_cpu_total_us", "_torch_self_cpu_us")]
         return rows.group_by(keys).agg(
             *(pl.col(c).first() for c in carried),  # constant within a group
             pl.col("_order").min(),
@@ -503,9 +687,6 @@ def key_averages(
     host_out = aggregate(host_rows, host_keys, carried).filter(pl.col("_code") != _EXCLUDED).with_columns(
         name=pl.col("_code").replace_strict(dict(enumerate(code_names)), default=None, return_dtype=pl.String),
         device_type=pl.lit("CPU")).drop("_code", _GROUP, strict=False)
-    if group_by_overload_name:  # `aten::add.Tensor` -> name `aten::add`, overload `Tensor`
-        host_out = host_out.with_columns(name=pl.when(pl.col("overload_name") != "").then(
-            pl.col("name").str.replace(r"\.\w+$", "")).otherwise(pl.col("name")))
     dev_out = aggregate(dev_rows, dev_keys).with_columns(device_type=pl.lit(device_type))
     out = pl.concat([host_out, dev_out], how="diagonal_relaxed").sort("_order")
     for c, dt in (("input_shapes", pl.String), ("overload_name", pl.String)):
@@ -527,4 +708,5 @@ def key_averages(
             None, pl.Float64),
     )
     front = ["step"] if by_step else []
-    return out.select([*front, *KEY_AVERAGES_COLUMNS])
+    back = ["_torch_self_cpu_us", "_torch_cpu_total_us"] if torch_floats else []
+    return out.select([*front, *KEY_AVERAGES_COLUMNS, *back])

@@ -14,8 +14,9 @@ not store it, `key_averages()` sums it per key and `table()` prints it as
 * `aten::conv2d` (7 inputs, 4-d input and weight, 2-element stride/padding/dilation, non-zero
   groups and stride): `2 · N · OH · OW · KH · KW · C · K / groups` with
   `OH = (H + 2·pad - dil·(KH-1) - 1) // stride + 1` (C is the *input's* channels);
-* every other op: 0. The inputs that must be tensors must be tensors (a `Scalar` first
-  argument gives 0).
+* every other op: 0 (an op is looked up by its base name: `aten::add.Tensor`, as a trace recorded
+  with `capture_overload_names=True` names it, is `aten::add`). The inputs that must be tensors
+  must be tensors (a `Scalar` first argument gives 0).
 
 The conv2d stride/padding/dilation/groups come from `Concrete Inputs`; a trace recorded
 without them gets 0 for conv2d (torch saw the real values; the trace does not have them).
@@ -117,6 +118,8 @@ def torch_flops(frame: pl.DataFrame) -> pl.Series:
     f = frame.select("name", *(c for c in ("input_dims", "input_type", "concrete_inputs") if c in frame.columns))
     if missing:
         f = f.with_columns(pl.lit(None, pl.String).alias(c) for c in missing)
+    # an op recorded with its overload (`aten::add.Tensor`) is looked up by its base name, as torch does
+    f = f.with_columns(pl.col("name").str.replace(r"^(aten::\w+)\.\w+$", "${1}"))
     n = pl.col("name")
     cand = n.is_in(TORCH_FLOPS_OPS) & pl.col("input_dims").str.contains(_DIMS_RE).fill_null(False) & pl.col(
         "input_type").str.starts_with("[").fill_null(False)

@@ -7,8 +7,11 @@ has self device time, the device total over device rows that are not user annota
 torch's column swap when both stacks and FLOPs are shown.
 
 Times arrive as int64 ns and are printed the torch way from ``ns / 1000`` (a float in µs).
-torch accumulates its µs floats with ``+=``; its last digit at ms/s scale can therefore
-differ from ours when the exact value is a rounding tie (e.g. 1500.500 µs).
+torch accumulates its µs floats with ``+=``; where the exact value is a rounding tie at the
+printed precision (e.g. 172.7585 µs) its float noise picks the side. A frame with torch's
+own floats (``key_averages(..., torch_floats=True)``: ``_torch_self_cpu_us``,
+``_torch_cpu_total_us``) is printed, sorted and summed from those, which gives torch's text
+byte for byte, ties included.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ _TIME_UNITS = (None, "s", "ms", "us")
 _DEVICE_SUM_TYPES = frozenset({"cuda", "privateuse1", "mtia", "xpu"})
 _FLOPS_HEADERS = ("FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs")
 _W = 12  # torch's DEFAULT_COLUMN_WIDTH
+#: torch's own float µs sums (`key_averages(..., torch_floats=True)`)
+_TORCH_FLOATS = ("_torch_self_cpu_us", "_torch_cpu_total_us")
 _USED = (
     "name", "device_type", "is_user_annotation", "is_async", "top_level", "overload_name",
     "input_shapes", "stack", "calls", "self_cpu_ns", "cpu_total_ns", "cpu_avg_ns",
@@ -191,13 +196,28 @@ def render_table(
     has_overload = bool((rows["overload_name"].str.len_chars() > 0).any())
     has_stack = bool((rows["stack"].list.len() > 0).any())
 
+    floats = _TORCH_FLOATS[0] in rows.columns and _TORCH_FLOATS[1] in rows.columns
+    # µs floats computed one by one in Python, as torch does (an engine may divide by 1000 as a
+    # multiplication by 0.001, which rounds ties differently)
+    if floats:  # torch's own µs floats: printed, sorted and summed as torch does
+        self_us = rows[_TORCH_FLOATS[0]].to_list()
+        total_us = rows[_TORCH_FLOATS[1]].to_list()
+        avg_us = [t / c if c else 0.0 for t, c in zip(total_us, rows["calls"].to_list(), strict=True)]
+    else:
+        self_us = [v / 1000 for v in rows["self_cpu_ns"].to_list()]
+        total_us = [v / 1000 for v in rows["cpu_total_ns"].to_list()]
+        avg_us = [v / 1000 for v in rows["cpu_avg_ns"].to_list()]
+    rows = rows.with_columns(pl.Series("__self_us", self_us, pl.Float64), pl.Series("__total_us", total_us, pl.Float64),
+                             pl.Series("__avg_us", avg_us, pl.Float64))
     if sort_col is not None:
+        by = {"self_cpu_ns": "__self_us", "cpu_total_ns": "__total_us", "cpu_avg_ns": "__avg_us"}.get(
+            sort_col, sort_col) if floats else sort_col
         rows = (
             rows.with_row_index("__pos")
-            .sort([sort_col, "__pos"], descending=[True, False])
+            .sort([by, "__pos"], descending=[True, False])
             .drop("__pos")
         )
-    r = {c: rows[c].to_list() for c in _USED if c in rows.columns}
+    r = {c: rows[c].to_list() for c in (*_USED, "__self_us", "__total_us", "__avg_us") if c in rows.columns}
     n = rows.height
 
     name_w = max(len(s) for s in r["name"]) + 4
@@ -242,7 +262,11 @@ def render_table(
     sep = "".join("-" * w + "  " for w in widths)
     line_length = sum(widths) + 2 * len(widths) - 2
 
-    sum_cpu_us = sum(r["self_cpu_ns"]) / 1000
+    sum_cpu_us = 0.0
+    for us in r["__self_us"]:  # torch's `+=` in row order (the floats' sum depends on it)
+        sum_cpu_us += us
+    if not floats:
+        sum_cpu_us = sum(r["self_cpu_ns"]) / 1000
     sum_dev_us = sum(
         ns
         for ns, dt, ua in zip(r["self_device_ns"], r["device_type"], r["is_user_annotation"], strict=False)
@@ -267,7 +291,7 @@ def render_table(
         cut_names = dict(zip(shown, distinct_cuts([r["name"][i] for i in shown], [cut_names[i] for i in shown],
                                                   ellipsis="..."), strict=True))
     for i in shown:
-        self_cpu, cpu_total = r["self_cpu_ns"][i] / 1000, r["cpu_total_ns"][i] / 1000
+        self_cpu, cpu_total = r["__self_us"][i], r["__total_us"][i]
         vals: list[object] = [cut_names[i]]
         if has_overload:
             vals.append(_cut_name(r["overload_name"][i], max_name_column_width))
@@ -276,7 +300,7 @@ def render_table(
             t(self_cpu),
             0 if r["is_async"][i] else _fmt_share(cpu_total, sum_cpu_us),
             t(cpu_total),
-            t(r["cpu_avg_ns"][i] / 1000),
+            t(r["__avg_us"][i]),
         ]
         if has_device_time:
             self_dev = r["self_device_ns"][i] / 1000

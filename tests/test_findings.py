@@ -1,0 +1,249 @@
+"""tr.findings(): rules whose cause is known by construction (tests/data/findings) and real GPU traces.
+
+Every test recomputes the finding's numbers from its `evidence` with plain code.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import polars as pl
+import pytest
+
+import proftab as pt
+from proftab.exceptions import UsageError
+from proftab.findings import FINDING_SCHEMA, finding, frame, register_rule, rule_names, unregister_rule
+from proftab.steps import step_windows
+from tests.conftest import BUNDLED, DATA, SHARED_PUBLIC, needs_shared
+
+FIND = DATA / "findings"
+sys.path.insert(0, str(FIND))
+import generate as scenario  # noqa: E402  - the constants the traces were recorded with
+
+
+def _steps(tr: pt.Trace) -> pl.DataFrame:
+    return step_windows(tr.collect("events"))
+
+
+def _union(starts: Any, ends: Any) -> int:
+    """Length of the union of [s, e) intervals: a plain reference."""
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(zip(starts.tolist(), ends.tolist(), strict=True)):
+        if cur_e is None or s > cur_e:
+            total += 0 if cur_e is None else cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (0 if cur_e is None else cur_e - cur_s)
+
+
+def _rule(tr: pt.Trace, rule: str, scope: str | None = None) -> pl.DataFrame:
+    f = tr.findings()
+    f = f.filter(pl.col("rule") == rule)
+    return f if scope is None else f.filter(pl.col("scope").str.contains(scope, literal=True))
+
+
+@pytest.fixture(scope="module")
+def leak() -> pt.Trace:
+    return pt.load(FIND / "leak.pt.trace.json.gz")
+
+
+@pytest.fixture(scope="module")
+def sleep() -> pt.Trace:
+    return pt.load(FIND / "sleep.pt.trace.json.gz")
+
+
+def test_findings_frame_has_the_schema_and_is_ranked_by_saving(sleep: pt.Trace) -> None:
+    f = sleep.findings()
+    assert dict(f.schema) == FINDING_SCHEMA
+    savings = f["est_saving_ns"].drop_nulls().to_list()
+    assert savings == sorted(savings, reverse=True) and f["est_saving_ns"][0] == max(savings)
+    assert set(f["rule"]) <= set(rule_names())
+    assert f["share"].drop_nulls().is_between(0, 1).all()
+
+
+def test_memory_leak_names_the_op_and_the_bytes_per_step_exactly(leak: pt.Trace) -> None:
+    f = _rule(leak, "memory_leak")
+    assert f.height == 1
+    r = f.row(0, named=True)
+    assert r["value"] == scenario.LEAK_BYTES and r["unit"] == "bytes_per_step"
+    assert "aten::empty" in r["scope"] and "aten::empty" in r["message"] and "4.000 MiB per step" in r["message"]
+    # recompute from the evidence: the [memory] allocation events of the never-freed blocks
+    assert r["evidence_table"] == "instants"
+    inst = leak.instants.filter(pl.col("event_id").is_in(r["evidence"]))
+    assert inst.height == len(r["evidence"]) == _steps(leak).height
+    assert (inst["bytes"] == scenario.LEAK_BYTES).all()
+    assert inst["bytes"].sum() // _steps(leak).height == r["value"]
+    addr = set(inst["addr"].to_list())  # never freed: no later [memory] event releases those addresses
+    frees = leak.instants.filter((pl.col("name") == "[memory]") & (pl.col("bytes") < 0) & pl.col("addr").is_in(addr))
+    assert frees.is_empty()
+
+
+def test_input_pipeline_names_the_sleeping_frame_and_its_share(sleep: pt.Trace) -> None:
+    f = _rule(sleep, "input_pipeline")
+    r = f.row(0, named=True)
+    assert "<built-in function sleep>" in r["scope"] and "load_batch" in r["message"]
+    steps = _steps(sleep)
+    total = int(steps["dur_ns"].sum())
+    known = json.loads((FIND / "sleep.known.json").read_text())
+    assert len(known["slept_ns"]) == steps.height
+    # the share of step time the sleeps took by the wall clock, within 1 %
+    assert abs(r["share"] - sum(known["slept_ns"]) / total) < 0.01
+    assert r["value"] >= scenario.SLEEP_S * 1e9
+    # recompute from the evidence: the sleep frames, no op inside them, so all of each is idle
+    ev = sleep.nested.filter(pl.col("event_id").is_in(r["evidence"]))
+    assert ev.height == steps.height and (ev["name"] == "<built-in function sleep>").all()
+    inside = sleep.nested.filter(pl.col("parent_id").is_in(r["evidence"]))
+    assert inside.is_empty()
+    assert int(ev["dur_ns"].sum()) // steps.height == r["value"] == r["est_saving_ns"]
+    assert r["share"] == pytest.approx(int(ev["dur_ns"].sum()) / total, rel=1e-12)
+
+
+def test_python_overhead_counts_the_tiny_ops() -> None:
+    tr = pt.load(FIND / "tiny_ops.pt.trace.json.gz")
+    r = _rule(tr, "python_overhead").row(0, named=True)
+    steps = _steps(tr)
+    n = steps.height
+    assert r["unit"] == "ops_per_step" and r["value"] >= scenario.TINY_OPS and "aten::add" in r["message"]
+    ev = tr.nested.filter(pl.col("event_id").is_in(r["evidence"]))
+    assert len(r["evidence"]) // n == r["value"]
+    assert (ev["name"] == "aten::add").sum() == scenario.TINY_OPS * n  # one add per loop iteration
+    busy = _union(ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
+    total = int(steps["dur_ns"].sum())
+    assert r["share"] == pytest.approx((total - busy) / total, rel=1e-12)
+    assert r["est_saving_ns"] == (total - busy) // n
+
+
+def test_thread_imbalance_names_the_straggler_thread() -> None:
+    tr = pt.load(FIND / "thread_pool.pt.trace.json.gz")
+    r = _rule(tr, "thread_imbalance").row(0, named=True)
+    assert "straggler" in r["scope"] and "straggler" in r["message"]
+    ev = tr.nested.filter(pl.col("event_id").is_in(r["evidence"]))
+    tid = ev["tid"].unique().to_list()
+    assert len(tid) == 1
+    names = tr.threads.filter(pl.col("tid") == tid[0])["thread_name"].to_list()
+    assert any("straggler" in (n or "") for n in names)
+    # recompute: per step, each worker thread's busy union; the straggler's excess over the median
+    steps = _steps(tr)
+    work = tr.nested.filter(pl.col("cat").cast(pl.String).is_in(["cpu_op", "user_annotation"])
+                            & ~pl.col("name").str.starts_with("ProfilerStep") & (pl.col("tid") != tr.events.filter(
+                                pl.col("name").str.starts_with("ProfilerStep"))["tid"][0]))
+    excess = 0
+    for s0, s1 in steps.select("start_ns", "end_ns").iter_rows():
+        busy = {}
+        for (t,), g in work.group_by(["tid"]):
+            st, en = g["start_ns"].to_numpy().clip(s0, s1), g["end_ns"].to_numpy().clip(s0, s1)
+            busy[t] = _union(st[en > st], en[en > st])
+        vals = sorted(v for v in busy.values() if v >= 0.01 * (s1 - s0))
+        if max(busy, key=lambda t: (busy[t], -t)) == tid[0]:
+            excess += busy[tid[0]] - vals[(len(vals) - 1) // 2]
+    assert excess // steps.height == r["value"]
+
+
+def test_a_user_rule_registers_like_a_builtin(sleep: pt.Trace) -> None:
+    @register_rule("always_one", "a test rule")
+    def _one(trace: pt.Trace) -> pl.DataFrame:
+        return frame([finding("always_one", "info", value=1, unit="count", message="one", suggestion="none",
+                              evidence=[0], est_saving_ns=10**15)])
+
+    try:
+        f = sleep.findings(rules=["always_one", "input_pipeline"])
+        assert f["rule"][0] == "always_one"
+    finally:
+        unregister_rule("always_one")
+    assert "always_one" not in rule_names()
+    with pytest.raises(UsageError, match="unknown rule"):
+        sleep.findings(rules=["no_such_rule"])
+
+
+def test_compute_efficiency_lost_time_adds_up_from_the_evidence() -> None:
+    tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")
+    f = _rule(tr, "compute_efficiency")
+    assert f.height >= 1
+    ops = tr.perf.ops()
+    n = _steps(tr).height
+    for r in f.iter_rows(named=True):
+        ev = ops.filter(pl.col("event_id").is_in(r["evidence"]))
+        assert ev.height == len(r["evidence"]) and ev["family"].is_in(["gemm", "attention", "conv"]).all()
+        assert int(ev["lost_ns"].sum()) // n == r["value"]
+
+
+def test_cli_findings_formats_and_fail_on(tmp_path: pytest.TempPathFactory) -> None:
+    from proftab.cli import main
+
+    trace = str(FIND / "leak.pt.trace.json.gz")
+    out = tmp_path / "f.json"  # type: ignore[operator]
+    assert main(["findings", trace, "--format", "json", "-o", str(out), "-q"]) == 0
+    rows = json.loads(out.read_text())
+    assert rows[0]["rule"] == "memory_leak" and rows[0]["value"] == scenario.LEAK_BYTES and rows[0]["evidence"]
+    assert main(["findings", trace, "--fail-on", "memory_leak", "-q", "-o", str(tmp_path / "a.txt")]) == 1  # type: ignore[operator]
+    assert main(["findings", trace, "--fail-on", "input_pipeline", "-q", "-o", str(tmp_path / "b.txt")]) == 0  # type: ignore[operator]
+    assert main(["findings", trace, "--fail-on", "nope", "-q"]) == 2
+    res = subprocess.run([sys.executable, "-m", "proftab", "findings", trace, "--format", "markdown", "-q"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0 and "| memory_leak |" in res.stdout and "n_evidence" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "proftab", "findings", trace, "-q"], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert "[high] memory_leak" in res.stdout and "->" in res.stdout  # plain text when piped
+
+
+# ------------------------------------------------------------------ public GPU traces
+
+
+@needs_shared
+def test_launch_queue_in_hta_ns_resolution_trace() -> None:
+    tr = pt.load(SHARED_PUBLIC / "hta" / "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    r = _rule(tr, "launch_bound", "launch_queue").row(0, named=True)
+    steps = _steps(tr)
+    calls = tr.events.filter(pl.col("name") == "cudaLaunchKernel")
+    calls = calls.join_asof(steps.select(pl.col("start_ns").alias("s0"), "end_ns", "step").sort("s0"),
+                            left_on="start_ns", right_on="s0").filter(pl.col("start_ns") < pl.col("end_ns_right"))
+    med = calls.group_by("step").agg(pl.col("dur_ns").median().alias("med"))
+    ev = calls.filter(pl.col("event_id").is_in(r["evidence"])).join(med, on="step")
+    assert ev.height == len(r["evidence"]) > 100
+    assert (ev["dur_ns"] > 10 * ev["med"]).all()
+    blocked = calls.join(med, on="step").filter(pl.col("dur_ns") > 10 * pl.col("med"))
+    assert blocked.height == ev.height  # every blocked call is evidence
+    assert int(ev["dur_ns"].sum()) // steps.height == r["value"]
+
+
+@needs_shared
+def test_sleeping_tqdm_thread_in_h100_traces() -> None:
+    for path in sorted((SHARED_PUBLIC / "tracelens").glob("h100__gaunernst*.json.gz")):
+        tr = pt.load(path)
+        r = _rule(tr, "trace_health", "helper_thread").row(0, named=True)
+        ev = tr.nested.filter(pl.col("event_id").is_in(r["evidence"]))
+        assert int(ev["self_ns"].sum()) == r["value"]
+        is_step = pl.col("name").str.starts_with("ProfilerStep") & (pl.col("cat") == "user_annotation")
+        step_tid = tr.events.filter(is_step)["tid"].unique().to_list()
+        assert ev["tid"].unique().to_list() != step_tid and ev["tid"].n_unique() == 1
+        assert "threading.py" in r["message"] and r["share"] >= 0.25
+
+
+@needs_shared
+def test_graph_launch_in_vllm_trace() -> None:
+    tr = pt.load(SHARED_PUBLIC / "tracelens" / "inference__vllm_decode_full__graph_execution.json.gz")
+    r = _rule(tr, "launch_bound", "graph_launch").row(0, named=True)
+    launches = tr.events.filter(pl.col("event_id").is_in(r["evidence"]))
+    assert (launches["name"] == "hipGraphLaunch").all()
+    kernels = tr.device.activities().filter((pl.col("kind") == "kernel") & pl.col("launch_id").is_in(r["evidence"]))
+    assert kernels.height // launches.height == r["value"] > 100
+    assert _rule(tr, "launch_bound", "short_kernels").is_empty()  # graphs in use: no CUDA-graph advice
+
+
+@needs_shared
+def test_synchronisation_time_from_the_evidence() -> None:
+    tr = pt.load(SHARED_PUBLIC / "tracelens" / "h100__google_owlv2-large-patch14-ensemble__1016001.json.gz")
+    r = tr.findings(rules=["synchronisation"]).row(0, named=True)
+    ev = tr.events.filter(pl.col("event_id").is_in(r["evidence"]))
+    assert ev["name"].str.contains("Synchronize$|^cudaMemcpy$").all() and ev.height == len(r["evidence"])
+    steps = _steps(tr)
+    assert int(ev["dur_ns"].sum()) // steps.height == r["value"]
+    assert r["share"] == pytest.approx(int(ev["dur_ns"].sum()) / int(steps["dur_ns"].sum()), rel=1e-12)
+    assert "cudaStreamSynchronize" in r["message"] and "aten::" in r["scope"]
+    # the saving is the critical path's sync time per step, never more than the host waited
+    path = tr.critical_path.summary(by="step")
+    assert r["est_saving_ns"] == int(path["sync"].sum()) // steps.height <= r["value"]
