@@ -227,7 +227,7 @@ def _critical_path(tr: Trace, page: _Page, step: int | None) -> str:
 
 
 def _roofline(tr: Trace, page: _Page) -> str:
-    if tr.perf.peaks() is None:
+    if tr.perf.device_peaks().is_empty():
         return '<p class="note">no device peak rates known for this trace (tr.perf.roofline(peaks=...))</p>'
     lost = tr.perf.lost(_TOP)
     return page.chart(tr.perf.roofline()) + "<h3>ops losing the most time to the roofline</h3>" + _table(
