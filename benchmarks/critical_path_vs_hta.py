@@ -72,12 +72,12 @@ def proftab_child(trace: str) -> dict[str, object]:
                  .when(pl.col("via") == "dependency").then(pl.lit(""))
                  .otherwise(pl.lit("cpu_bound")))
     def classes(q: pl.DataFrame, how: pl.Expr) -> dict[str, int]:
-        return dict(q.group_by(how.alias("c")).agg(pl.col("duration_ns").sum()).iter_rows())
+        return dict(q.group_by(how.alias("c")).agg(pl.col("dur_ns").sum()).iter_rows())
 
     own = pl.col("bound_by").cast(pl.String)
     return {"ok": True, "gpu": True, "load_s": load_s, "cp_s": cp_s, "tail_s": tail_s, "rank": rank,
             "annotation": annotation, "step": step if isinstance(step, int) else None,
-            "length_ns": int(p["duration_ns"].sum()), "tail_length_ns": int(pt_["duration_ns"].sum()),
+            "length_ns": int(p["dur_ns"].sum()), "tail_length_ns": int(pt_["dur_ns"].sum()),
             "window_ns": g.end_ns - g.start_ns, "nodes": g.n_nodes, "segments": p.height,
             "hta_bound_ns": classes(p, hta_class), "bound_ns": classes(p, own),
             "tail_hta_bound_ns": classes(pt_, hta_class), "tail_bound_ns": classes(pt_, own)}

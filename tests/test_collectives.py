@@ -75,7 +75,7 @@ def test_gloo_instance_numbers_against_rows(gloo: pt.Trace) -> None:
         starts = {r: a for r, _, a, _ in calls}
         assert row["transfer_ns"] == min(durs) and row["max_dur_ns"] == max(durs)
         assert row["wait_ns"] == sum(d - min(durs) for d in durs)
-        assert row["arrival_skew_ns"] == max(starts.values()) - min(starts.values())
+        assert row["start_skew_ns"] == max(starts.values()) - min(starts.values())
         assert row["end_skew_ns"] == max(e for *_, e in calls) - min(e for *_, e in calls)
         assert starts[row["last_rank"]] == max(starts.values())
         n = row["group_size"]
@@ -93,7 +93,7 @@ def test_gloo_straggler_is_the_data_loading_rank(gloo: pt.Trace) -> None:
     assert firsts["collective"].to_list() == ["allgather"] * 4
     assert firsts["last_rank"].to_list() == [3, 3, 3, 3]
     assert firsts["cause"].to_list() == ["data loading"] * 4
-    assert (firsts["arrival_skew_ns"] > 20_000_000).all()
+    assert (firsts["start_skew_ns"] > 20_000_000).all()
     assert (firsts["data_excess_ns"] > 25_000_000).all()
     per = gloo.ranks.rank_step_comm()
     r3 = per.filter(pl.col("rank") == 3)

@@ -246,4 +246,4 @@ def test_synchronisation_time_from_the_evidence() -> None:
     assert "cudaStreamSynchronize" in r["message"] and "aten::" in r["scope"]
     # the saving is the critical path's sync time per step, never more than the host waited
     path = tr.critical_path.summary(by="step")
-    assert r["est_saving_ns"] == int(path["sync"].sum()) // steps.height <= r["value"]
+    assert r["est_saving_ns"] == int(path["sync_ns"].sum()) // steps.height <= r["value"]

@@ -209,7 +209,7 @@ def test_peak_holders_add_up(path: Path) -> None:
     top = tl.group_by(keys).agg(pl.col("live").max().alias("m"), pl.col("reserved").max().alias("r"))
     got = summary.join(top, on=keys)
     assert (got["peak_bytes"] == got["m"]).all()
-    assert got["max_reserved"].equals(got["r"], check_names=False)
+    assert got["max_reserved_bytes"].equals(got["r"], check_names=False)
     if tr.memory.allocations().is_empty():
         return
     # the blocks live at the peak add up to it, with what was allocated before the window
@@ -219,7 +219,7 @@ def test_peak_holders_add_up(path: Path) -> None:
         sums = holders.group_by(keys).agg(pl.col("bytes").sum().alias("b"), pl.col("blocks").sum().alias("n"))
         both = summary.join(sums, on=keys, how="left").fill_null(0)
         assert both["b"].equals(both["in_window_bytes"], check_names=False), by
-        assert both["n"].equals(both["blocks_at_peak"], check_names=False), by
+        assert both["n"].equals(both["n_blocks_at_peak"], check_names=False), by
         assert (holders["cumulative_share"] <= 1 + 1e-12).all()
 
 
@@ -407,17 +407,33 @@ def test_memory_chart_shows_the_timeline_the_peak_and_the_steps() -> None:
     assert len(lines) == tr.memory.timeline().height == 1356
     peak = [v for v in values if "label" in v]
     assert [p["label"] for p in peak] == ["peak 9.955 MiB"]
-    assert peak[0]["MiB"] == 10_438_832 / 2**20
-    assert max(v["MiB"] for v in lines) == peak[0]["MiB"]
+    assert peak[0]["size"] == 10_438_832 / 2**20 and "cpu memory (MiB)" in json.dumps(spec)  # axis unit adapts
+    assert max(v["size"] for v in lines) == peak[0]["size"]
     assert sorted({v["step"] for v in values if "step" in v}) == ["step 2", "step 3", "step 4", "step 5"]
     # a long timeline is thinned per bin, keeping the peak
     small = tr.memory.chart(max_points=100).to_dict()
     kept = [v for data in small["datasets"].values() for v in data if v.get("series") == "allocated"]
-    assert len(kept) == 100 and max(v["MiB"] for v in kept) == peak[0]["MiB"]
+    assert len(kept) == 100 and max(v["size"] for v in kept) == peak[0]["size"]
     gpu = _load(BUNDLED / "h100_bert_small.pt.trace.json.gz").plot.memory(device="cuda:0").to_dict()
     assert len(gpu["vconcat"]) == 1
     with pytest.raises(ValueError, match="no \\[memory\\] events"):
         tr.plot.memory(device="cuda:7")
+
+
+def test_memory_chart_axis_in_adaptive_units() -> None:
+    """A device that never holds 1 KiB draws its axis in bytes (16 B, not 0.000015 MiB)."""
+    pytest.importorskip("altair")
+    tr = _load(BUNDLED / "train_cnn.pt.trace.json.gz")
+    tl = tr.memory.timeline()
+    small = tl.with_columns(pl.col("live").clip(upper_bound=16), pl.col("reserved").clip(upper_bound=16))
+    from proftab.memory._chart import memory_chart
+
+    t0 = tl.group_by("rank").agg(pl.col("ts_ns").min().alias("t0"))
+    peak = tr.memory.peak().with_columns(pl.lit(16, pl.Int64).alias("peak_bytes"))
+    spec = json.dumps(memory_chart(small, peak, pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64,
+                                                                     "start_ns": pl.Int64, "end_ns": pl.Int64}),
+                                   t0).to_dict())
+    assert "cpu memory (B)" in spec and '"size": 16.0' in spec
 
 
 def test_multi_rank_trace_gives_each_rank_its_own_tables() -> None:

@@ -13,7 +13,7 @@ import pytest
 import proftab as pt
 from proftab.cli import main
 from proftab.exceptions import ProftabError
-from proftab.perf import coverage, ops, resolve_peaks
+from proftab.perf import coverage, model_coverage, ops, resolve_peaks
 from proftab.perf.models import model_ops
 from proftab.perf.peaks import PEAKS, match_peaks, peaks_frame
 from tests.conftest import BUNDLED, DATA, SHARED_PUBLIC, needs_shared
@@ -76,23 +76,26 @@ def test_unknown_ops_keep_a_row_and_are_counted(h100: pt.Trace) -> None:
     unknown = o.filter(pl.col("flops").is_null())
     assert unknown.height >= 1
     assert (unknown["family"] == "other").all()
-    cov = h100.perf.coverage()
-    assert cov["unknown_ops"] == unknown.height
+    cov = h100.perf.model_coverage().row(0, named=True)
+    assert cov["n_unknown_ops"] == unknown.height
     assert cov["modelled_ns"] + unknown["device_ns"].sum() == cov["device_ns"]
-    assert 0.9 < cov["coverage"] < 1.0
+    assert 0.9 < cov["modelled_share"] < 1.0
+    with pytest.warns(DeprecationWarning, match="model_coverage"):  # the old dict, one release
+        old = h100.perf.coverage()
+    assert old["coverage"] == cov["modelled_share"] and old["unknown_ops"] == cov["n_unknown_ops"]
 
 
 def test_roofline_columns(h100: pt.Trace) -> None:
-    o = h100.perf.ops().filter(pl.col("roofline_pct").is_not_null())
+    o = h100.perf.ops().filter(pl.col("roofline_share").is_not_null())
     p = PEAKS["H100-SXM"]
     for r in o.iter_rows(named=True):
         peak = {"bfloat16": p["bf16"], "float32": p["fp32"]}.get(r["dtype_a"], p["fp32"])
         if r["family"] not in ("gemm", "attention", "conv"):
             peak = p["fp32"]
         t_c, t_m = r["flops"] / (peak * 1e3), r["bytes"] / (p["hbm_tb_s"] * 1e3)
-        assert r["roofline_pct"] == pytest.approx(max(t_c, t_m) / r["device_ns"])
+        assert r["roofline_share"] == pytest.approx(max(t_c, t_m) / r["device_ns"])
         assert r["bound"] == ("compute" if t_c >= t_m else "memory")
-        assert r["lost_ns"] == round(r["device_ns"] * (1 - min(r["roofline_pct"], 1.0)))
+        assert r["lost_ns"] == round(r["device_ns"] * (1 - min(r["roofline_share"], 1.0)))
 
 
 def test_summary_adds_up(h100: pt.Trace) -> None:
@@ -104,7 +107,7 @@ def test_summary_adds_up(h100: pt.Trace) -> None:
     assert fam.filter(pl.col("family") == "gemm")["flops"].item() == o.filter(pl.col("family") == "gemm")[
         "flops"].sum()
     by_name = h100.perf.summary(by="name")
-    assert by_name["ops"].sum() == o.height
+    assert by_name["n_ops"].sum() == o.height
     lost = h100.perf.lost(5)
     assert lost.height == 5 and lost["lost_ns"].is_sorted(descending=True)
     assert lost["lost_ns"][0] == o["lost_ns"].max()
@@ -115,7 +118,9 @@ def test_summary_adds_up(h100: pt.Trace) -> None:
 def test_free_functions_over_frames(h100: pt.Trace) -> None:
     got = ops(h100.nested, h100.device.activities(), resolve_peaks("H100-SXM", None))
     assert got.equals(h100.perf.ops("H100-SXM"))
-    assert coverage(got) == h100.perf.coverage()
+    assert model_coverage(got).equals(h100.perf.model_coverage())
+    with pytest.warns(DeprecationWarning, match="model_coverage"):
+        assert coverage(got)["coverage"] == model_coverage(got)["modelled_share"].item()
 
 
 def test_scanned_dataset_gives_the_same_ops(h100: pt.Trace, tmp_path: Path) -> None:
@@ -130,8 +135,11 @@ def test_scanned_dataset_gives_the_same_ops(h100: pt.Trace, tmp_path: Path) -> N
 
 
 def test_peaks_from_device_properties(h100: pt.Trace) -> None:
-    assert h100.perf.peaks()["device"] == "H100-SXM"
-    assert pt.load(MI300).perf.peaks()["device"] == "MI300X"
+    assert h100.perf.device_peaks()["device"].to_list() == ["H100-SXM"]
+    assert h100.perf.device_peaks()["peak_bf16_tflops"].item() == PEAKS["H100-SXM"]["bf16"]
+    assert pt.load(MI300).perf.device_peaks()["device"].item() == "MI300X"
+    with pytest.warns(DeprecationWarning, match="device_peaks"):
+        assert h100.perf.peaks()["device"] == "H100-SXM"
     cases = {
         ("NVIDIA A100-PG509-200", 108, 42297524224): "A100-SXM4-40GB",
         ("NVIDIA A100-SXM4-80GB", 108, 84990623744): "A100-SXM4-80GB",
@@ -171,7 +179,7 @@ def test_peaks_override(h100: pt.Trace) -> None:
     base = h100.perf.ops()
     assert custom["flops"].equals(base["flops"])
     assert (custom.filter(pl.col("family") == "gemm")["peak_tflops"] == 100.0).all()
-    assert h100.perf.ops("MI300X")["peak_tb_s"].drop_nulls().unique().to_list() == [5.3]
+    assert h100.perf.ops("MI300X")["peak_tb_per_s"].drop_nulls().unique().to_list() == [5.3]
     with pytest.raises(ProftabError, match="unknown device"):
         h100.perf.ops("H9000")
     with pytest.raises(ProftabError, match="unknown peak keys"):
@@ -254,7 +262,8 @@ def _run(argv: list[str]) -> tuple[int, str]:
 def test_cli_perf_plain_and_csv(h100: pt.Trace) -> None:
     rc, text = _run(["perf", str(H100)])
     assert rc == 0
-    assert text.splitlines()[0].split()[:4] == ["family", "ops", "device_ns", "share"]
+    assert text.splitlines()[0].startswith("proftab perf: ")
+    assert text.splitlines()[1].split()[:4] == ["family", "n_ops", "device", "share"]  # *_ns cells carry the unit
     assert "peaks: H100-SXM" in text.splitlines()[-1]
     rc, text = _run(["perf", str(H100), "--by", "name", "--format", "csv"])
     assert rc == 0
@@ -329,7 +338,7 @@ def test_roofline_chart(h100: pt.Trace) -> None:
     pytest.importorskip("altair")
     spec = h100.plot.roofline().to_dict()
     layers = spec["layer"]
-    assert len(layers) == 2  # points + the device's roofs
+    assert len(layers) == 4  # points, the device's roofs, the compute ceilings' labels, the memory slope's label
     def values(layer: dict) -> list[dict]:
         data = layer["data"]
         return data["values"] if "values" in data else spec["datasets"][data["name"]]
@@ -338,6 +347,8 @@ def test_roofline_chart(h100: pt.Trace) -> None:
     assert layers[0]["encoding"]["x"]["scale"]["type"] == "log"
     roofs = {r["roof"] for r in values(layers[1])}
     assert roofs == {"H100-SXM bf16", "H100-SXM fp32"}
+    labels = {r["label"] for layer in layers[2:] for r in values(layer)}
+    assert labels == {"bf16 peak 989.4 TFLOP/s", "fp32 peak 67 TFLOP/s", "memory 3.35 TB/s"}
 
 
 def test_conv_and_gemm_models_equal_torchs_flop_counter(tmp_path: Path) -> None:
@@ -480,13 +491,13 @@ def test_tf32_gemms_are_rated_at_the_tf32_peak() -> None:
     simt = gemm.filter(pl.col("kernel_math") == "fp32")  # ampere_sgemm: fp32 SIMT, the fp32 peak
     assert simt.height > 0 and (simt["peak_tflops"] == 19.5).all()
     fam = tr.perf.summary().filter(pl.col("family") == "gemm").row(0, named=True)
-    assert fam["roofline_pct"] < 1.0 and fam["above_peak"] is False and fam["n_above_peak"] == 0
+    assert fam["roofline_share"] < 1.0 and fam["above_peak"] is False and fam["n_above_peak"] == 0
     assert fam["peak_dtype"] == "tf32"
     # no compute-bound op above its peak; the ones left are memory-bound (cache-resident / 1 µs resolution)
     above = o.filter(pl.col("above_peak").fill_null(False))
     assert above.height > 0 and (above["bound"] == "memory").all()
-    assert (above["roofline_pct"] > 1.0).all()
-    assert o.filter(~pl.col("above_peak").fill_null(True))["roofline_pct"].max() <= 1.0
+    assert (above["roofline_share"] > 1.0).all()
+    assert o.filter(~pl.col("above_peak").fill_null(True))["roofline_share"].max() <= 1.0
     rc, text = _run(["perf", str(A100_TF32)])
     assert rc == 0
     assert f"above the peak (column above_peak): {above.height} op(s), {above.height} memory-bound" in text
@@ -515,9 +526,9 @@ def test_2021_trace_without_input_types_has_null_bytes() -> None:
     norm = tr.perf.ops("V100-SXM2").filter(pl.col("family") == "normalization")
     assert norm.height == 636
     assert norm["flops"].is_not_null().all() and norm["bytes"].is_null().all()
-    assert norm["bound"].is_null().all() and norm["roofline_pct"].is_null().all()
+    assert norm["bound"].is_null().all() and norm["roofline_share"].is_null().all()
     fam = tr.perf.summary(peaks="V100-SXM2").filter(pl.col("family") == "normalization").row(0, named=True)
-    assert fam["bytes"] is None and fam["compute_bound"] == 0
+    assert fam["bytes"] is None and fam["n_compute_bound"] == 0
 
 
 def test_multi_rank_peaks_per_rank(capsys: pytest.CaptureFixture[str]) -> None:
@@ -528,10 +539,10 @@ def test_multi_rank_peaks_per_rank(capsys: pytest.CaptureFixture[str]) -> None:
     got = dict(o.group_by("rank").agg(pl.col("peak_device").unique()).select(
         "rank", pl.col("peak_device").list.first()).iter_rows())
     assert got == {0: "H100-SXM", 1: "MI300X"}
-    assert set(o.filter(pl.col("rank") == 1)["peak_tb_s"]) == {PEAKS["MI300X"]["hbm_tb_s"]}
+    assert set(o.filter(pl.col("rank") == 1)["peak_tb_per_s"]) == {PEAKS["MI300X"]["hbm_tb_s"]}
     # each rank's rows equal the rank loaded alone
     alone = pt.load(MI300).perf.ops()
-    assert o.filter(pl.col("rank") == 1)["roofline_pct"].to_list() == alone["roofline_pct"].to_list()
+    assert o.filter(pl.col("rank") == 1)["roofline_share"].to_list() == alone["roofline_share"].to_list()
     # an explicit --peaks still rates every rank against it
     assert set(tr.perf.ops("H100-SXM")["peak_device"]) == {"H100-SXM"}
     assert main(["perf", str(H100), str(MI300), "--ranks", "0,1"]) == 0

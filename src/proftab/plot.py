@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["KINDS", "icicle", "save", "steps", "timeline", "top_ops"]
 
 #: chart kinds by name (the `proftab plot KIND` words)
-KINDS = ("top", "timeline", "tree", "steps")
+KINDS = ("top", "timeline", "tree", "steps", "roofline", "critical-path")
 
 #: one colour per event category, the same in every chart (Tableau 10, then greys)
 CATEGORY_COLORS = {

@@ -164,7 +164,8 @@ def _steps(tr: Trace, page: _Page) -> str:
         if by.height:
             long = by.unpivot(index=["rank", "step"], on=[c for c in by.columns if c not in ("rank", "step",
                                                                                              "length_ns")],
-                              variable_name="bound_by", value_name="ns").with_columns(ms=pl.col("ns") / 1e6)
+                              variable_name="bound_by", value_name="ns").with_columns(
+                                  ms=pl.col("ns") / 1e6, bound_by=pl.col("bound_by").str.strip_suffix("_ns"))
             chart = alt.Chart(_data(long)).mark_bar().encode(
                 x=alt.X("step:O", title="step"), y=alt.Y("sum(ms):Q", title="critical path (ms)"),
                 color=alt.Color("bound_by:N", title="bound by"), tooltip=["rank:N", "step:O", "bound_by:N", "ms:Q"]
@@ -227,7 +228,7 @@ def _critical_path(tr: Trace, page: _Page, step: int | None) -> str:
 
 
 def _roofline(tr: Trace, page: _Page) -> str:
-    if tr.perf.peaks() is None:
+    if tr.perf.device_peaks().is_empty():
         return '<p class="note">no device peak rates known for this trace (tr.perf.roofline(peaks=...))</p>'
     lost = tr.perf.lost(_TOP)
     return page.chart(tr.perf.roofline()) + "<h3>ops losing the most time to the roofline</h3>" + _table(
@@ -239,8 +240,8 @@ def _memory(tr: Trace, page: _Page) -> str:
         return '<p class="note">no [memory] events: record with profile_memory=True</p>'
     peak = tr.memory.peak()
     return page.chart(tr.memory.chart(max_points=2_000)) + _table(
-        peak.select("device_name", "peak_ns", "peak_bytes", "max_reserved", "final_bytes"),
-        {"peak_bytes": fmt_bytes, "max_reserved": fmt_bytes, "final_bytes": fmt_bytes})
+        peak.select("device_name", "peak_ns", "peak_bytes", "max_reserved_bytes", "final_bytes"),
+        {"peak_bytes": fmt_bytes, "max_reserved_bytes": fmt_bytes, "final_bytes": fmt_bytes})
 
 
 def _modules(tr: Trace) -> str:

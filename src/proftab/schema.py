@@ -13,7 +13,8 @@ import polars as pl
 #: a column dtype as the tables declare it (a dtype class such as `pl.Int64`, or an instance)
 DType = pl.DataType | type[pl.DataType]
 
-__all__ = ["EVENT_COLUMNS", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS", "ArgKind", "Flag"]
+__all__ = ["EVENT_COLUMNS", "RENAMED_COLUMNS", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS", "ArgKind", "Flag",
+           "with_old_names"]
 
 
 class Flag(enum.IntFlag):
@@ -250,3 +251,34 @@ FILES_COLUMNS: dict[str, DType] = {
 SCHEMA_VERSION = 1
 #: the table under which a dataset stores its default `key_averages()` (io.parquet, proftab.torch)
 STORED_KEY_AVERAGES = "key_averages"
+
+#: columns renamed to the one vocabulary (docs/schema.md, issue 25): frame -> {old name: new name}.
+#: The old names stay available for one release through `with_old_names`.
+RENAMED_COLUMNS: dict[str, dict[str, str]] = {
+    "critical_path.path": {"duration_ns": "dur_ns"},
+    "critical_path.summary": {"ns": "dur_ns", "steps": "n_steps", "segments": "n_segments",
+                              **{f"{b}": f"{b}_ns" for b in ("cpu_bound", "gpu_compute_bound",
+                                                              "gpu_communication_bound", "gpu_memcpy_bound",
+                                                              "launch_overhead", "sync")}},
+    "perf.ops": {"roofline_pct": "roofline_share", "peak_tb_s": "peak_tb_per_s"},
+    "perf.summary": {"roofline_pct": "roofline_share", "compute_bound": "n_compute_bound", "ops": "n_ops"},
+    "perf.lost": {"roofline_pct": "roofline_share"},
+    "memory.peak": {"reserved_at_peak": "reserved_at_peak_bytes", "max_reserved": "max_reserved_bytes",
+                    "blocks_at_peak": "n_blocks_at_peak", "events": "n_events"},
+    "ranks.collective_instances": {"arrival_skew_ns": "start_skew_ns"},
+}
+
+
+def with_old_names(df: pl.DataFrame, frame: str) -> pl.DataFrame:
+    """`df` (the frame `frame`, a key of `RENAMED_COLUMNS`) with the pre-rename columns added back
+    beside the new ones, for code written against the old names (deprecated: one release).
+
+    Emits a `DeprecationWarning` naming the renames.
+    """
+    import warnings
+
+    renames = {old: new for old, new in RENAMED_COLUMNS.get(frame, {}).items() if new in df.columns}
+    if renames:
+        warnings.warn(f"old column names of {frame} are deprecated: "
+                      + ", ".join(f"{o} -> {n}" for o, n in renames.items()), DeprecationWarning, stacklevel=2)
+    return df.with_columns(pl.col(new).alias(old) for old, new in renames.items())

@@ -117,9 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _one_line(exc: BaseException) -> str:
-    """The exception message on one line (a `Hint:` line is joined with '; ')."""
+    """The exception message on one line (a `Hint:` line is joined with '; '), control characters
+    (of a file name or trace text it quotes) escaped."""
+    from proftab.render.sanitize import sanitize_text
+
     text = str(exc).strip() or type(exc).__name__
-    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
+    return sanitize_text("; ".join(part.strip() for part in text.splitlines() if part.strip()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

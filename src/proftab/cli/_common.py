@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 import warnings
@@ -12,14 +13,16 @@ from typing import TYPE_CHECKING
 from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     import polars as pl
 
+    from proftab.render.table import Col
     from proftab.trace import Trace
 
-__all__ = ["FORMATS", "add_graph_capture_argument", "add_output_arguments", "add_trace_arguments", "guess_format",
-           "load_trace", "rich_console", "shown_warnings", "write_frame", "write_text"]
+__all__ = ["FORMATS", "Block", "add_graph_capture_argument", "add_output_arguments", "add_trace_arguments",
+           "guess_format", "load_trace", "rich_console", "say", "show_frame", "show_frames", "shown_warnings",
+           "write_frame", "write_text"]
 
 FORMATS = ("text", "csv", "json", "markdown", "parquet")
 _EXTENSIONS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown",
@@ -98,7 +101,14 @@ def shown_warnings(args: argparse.Namespace) -> Iterator[None]:
     if not args.quiet:
         for w in caught:
             text = "; ".join(line.strip() for line in str(w.message).splitlines() if line.strip())
-            print(f"proftab: warning: {text}", file=sys.stderr)
+            say(f"warning: {text}")
+
+
+def say(message: str) -> None:
+    """Print ``proftab: MESSAGE`` on stderr, control characters (a file name's too) escaped."""
+    from proftab.render.sanitize import sanitize_text
+
+    print(f"proftab: {sanitize_text(message)}", file=sys.stderr)
 
 
 def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool = True) -> Trace:
@@ -157,6 +167,47 @@ def rich_console(args: argparse.Namespace, stream: object = None) -> object | No
     except ImportError:
         return None
     return Console(file=stream)  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One table of a subcommand's text output: a frame, how its columns print, a title, notes."""
+
+    frame: pl.DataFrame
+    cols: Sequence[Col] | None = None
+    title: str | None = None
+    notes: Sequence[str] = ()
+    row_styles: Sequence[str | None] | None = None
+
+
+def show_frames(args: argparse.Namespace, blocks: Sequence[Block | str]) -> None:
+    """Render `blocks` (tables, or lines of text) with `proftab.render.table`: rich tables on a
+    terminal (fitted to its width), plain text when piped, with `--plain` or to `-o FILE`."""
+    from proftab.render.sanitize import sanitize_text
+    from proftab.render.table import render_frame
+
+    console = rich_console(args)
+    parts: list[str] = []
+    for b in blocks:
+        if isinstance(b, str):
+            if console is not None:
+                from rich.text import Text
+
+                console.print(Text(sanitize_text(b, keep="\n")))  # type: ignore[attr-defined]
+            else:
+                parts.append(sanitize_text(b, keep="\n") + "\n")
+            continue
+        text = render_frame(b.frame, b.cols, title=b.title, notes=b.notes, console=console, row_styles=b.row_styles)
+        if text is not None:
+            parts.append(("\n" if parts and b.title else "") + text)
+    if console is None:
+        write_text("".join(parts), getattr(args, "output", None))
+
+
+def show_frame(args: argparse.Namespace, df: pl.DataFrame, cols: Sequence[Col] | None = None, *,
+               title: str | None = None, notes: Sequence[str] = ()) -> None:
+    """`show_frames` of one table."""
+    show_frames(args, [Block(df, cols, title, notes)])
 
 
 def _flat(df: pl.DataFrame) -> pl.DataFrame:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from proftab import kinds
 from proftab.cli import Command
-from proftab.cli._common import add_trace_arguments, load_trace, rich_console, write_text
+from proftab.cli._common import Block, add_trace_arguments, load_trace, show_frames, write_text
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -155,20 +155,24 @@ def report(tr: Trace, n_examples: int = 5) -> dict[str, Any]:
     return {"findings": findings, "info": info}
 
 
-def _text(rep: dict[str, Any], strict_kinds: list[str]) -> str:
-    from proftab.render.text import fmt_ns, plain_table
+def _blocks(rep: dict[str, Any], strict_kinds: list[str]) -> list[Block | str]:
+    """The report as tables and lines for `show_frames`: accounting per file, findings, examples."""
+    import polars as pl
 
-    out: list[str] = []
-    files = rep["info"]["files"]
-    out.append("accounting (input array elements by table):")
-    out.append(plain_table(
-        ["file", "rank", "traceEvents", "events", "instants", "flows", "counters", "metadata", "rejected"],
-        [[f["path"], str(f["rank"]), *(f"{f[k]:,}" for k in ("trace_events", "events_in", "instants", "flows",
-                                                                "counters", "metadata", "rejected"))]
-         for f in files]).rstrip())
-    out.append(f"timestamps rounded to the ns: {rep['info']['ts_rounded']:,}; "
-               f"X events without dur: {rep['info']['dur_missing']:,}")
-    out.append("")
+    from proftab.render.table import Col
+    from proftab.render.text import fmt_ns
+
+    out: list[Block | str] = []
+    counts = ("trace_events", "events_in", "instants", "flows", "counters", "metadata", "rejected")
+    heads = ["traceEvents", "events", "instants", "flows", "counters", "metadata", "rejected"]
+    files = pl.DataFrame([{"path": f["path"], "rank": f["rank"], **{k: f[k] for k in counts}}
+                          for f in rep["info"]["files"]],
+                         schema={"path": pl.String, "rank": pl.Int64, **dict.fromkeys(counts, pl.Int64)})
+    out.append(Block(files, [Col("path", header="file", cut=True), Col("rank"),
+                             *(Col(k, header=h, kind="count") for k, h in zip(counts, heads, strict=True))],
+                     "accounting (input array elements by table):",
+                     [f"timestamps rounded to the ns: {rep['info']['ts_rounded']:,}; "
+                      f"X events without dur: {rep['info']['dur_missing']:,}"]))
     rows = []
     for kind in KINDS:
         f = rep["findings"][kind]
@@ -179,21 +183,20 @@ def _text(rep: dict[str, Any], strict_kinds: list[str]) -> str:
             extra = f["status"] + (f", {fmt_ns(f['dur_ns'])}" if f.get("dur_ns") else "")
         if f["count"] and kind in EXPLAIN:
             extra = "; ".join(x for x in (extra, EXPLAIN[kind]) if x)
-        rows.append([kind, "damage" if kind in DAMAGE else "artifact", f"{f['count']:,}",
-                     "yes" if kind in strict_kinds else "no", extra])
-    out.append("findings:")
-    out.append(plain_table(["kind", "sort", "count", "fails --strict", "note"], rows, "<<><<").rstrip())
+        rows.append({"kind": kind, "sort": "damage" if kind in DAMAGE else "artifact", "count": f["count"],
+                     "fails --strict": "yes" if kind in strict_kinds else "no", "note": extra})
+    out.append(Block(pl.DataFrame(rows), [Col("kind"), Col("sort"), Col("count", kind="count"),
+                                          Col("fails --strict"), Col("note", cut=True)], "findings:"))
     for kind in KINDS:
         f = rep["findings"][kind]
         if f["count"] and f.get("examples"):
-            out.append("")
-            out.append(f"{kind} (first {len(f['examples'])} of {f['count']:,}):")
             ex = f["examples"]
             keys = list(ex[0])
             # *_ns values print as human times (fmt_ns), so their headers drop the unit
-            heads = [k.removesuffix("_ns") if k.endswith("_ns") else k for k in keys]
-            out.append(plain_table(heads, [[_cell(k, e[k]) for k in keys] for e in ex], "<" * len(keys)).rstrip())
-    return "\n".join(out) + "\n"
+            frame = pl.DataFrame([[_cell(k, e[k]) for k in keys] for e in ex], schema=keys, orient="row")
+            out.append(Block(frame, [Col(k, header=k.removesuffix("_ns"), kind="text") for k in keys],
+                             f"{kind} (first {len(ex)} of {f['count']:,}):"))
+    return out
 
 
 def _cell(key: str, value: object) -> str:
@@ -227,7 +230,6 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_text(json.dumps(rep, indent=2, default=str) + "\n", args.output)
     else:
-        text = _text(rep, strict_kinds)
         missing = [e["source_file"] for e in rep["findings"]["missing_file"]["examples"]]
         verdict = ("found: " + ", ".join(f"{k} {v:,}" for k, v in failing.items())
                    + (f" (not in the dataset: {', '.join(missing)})" if missing and "missing_file" in failing
@@ -235,14 +237,7 @@ def run(args: argparse.Namespace) -> int:
                    else "clean: no damage (torch artifacts: " + ", ".join(
                        f"{k} {v:,}" for k, v in artifacts.items()) + "; --fail-on KIND to fail on them)"
                    if artifacts else "clean: nothing found")
-        console = rich_console(args)
-        if console is not None:
-            from rich.markup import escape
-
-            console.print(escape(text), highlight=False)  # type: ignore[attr-defined]
-            console.print(f"[{'green' if not failing else 'red'}]{escape(verdict)}[/]")  # type: ignore[attr-defined]
-        else:
-            write_text(text + verdict + "\n", args.output)
+        show_frames(args, [*_blocks(rep, strict_kinds), verdict])
     return 1 if (args.strict and failing) else 0
 
 

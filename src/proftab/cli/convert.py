@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from proftab.cli import Command
-from proftab.cli._common import add_graph_capture_argument, parse_ranks, shown_warnings
+from proftab.cli._common import add_graph_capture_argument, parse_ranks, say, shown_warnings
 from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                        on_error="skip" if args.keep_going else "raise", resume=args.resume,
                        summaries=not args.no_summaries, staging=args.staging)
     if not args.quiet:
-        print(f"proftab: wrote {path}", file=sys.stderr)
+        say(f"wrote {path}")
     return 0
 
 
@@ -84,7 +83,7 @@ def _convert_merged(args: argparse.Namespace) -> int:
                      ranks=args.ranks, graph_capture=args.graph_capture)
         path = tr.to_parquet(args.out, force=args.force)
     if not args.quiet:
-        print(f"proftab: wrote {path}", file=sys.stderr)
+        say(f"wrote {path}")
     return 0
 
 

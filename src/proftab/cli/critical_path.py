@@ -11,8 +11,9 @@ from proftab.cli._common import (
     add_trace_arguments,
     guess_format,
     load_trace,
+    say,
+    show_frame,
     write_frame,
-    write_text,
 )
 from proftab.exceptions import UsageError
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     import polars as pl
+
+    from proftab.render.table import Col
 
 EXAMPLES = """\
   proftab critical-path trace.json.gz
@@ -33,6 +36,7 @@ EXAMPLES = """\
   proftab critical-path trace.json.gz --tail     the path to the end of each step's GPU work
   proftab critical-path trace.json.gz --annotation forward   windows of a user annotation
   proftab critical-path trace.json.gz --overlay cp.json.gz   the trace with the path marked (Perfetto UI)
+  proftab critical-path trace.json.gz --step 6 --chart cp.html   the step's timeline, its path marked (offline HTML)
 """
 
 
@@ -53,6 +57,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--what-if", action="append", default=[], metavar="KEY=FACTOR",
                    help="scale durations (a kind, bound_by, kernel category or name regex) and report the new "
                         "step time; repeatable")
+    p.add_argument("--chart", metavar="FILE", default=None,
+                   help="also write the timeline of the first window with its path marked: .html (offline), .json, "
+                        ".png / .svg / .pdf")
     p.add_argument("--overlay", metavar="FILE", default=None,
                    help="also write the trace as Chrome JSON with the path marked (.gz: compressed)")
     add_output_arguments(p)
@@ -86,17 +93,15 @@ def _scale(items: list[str]) -> dict[str, float]:
     return out
 
 
-def _text(df: pl.DataFrame, by: str) -> str:
-    from proftab.render.text import fmt_ns, fmt_share, plain_table
+def _cols(df: pl.DataFrame) -> list[Col]:
+    """How the tables print: absolute start/end as integers, names cut, segment details dropped first."""
+    from proftab.render.table import Col
 
-    ns_cols = [c for c in df.columns if c.endswith("_ns") or c == "ns" or c in (
-        "cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_memcpy_bound", "launch_overhead", "sync")]
-    rows = []
-    for r in df.iter_rows(named=True):
-        rows.append([fmt_ns(v) if c in ns_cols and v is not None and c not in ("start_ns", "end_ns")
-                     else fmt_share(v) if c in ("share",) else "" if v is None else str(v) for c, v in r.items()])
-    return plain_table(df.columns, rows, "<" * (2 if by in ("name", "path") else 1) + ">" * (len(df.columns) - (
-        2 if by in ("name", "path") else 1)))
+    drop = {"via": 1, "module": 2, "seq": 3, "event_id": 4, "start_ns": 5, "end_ns": 6, "min_ns": 7, "max_ns": 8,
+            "median_ns": 9}
+    return [Col(c, kind="int" if c in ("start_ns", "end_ns") else None,
+                drop=drop.get(c), cut=c in ("name", "module") and c == ("name" if "name" in df.columns else "module"))
+            for c in df.columns]
 
 
 def _check_selection(tr: Any, args: argparse.Namespace, step: Any) -> None:
@@ -146,10 +151,17 @@ def run(args: argparse.Namespace) -> int:
         by = args.by
     if args.overlay:
         cp.overlay(args.overlay, step, rank=args.rank, tail=args.tail)
+    if args.chart:
+        from proftab import plot
+
+        plot.save(cp.chart(step, rank=args.rank, scale=scale or None, tail=args.tail), args.chart)
+        if not args.quiet:
+            say(f"wrote {args.chart}")
     if fmt != "text":
         write_frame(df, fmt, args.output)
         return 0
-    write_text(_text(df, by), args.output)
+    show_frame(args, df, _cols(df), title=f"proftab critical-path: {', '.join(args.trace)}"
+               + (" (what-if)" if by == "what_if" else ""))
     return 0
 
 

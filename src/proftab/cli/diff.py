@@ -5,10 +5,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from proftab.cli import Command
-from proftab.cli._common import add_output_arguments, guess_format, load_trace, rich_console, write_frame, write_text
+from proftab.cli._common import (
+    Block,
+    add_output_arguments,
+    guess_format,
+    load_trace,
+    show_frames,
+    write_frame,
+    write_text,
+)
 
 if TYPE_CHECKING:
     import argparse
+
+    from proftab.render.table import Col
 
 EXAMPLES = """\
   proftab diff before.json.gz after.json.gz                  largest absolute self-time change first
@@ -107,27 +117,19 @@ def _run_stats(args: argparse.Namespace, fmt: str) -> int:
     return 0
 
 
-def _text_rows(d: object) -> tuple[list[str], list[list[str]]]:
-    import polars as pl
+def _cols(fractional: bool) -> list[Col]:
+    """How the diff columns print (deltas signed; calls with 2 decimals when normalized)."""
+    from proftab.render.table import Col
 
-    from proftab.render.text import fmt_ns, fmt_share
-
-    assert isinstance(d, pl.DataFrame)
-    headers = ["Name", "Device", "Status", "Calls A", "Calls B", "Self A", "Self B", "Self Δ", "Self Δ%",
-               "Total A", "Total B", "Total Δ"]
-    fractional = d.schema["calls_a"] == pl.Float64
-
-    def calls_fmt(v: float | None) -> str:
-        return f"{v:,.2f}" if fractional else f"{v:,}"
-    rows = []
-    for r in d.iter_rows(named=True):
-        name = r["name"] or ""  # null for an unnamed event
-        name = name if len(name) <= 60 else name[:57] + "..."
-        rows.append([name, r["device_type"], r["status"], calls_fmt(r["calls_a"]), calls_fmt(r["calls_b"]),
-                     fmt_ns(r["self_ns_a"]), fmt_ns(r["self_ns_b"]), fmt_ns(r["self_delta_ns"], signed=True),
-                     fmt_share(r["self_rel"], signed=True), fmt_ns(r["total_ns_a"]), fmt_ns(r["total_ns_b"]),
-                     fmt_ns(r["total_delta_ns"], signed=True)])
-    return headers, rows
+    calls = "float" if fractional else "count"
+    return [Col("name", header="Name", cut=True, max_width=60), Col("device_type", header="Device", drop=3),
+            Col("status", header="Status", drop=4), Col("calls_a", header="Calls A", kind=calls, drop=5),
+            Col("calls_b", header="Calls B", kind=calls, drop=6), Col("self_ns_a", header="Self A", kind="ns"),
+            Col("self_ns_b", header="Self B", kind="ns"), Col("self_delta_ns", header="Self Δ", kind="ns_signed"),
+            Col("self_rel", header="Self Δ%", kind="share_signed", drop=7),
+            Col("total_ns_a", header="Total A", kind="ns", drop=0), Col("total_ns_b", header="Total B", kind="ns",
+                                                                        drop=1),
+            Col("total_delta_ns", header="Total Δ", kind="ns_signed", drop=2)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,26 +151,10 @@ def run(args: argparse.Namespace) -> int:
     if fmt != "text":
         write_frame(shown, fmt, args.output)
         return 0
-    headers, rows = _text_rows(shown)
     title = f"proftab diff  A: {args.a}  B: {args.b}" + (f"  (per {args.normalize})" if args.normalize else "")
     footer = f"{d.height:,} rows differ ({shown.height:,} shown); Δ = B - A; Σ self Δ {_total(d, 'self_delta_ns')}"
-    console = rich_console(args)
-    if console is not None:
-        from rich.table import Table
-        from rich.text import Text
-
-        table = Table(title=title, title_justify="left", caption=footer, caption_justify="left")
-        for h in headers:
-            table.add_column(h, justify="left" if h in ("Name", "Device", "Status") else "right",
-                             overflow="fold", max_width=60 if h == "Name" else None)
-        for r in rows:
-            style = "green" if r[7].startswith("-") else ("red" if r[7].startswith("+") else None)
-            table.add_row(*(Text(c) for c in r), style=style)
-        console.print(table)  # type: ignore[attr-defined]
-        return 0
-    from proftab.render.text import plain_table
-
-    write_text(title + "\n" + plain_table(headers, rows, "<<<" + ">" * 9) + footer + "\n", args.output)
+    styles = [None if v is None or v == 0 else "green" if v < 0 else "red" for v in shown["self_delta_ns"]]
+    show_frames(args, [Block(shown, _cols(d.schema["calls_a"] == pl.Float64), title, [footer], styles)])
     return 0
 
 

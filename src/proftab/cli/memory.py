@@ -6,12 +6,14 @@ from typing import TYPE_CHECKING
 
 from proftab.cli import Command
 from proftab.cli._common import (
+    Block,
     add_output_arguments,
     add_trace_arguments,
     guess_format,
     load_trace,
+    say,
+    show_frames,
     write_frame,
-    write_text,
 )
 
 if TYPE_CHECKING:
@@ -82,63 +84,67 @@ def _check_device(tr: Trace, args: argparse.Namespace) -> None:
         raise UsageError(msg)
 
 
-def _text(tr: Trace, args: argparse.Namespace) -> str:
+def _blocks(tr: Trace, args: argparse.Namespace) -> list[Block | str]:
+    """The text output: the peak per device, then per device its holders at the peak."""
     import polars as pl
 
     from proftab.memory import GROUPINGS
-    from proftab.render.text import fmt_bytes, fmt_ns, fmt_share, plain_table
+    from proftab.render.table import Col
+    from proftab.render.text import fmt_bytes, fmt_share
 
     summary = tr.memory.peak()
     if args.device is not None:
         summary = summary.filter(pl.col("device_name") == args.device)
     files = ", ".join(str(f).rsplit("/", 1)[-1] for f in tr.files["source_file"])
+    title = f"proftab memory: {files}"
     if summary.is_empty():
-        return f"proftab memory: {files}\nno [memory] events{'' if args.device is None else ' on ' + args.device}" \
-               " (record with profile_memory=True)\n"
+        return [title, f"no [memory] events{'' if args.device is None else ' on ' + args.device}"
+                       " (record with profile_memory=True)"]
     starts = tr.collect("events", ["rank", "start_ns"]).group_by("rank").agg(pl.col("start_ns").min().alias("t0"))
-    summary = summary.join(starts, on="rank", how="left")
+    summary = summary.join(starts, on="rank", how="left").with_columns(
+        (pl.col("peak_ns") - pl.col("t0")).alias("at_ns"))
     multi = tr.files.height > 1
-    rows = []
-    for r in summary.iter_rows(named=True):
-        at = fmt_ns(r["peak_ns"] - r["t0"]) if r["t0"] is not None else ""
-        rows.append([*([str(r["rank"])] if multi else []), r["device_name"], fmt_bytes(r["peak_bytes"]), at,
-                     "" if r["step"] is None else str(r["step"]), fmt_bytes(r["reserved_at_peak"]),
-                     fmt_bytes(r["pre_window_bytes"]), fmt_bytes(r["initial_bytes"]), fmt_bytes(r["final_bytes"]),
-                     f"{r['events']:,}"])
-    heads = [*(["rank"] if multi else []), "device", "peak", "at", "step", "reserved at peak",
-             "held from before", "start", "end", "events"]
-    left = 2 if multi else 1
-    parts = [f"proftab memory: {files}\n", plain_table(heads, rows, "<" * left + ">" * (len(heads) - left))]
+    heads = {"rank": "rank", "device_name": "device", "peak_bytes": "peak", "at_ns": "at", "step": "step",
+             "reserved_at_peak_bytes": "reserved at peak", "pre_window_bytes": "held from before",
+             "initial_bytes": "start", "final_bytes": "end", "n_events": "events"}
+    kinds = {"step": "int"}
+    cols = [Col(c, header=h, kind=kinds.get(c), drop={"initial_bytes": 1, "final_bytes": 2}.get(c))
+            for c, h in heads.items() if multi or c != "rank"]
+    blocks: list[Block | str] = [Block(summary, cols, title)]
     holders = tr.memory.peak(by=args.by)
     key = GROUPINGS[args.by]
     for r in summary.iter_rows(named=True):
         mine = holders.filter((pl.col("rank") == r["rank"]) & (pl.col("device_name") == r["device_name"]))
         shown = mine if args.limit < 0 else mine.head(args.limit)
         label = "block (addr, allocating op)" if key is None else args.by
-        lines = []
-        for h in shown.iter_rows(named=True):
-            if key is None:
-                what = f"{h['addr']:#x} {h['alloc_op'] or '?'}"
-            elif key == "stack":
-                what = " <- ".join(h[key]) if h[key] else "(no Python stack)"
-            else:
-                what = "(none)" if h[key] is None else str(h[key])
-            lines.append([fmt_bytes(h["bytes"]), fmt_share(h["share"]), fmt_share(h["cumulative_share"]),
-                          f"{h['blocks']:,}", what])
-        title = (f"\n{'rank ' + str(r['rank']) + ' ' if multi else ''}{r['device_name']}: held at the peak "
-                 f"({fmt_bytes(r['peak_bytes'])}), by {args.by}")
-        parts.append(title + (f" (top {len(shown)} of {mine.height})" if len(shown) < mine.height else "") + "\n")
+        if key is None:
+            what = (pl.format("{} {}", pl.col("addr").map_elements(lambda a: f"{a:#x}", return_dtype=pl.String),
+                              pl.col("alloc_op").fill_null("?")))
+        elif key == "stack":
+            what = pl.when(pl.col(key).list.len() > 0).then(pl.col(key).list.join(" <- ")).otherwise(
+                pl.lit("(no Python stack)"))
+        else:
+            what = pl.col(key).cast(pl.String).fill_null("(none)")
+        frame = shown.select("bytes", "share", "cumulative_share", "blocks", what.alias("what"))
+        head = (f"{'rank ' + str(r['rank']) + ' ' if multi else ''}{r['device_name']}: held at the peak "
+                f"({fmt_bytes(r['peak_bytes'])}), by {args.by}"
+                + (f" (top {len(shown)} of {mine.height})" if len(shown) < mine.height else ""))
         if r["in_window_bytes"] is None:
-            parts.append("  (unknown: the trace's [memory] events have no Addr, so blocks cannot be paired;"
-                         " bytes are relative to the start of the profile)\n")
+            blocks += [head, "  (unknown: the trace's [memory] events have no Addr, so blocks cannot be paired;"
+                             " bytes are relative to the start of the profile)"]
             continue
-        parts.append(plain_table(["bytes", "share", "cumulative", "blocks", label], lines, ">>>><") if lines
-                     else "  (no block allocated inside the window is live at the peak)\n")
+        notes = []
         if r["pre_window_bytes"]:
             before = r["pre_window_bytes"]
-            parts.append(f"  + {fmt_bytes(before)} ({fmt_share(before / r['peak_bytes'])})"
-                         " allocated before the profile started\n")
-    return "".join(parts)
+            notes.append(f"  + {fmt_bytes(before)} ({fmt_share(before / r['peak_bytes'])})"
+                         " allocated before the profile started")
+        if frame.is_empty():
+            blocks += [head, "  (no block allocated inside the window is live at the peak)", *notes]
+            continue
+        blocks.append(Block(frame, [Col("bytes", kind="bytes"), Col("share"), Col("cumulative_share",
+                                                                                   header="cumulative"),
+                                    Col("blocks", kind="count"), Col("what", header=label, cut=True)], head, notes))
+    return blocks
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,13 +157,11 @@ def run(args: argparse.Namespace) -> int:
 
         plot.save(tr.memory.chart(device=args.device), args.chart)
         if not args.quiet:
-            import sys
-
-            print(f"proftab: wrote {args.chart}", file=sys.stderr)
+            say(f"wrote {args.chart}")
     if fmt != "text":
         write_frame(_table(tr, args), fmt, args.output)
         return 0
-    write_text(_text(tr, args), args.output)
+    show_frames(args, _blocks(tr, args))
     return 0
 
 

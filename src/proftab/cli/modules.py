@@ -10,8 +10,8 @@ from proftab.cli._common import (
     add_trace_arguments,
     guess_format,
     load_trace,
+    show_frame,
     write_frame,
-    write_text,
 )
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print or write the module table."""
     from proftab.exceptions import ProftabError
-    from proftab.modules._render import render_modules
+    from proftab.modules._render import modules_text_frame
 
     if args.depth is not None and args.by != "path":
         msg = "--depth applies to --by path"
@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if fmt != "text":
         write_frame(table if args.limit is None else table.head(args.limit), fmt, args.output)
         return 0
-    write_text(render_modules(table, tr.modules.tree(args.source), by=args.by, limit=args.limit), args.output)
+    frame, cols = modules_text_frame(table, tr.modules.tree(args.source), by=args.by, limit=args.limit)
+    show_frame(args, frame, cols)
     return 0
 
 

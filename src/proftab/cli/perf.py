@@ -10,15 +10,17 @@ from proftab.cli._common import (
     add_trace_arguments,
     guess_format,
     load_trace,
-    rich_console,
+    say,
+    show_frame,
     write_frame,
-    write_text,
 )
 
 if TYPE_CHECKING:
     import argparse
 
     import polars as pl
+
+    from proftab.render.table import Col
 
 EXAMPLES = """\
   proftab perf trace.pt.trace.json.gz
@@ -27,6 +29,7 @@ EXAMPLES = """\
   proftab perf trace.json.gz --lost 30                the op instances that lose the most time
   proftab perf trace.json.gz --ops -o ops.csv         every op instance (also .json, .md, .parquet)
   proftab perf trace.json.gz --peaks H100-SXM         peaks of another device (proftab.perf.peaks.PEAKS)
+  proftab perf trace.json.gz --chart roofline.html    also the roofline chart (offline HTML)
 """
 
 
@@ -41,27 +44,20 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use this device's peaks (a key of proftab.perf.peaks.PEAKS) instead of the trace's")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="rows to show, -1 for all (default: 50 for text, all for files)")
+    p.add_argument("--chart", metavar="FILE", default=None,
+                   help="also write the roofline chart: .html (offline), .json (Vega-Lite), .png / .svg / .pdf")
     add_output_arguments(p)
 
 
-def _cells(df: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """Human text per cell: times as torch does, shares as %, rates with 3 digits."""
-    from proftab.render.text import fmt_ns, fmt_share
+def _cols(df: pl.DataFrame) -> list[Col]:
+    """How the perf columns print: the name or family kept, secondary columns dropped first on a terminal."""
+    from proftab.render.table import Col
 
-    def cell(col: str, v: Any) -> str:
-        if v is None:
-            return ""
-        if col.endswith("_ns"):
-            return fmt_ns(v)
-        if col in ("share", "roofline_pct"):
-            return fmt_share(v)
-        if isinstance(v, float):
-            return f"{v:.3f}"
-        if isinstance(v, int) and col in ("flops", "bytes"):
-            return f"{v:.3e}" if v >= 10**6 else str(v)
-        return str(v)
-    headers = list(df.columns)
-    return headers, [[cell(c, v) for c, v in zip(headers, row, strict=True)] for row in df.iter_rows()]
+    drop = {"modelled_ns": 1, "flops": 2, "bytes": 3, "peak_tb_per_s": 4, "peak_tflops": 5, "event_id": 6,
+            "family": 7, "n_compute_bound": 8, "bound": 9, "tb_per_s": 10, "tflops_per_s": 11}
+    cut = "name" if "name" in df.columns else "family"
+    return [Col(c, drop=drop.get(c), cut=c == cut)
+            for c in df.columns]
 
 
 def _above_peak_note(ops: pl.DataFrame, tr: Any) -> str:
@@ -90,16 +86,22 @@ def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
         msg = (f"{', '.join(args.trace)} has no device activity (kernels, memcpy, memset): perf rates device "
                "time; record with ProfilerActivity.CUDA (or the device's activity)")
         raise UsageError(msg)
-    peaks = tr.perf.peaks(args.peaks)
-    device = peaks["device"] if peaks else "unknown device (no roofline; pass --peaks)"
+    if args.chart:
+        from proftab import plot
+
+        plot.save(tr.perf.roofline(args.peaks), args.chart)
+        if not args.quiet:
+            say(f"wrote {args.chart}")
+    peaks = tr.perf.device_peaks(args.peaks)
+    device = peaks["device"][0] if peaks.height else "unknown device (no roofline; pass --peaks)"
     if args.peaks is None and tr.files.height > 1:  # each rank against its own device
         per = {r: (p or {}).get("device") or "unknown" for r, p in tr.perf.rank_peaks().items()}
         if len(set(per.values())) > 1:
             device = ", ".join(f"rank {r} {d}" for r, d in per.items())
-    cov = tr.perf.coverage()
-    share = "" if cov["coverage"] is None else f"{cov['coverage'] * 100:.1f}%"
-    note = (f"peaks: {device}; modelled: {share} of device time, {cov['unknown_ops']} op(s) without a model")
-    if peaks and not args.ops and args.lost is None:
+    cov = tr.perf.model_coverage(args.peaks).row(0, named=True)
+    share = "" if cov["modelled_share"] is None else f"{cov['modelled_share'] * 100:.1f}%"
+    note = (f"peaks: {device}; modelled: {share} of device time, {cov['n_unknown_ops']} op(s) without a model")
+    if peaks.height and not args.ops and args.lost is None:
         note += "; a row's peak_tflops: its ops' peaks weighted by device time (peak_dtype: the one with most)"
     note += _above_peak_note(tr.perf.ops(args.peaks), tr)
     if args.ops:
@@ -111,8 +113,6 @@ def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Print or write the perf table; see the module docstring."""
-    from proftab.render.text import plain_table
-
     fmt = guess_format(args)
     df, note = _frame(args)
     if fmt != "text":
@@ -122,24 +122,9 @@ def run(args: argparse.Namespace) -> int:
     shown = df if limit < 0 else df.head(limit)
     if args.ops:  # the parameter columns are for files; the text shows the model's outcome
         keep = ["event_id", "name", "family", "device_ns", "flops", "bytes", "tflops_per_s", "tb_per_s", "bound",
-                "roofline_pct", "lost_ns"]
+                "roofline_share", "lost_ns"]
         shown = shown.select([c for c in keep if c in shown.columns])
-    headers, rows = _cells(shown)
-    console = rich_console(args)
-    if console is not None:
-        from rich.table import Table
-
-        table = Table(title=f"proftab perf: {', '.join(args.trace)}", title_justify="left", caption=note,
-                      caption_justify="left")
-        numeric = [t.is_numeric() for t in shown.dtypes]
-        for h, num in zip(headers, numeric, strict=True):
-            table.add_column(h, justify="right" if num else "left", overflow="fold")
-        for r in rows:
-            table.add_row(*r)
-        console.print(table)  # type: ignore[attr-defined]
-        return 0
-    aligns = "".join(">" if t.is_numeric() else "<" for t in shown.dtypes)
-    write_text(plain_table(headers, rows, aligns) + note + "\n", args.output)
+    show_frame(args, shown, _cols(shown), title=f"proftab perf: {', '.join(args.trace)}", notes=[note])
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from proftab.cli import Command
-from proftab.cli._common import add_trace_arguments, load_trace
+from proftab.cli._common import add_trace_arguments, load_trace, say
 from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
@@ -17,6 +17,8 @@ EXAMPLES = """\
   proftab plot timeline trace.json.gz --step 6 -o step6.html per thread and stream, one step
   proftab plot tree trace.json.gz --max-depth 10 -o tree.png icicle of the call tree (PNG needs vl-convert)
   proftab plot steps run/ --rank 0 -o steps.svg              per-step stacked self time
+  proftab plot roofline trace.json.gz -o roofline.html       log-log roofline of the ops (perf models)
+  proftab plot critical-path trace.json.gz --step 6 -o cp.html   the step's timeline, its critical path marked
 """
 
 
@@ -25,7 +27,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("kind", choices=KINDS, metavar="KIND",
                    help="top (top-N ops), timeline (Gantt of a step), tree (call-tree icicle), "
-                        "steps (per-step stacked bars)")
+                        "steps (per-step stacked bars), roofline (perf models), critical-path (a step's path)")
     add_trace_arguments(p)
     p.add_argument("-o", "--output", metavar="FILE", required=True,
                    help="output file: .html, .json (Vega-Lite), .png / .svg / .pdf (vl-convert-python)")
@@ -40,6 +42,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", action="store_true",
                    help="keep python_function frames (default: ops only; a frame's time goes to the op above it)")
     p.add_argument("--device", action="store_true", help="tree: include device streams")
+    p.add_argument("--peaks", default=None, metavar="DEVICE",
+                   help="roofline: this device's peaks (a key of proftab.perf.peaks.PEAKS) instead of the trace's")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,19 +67,22 @@ def run(args: argparse.Namespace) -> int:
     elif args.kind == "tree":
         chart = plot.icicle(tr, max_depth=8 if args.max_depth is None else args.max_depth, device=args.device,
                             python=args.python)
-    else:
+    elif args.kind == "steps":
         chart = plot.steps(tr, args.limit or 8, metric=args.metric, python=args.python, rank=args.rank)
+    elif args.kind == "roofline":
+        chart = tr.perf.roofline(args.peaks)
+    else:
+        chart = tr.critical_path.chart(args.step, rank=args.rank,
+                                       max_depth=2 if args.max_depth is None else args.max_depth)
     plot.save(chart, args.output)
     if not args.quiet:
-        import sys
-
-        print(f"proftab: wrote {args.output}", file=sys.stderr)
+        say(f"wrote {args.output}")
     return 0
 
 
 COMMAND = Command(
     name="plot",
-    help="write a chart: top ops, step timeline, call-tree icicle, per-step bars",
+    help="write a chart: top ops, step timeline, call-tree icicle, per-step bars, roofline, critical path",
     examples=EXAMPLES,
     add_arguments=_add_arguments,
     run=run,

@@ -13,6 +13,7 @@ from proftab.cli._common import (
     guess_format,
     load_trace,
     rich_console,
+    say,
     write_frame,
     write_text,
 )
@@ -139,10 +140,6 @@ def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console
     rows never print the same name; columns that do not fit are dropped, memory first; the
     caption says what was left out.
     """
-    from rich.table import Table
-    from rich.text import Text
-
-    from proftab.render.sanitize import sanitize_text
     from proftab.render.text import distinct_cuts, fmt_ns, middle_cut
 
     cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
@@ -153,42 +150,24 @@ def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console
     if "Input Shapes" in cols:  # shapes: at most 40 characters, distinct
         full = cols["Input Shapes"]
         cols["Input Shapes"] = distinct_cuts(full, [middle_cut(v, 40) for v in full])
-    width = int(getattr(console, "width", 200))
+    import polars as pl
+
+    from proftab.render.table import Col, rich_table
+
     names = [str(v) if v is not None else "" for v in rows["name"]]
-
-    def need(c: dict[str, list[str]]) -> int:  # every column but Name: cell + padding 2 + border 1
-        return sum(max([len(h), *(len(v) for v in vals)]) + 3 for h, vals in c.items()) + 4
-
-    dropped: list[str] = []
-    for pattern in _DROP_ORDER:
-        if width - need(cols) >= min(_MIN_NAME, max(map(len, names), default=0)):
-            break
-        if (head := pattern.format(dev=dev)) in cols:
-            del cols[head]
-            dropped.append(head)
-    name_w = max(min(max(map(len, names), default=4), width - need(cols)), 8)
-    cut = distinct_cuts(names, [middle_cut(n, name_w) for n in names])
-    table = Table(title=f"proftab summary: {', '.join(args.trace)}", title_justify="left")
-    table.add_column("Name", no_wrap=True, width=name_w)
-    for head in cols:
-        table.add_column(head, justify="left" if head == "Input Shapes" else "right", no_wrap=True)
-    for i in range(rows.height):
-        cells = [cut[i], *(vals[i] for vals in cols.values())]
-        table.add_row(*(Text(sanitize_text(c)) for c in cells),
-                      style="dim" if rows["device_type"][i] != "CPU" else None)
+    frame = pl.DataFrame({"Name": names, **cols}, schema=dict.fromkeys(["Name", *cols], pl.String))
+    drop = {pattern.format(dev=dev): rank for rank, pattern in enumerate(_DROP_ORDER)}
+    specs = [Col("Name", cut=True, align="<")] + [
+        Col(h, kind="text", drop=drop.get(h), align="<" if h == "Input Shapes" else ">") for h in cols]
     notes = [f"Self CPU time total: {fmt_ns(cpu_sum)}"
              + (f"   Self {dev} time total: {fmt_ns(dev_sum)}" if f"Self {dev}" in cols else "")]
     total_rows = self_total.filter(self_total["top_level"]) if args.top_level else self_total
     if rows.height < total_rows.height:
         notes.append(f"{rows.height:,} of {total_rows.height:,} rows (--limit N, -1 for all)")
-    if dropped:
-        notes.append(f"columns not shown at width {width}: {', '.join(dropped)} (-o ops.csv or --plain for all)")
-    if any(c != n for c, n in zip(cut, names, strict=True)):
-        notes.append("long names cut in the middle (…); full names: -o ops.csv")
     notes += annotation_notes(rows, dev_sum, dev) + python_notes(self_total, args)
-    table.caption = "\n".join(notes)
-    table.caption_justify = "left"
-    console.print(table)  # type: ignore[attr-defined]
+    styles = ["dim" if t != "CPU" else None for t in rows["device_type"]]
+    console.print(rich_table(frame, specs, title=f"proftab summary: {', '.join(args.trace)}", notes=notes,  # type: ignore[attr-defined]
+                             width=int(getattr(console, "width", 200)), row_styles=styles))
 
 
 def annotation_notes(rows: pl.DataFrame, dev_sum: int, dev: str) -> list[str]:
@@ -241,20 +220,17 @@ def run(args: argparse.Namespace) -> int:
                         with_flops=bool(tr.meta.get("with_flops")), distinct_names=True)
     write_text(text, args.output)
     if not args.quiet:  # notes on stderr: stdout stays torch's table
-        import sys
 
         dev_rows = ka.filter((ka["device_type"] != "CPU") & ~ka["is_user_annotation"])
         dev = (kinds.use_device(tr.categories) or "device").upper()
         for note in (annotation_notes(_select(ka, args, limit), int(dev_rows["self_device_ns"].sum() or 0), dev)
                      + python_notes(ka, args)):
-            print(f"proftab: note: {note}", file=sys.stderr)
+            say(f"note: {note}")
     return 0
 
 
 def _thread_view(tr: Trace, args: argparse.Namespace) -> Trace:
     """`tr` restricted to the ``--threads`` view, saying on stderr which threads it kept."""
-    import sys
-
     import polars as pl
 
     from proftab import schema
@@ -267,8 +243,8 @@ def _thread_view(tr: Trace, args: argparse.Namespace) -> Trace:
         # threads as the repr counts them: the profiler's own span track ("Spans") is no thread
         every = track_labels(host, tr.collect("threads")).filter(pl.col("tid").is_not_null())
         labels = every.join(kept, on=keys, how="semi", nulls_equal=True)["label"].to_list()
-        print(f"proftab: note: --threads {args.threads}: {', '.join(labels) or 'no thread'} "
-              f"({len(labels)} of {every.height} host threads; device rows all kept)", file=sys.stderr)
+        say(f"note: --threads {args.threads}: {', '.join(labels) or 'no thread'} "
+            f"({len(labels)} of {every.height} host threads; device rows all kept)")
     return keep_threads(tr, kept)
 
 

@@ -54,7 +54,7 @@ def path_chart(g: Graph, path: pl.DataFrame, events: pl.DataFrame, labels: pl.Da
     segs = pl.concat([on_tracks, lane], how="vertical_relaxed").select(
         pl.coalesce("name", pl.col("kind").cast(pl.String)).alias("name"), "label",
         ((pl.col("start_ns") - t0) / ms).alias("start_ms"), ((pl.col("end_ns") - t0) / ms).alias("end_ms"),
-        pl.col("bound_by").cast(pl.String), (pl.col("duration_ns") / 1e3).alias("us"))
+        pl.col("bound_by").cast(pl.String), (pl.col("dur_ns") / 1e3).alias("us"))
     order = [_PATH_LANE, *lab.filter(pl.col("label").is_in(ev["label"].unique().implode()))["label"].to_list()]
     y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=260))
     x = alt.X("start_ms:Q", title="ms since the window started",

@@ -67,7 +67,7 @@ def overlay_document(events: pl.DataFrame, threads: pl.DataFrame, path: pl.DataF
     ev = events.filter(pl.col("rank").is_in(ranks) & (pl.col("ph").cast(pl.String) == "X")
                        & pl.col("pid").is_not_null() & pl.col("tid").is_not_null()).with_columns(rank_pid)
     on = (path.filter(pl.col("event_id").is_not_null())
-          .group_by("rank", "event_id").agg(pl.col("duration_ns").sum().alias("cp_ns"),
+          .group_by("rank", "event_id").agg(pl.col("dur_ns").sum().alias("cp_ns"),
                                             pl.col("bound_by").cast(pl.String).mode().first().alias("cp_bound_by")))
     ev = ev.join(on, on=["rank", "event_id"], how="left")
     crit = pl.col("cp_ns").is_not_null()
@@ -90,9 +90,9 @@ def overlay_document(events: pl.DataFrame, threads: pl.DataFrame, path: pl.DataF
         pl.coalesce(pl.col("name"), pl.col("kind").cast(pl.String)).alias("name"),
         pl.lit(_PATH_PID, pl.Int64).alias("pid"), pl.col("rank").cast(pl.Int64).alias("tid"),
         pl.col("bound_by").cast(pl.String).replace_strict(_COLOUR, default="grey").alias("cname"),
-        _us("start_ns").alias("_ts"), _us("duration_ns").alias("_dur"),
+        _us("start_ns").alias("_ts"), _us("dur_ns").alias("_dur"),
         pl.struct(pl.col("kind").cast(pl.String), pl.col("bound_by").cast(pl.String), "via", "event_id", "step",
-                  "seq", "duration_ns").struct.json_encode().alias("_args"))
+                  "seq", "dur_ns").struct.json_encode().alias("_args"))
     lines.append(_encode(seg, ["ph", "cat", "name", "pid", "tid", "cname"], "_args"))
 
     # flow arrows between consecutive segments on different tracks

@@ -28,7 +28,7 @@ SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(), "step": pl.Int64(), "seq": pl.Int64(), "event_id": pl.Int64(), "name": pl.String(),
     "module": pl.String(),
     "kind": pl.Enum(KINDS), "bound_by": pl.Enum(BOUND_BY), "via": pl.String(), "start_ns": pl.Int64(),
-    "end_ns": pl.Int64(), "duration_ns": pl.Int64(),
+    "end_ns": pl.Int64(), "dur_ns": pl.Int64(),
 }
 _VIA = ["source", "order", "dependency"]
 _OWN_TIME = np.isin(np.array(KINDS), ["cpu_op", "runtime", "sync_wait", "kernel", "memcpy", "memset"])
@@ -151,7 +151,7 @@ def solve(g: Graph, scale: Mapping[str, float] | None = None) -> Solution:
 
 
 def path_frame(g: Graph, scale: Mapping[str, float] | None = None, *, merge: bool = True) -> pl.DataFrame:
-    """The longest path of `g` as ordered segments (`SEGMENT_SCHEMA`); Σ duration_ns = path length.
+    """The longest path of `g` as ordered segments (`SEGMENT_SCHEMA`); Σ dur_ns = path length.
 
     Consecutive segments of one op on one chain are merged when `merge`; chain segments of zero
     duration are left out, dependency edges are kept even at zero.
@@ -202,36 +202,38 @@ def path_frame(g: Graph, scale: Mapping[str, float] | None = None, *, merge: boo
     return df.select(
         pl.lit(g.rank, pl.Int32).alias("rank"), pl.lit(g.step, pl.Int64).alias("step"),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"), "event_id", "name", "module", "kind", "bound_by", "via",
-        "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
+        "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
 
 
 def summary_frame(paths: pl.DataFrame, by: str = "bound_by", limit: int | None = None) -> pl.DataFrame:
     """Time on the path per `by` (``bound_by``, ``name``, ``kind``, ``module`` or ``step``) over `paths`.
 
-    ``bound_by`` / ``kind``: ``ns``, ``share`` of the total path length, and the spread over steps
-    (``min_ns``, ``median_ns``, ``max_ns`` per step, 0 where absent). ``name``: ``ns``, ``share``,
-    ``segments`` per (name, kind), largest first; ``module``: the same per innermost ``nn.Module``
+    ``bound_by`` / ``kind``: ``dur_ns``, ``share`` of the total path length, and the spread over steps
+    (``min_ns``, ``median_ns``, ``max_ns`` per step, 0 where absent; ``n_steps``). ``name``: ``dur_ns``,
+    ``share``, ``n_segments`` per (name, kind), largest first; ``module``: the same per innermost ``nn.Module``
     (null: none known; kernels count for their launching op's module). ``step``: one row per (rank, step) with the path
-    length and the ns of every ``bound_by``.
+    length and the time of every ``bound_by`` (``cpu_bound_ns``, ...).
     """
-    total = int(paths["duration_ns"].sum()) if paths.height else 0
-    share = (pl.col("ns") / total) if total else pl.lit(None, pl.Float64)
+    total = int(paths["dur_ns"].sum()) if paths.height else 0
+    share = (pl.col("dur_ns") / total) if total else pl.lit(None, pl.Float64)
     if by == "step":
-        wide = paths.group_by("rank", "step", "bound_by").agg(pl.col("duration_ns").sum()).with_columns(
+        wide = paths.group_by("rank", "step", "bound_by").agg(pl.col("dur_ns").sum()).with_columns(
             pl.col("bound_by").cast(pl.String))
-        out = paths.group_by("rank", "step").agg(pl.col("duration_ns").sum().alias("length_ns"))
+        out = paths.group_by("rank", "step").agg(pl.col("dur_ns").sum().alias("length_ns"))
         for b in BOUND_BY:
-            out = out.join(wide.filter(pl.col("bound_by") == b).select("rank", "step", pl.col("duration_ns").alias(b)),
+            mine = wide.filter(pl.col("bound_by") == b).select("rank", "step", pl.col("dur_ns").alias(f"{b}_ns"))
+            out = out.join(mine,
                            on=["rank", "step"], how="left", nulls_equal=True)
-        return out.with_columns(pl.col(list(BOUND_BY)).fill_null(0)).sort("rank", "step")
+        return out.with_columns(pl.col([f"{b}_ns" for b in BOUND_BY]).fill_null(0)).sort("rank", "step")
     if by == "module":
-        out = (paths.group_by("module").agg(pl.col("duration_ns").sum().alias("ns"), pl.len().alias("segments"))
-               .with_columns(share=share).sort("ns", "module", descending=[True, False], nulls_last=True))
+        out = (paths.group_by("module").agg(pl.col("dur_ns").sum().alias("dur_ns"),
+                                            pl.len().cast(pl.Int64).alias("n_segments"))
+               .with_columns(share=share).sort("dur_ns", "module", descending=[True, False], nulls_last=True))
         return out.head(limit) if limit else out
     if by == "name":
-        out = (paths.group_by("name", "kind").agg(pl.col("duration_ns").sum().alias("ns"),
-                                                  pl.len().alias("segments"))
-               .with_columns(share=share).sort("ns", "name", descending=[True, False], nulls_last=True))
+        out = (paths.group_by("name", "kind").agg(pl.col("dur_ns").sum().alias("dur_ns"),
+                                                  pl.len().cast(pl.Int64).alias("n_segments"))
+               .with_columns(share=share).sort("dur_ns", "name", descending=[True, False], nulls_last=True))
         return out.head(limit) if limit else out
     if by not in ("bound_by", "kind"):
         msg = f"summary by must be 'bound_by', 'kind', 'name', 'module' or 'step', not {by!r}"
@@ -239,12 +241,13 @@ def summary_frame(paths: pl.DataFrame, by: str = "bound_by", limit: int | None =
     values = BOUND_BY if by == "bound_by" else KINDS
     steps = paths.select("rank", "step").unique()
     grid = steps.join(pl.DataFrame({by: pl.Series(values, dtype=pl.Enum(values))}), how="cross")
-    per = grid.join(paths.group_by("rank", "step", by).agg(pl.col("duration_ns").sum().alias("ns")),
-                    on=["rank", "step", by], how="left", nulls_equal=True).with_columns(pl.col("ns").fill_null(0))
-    return (per.group_by(by).agg(pl.col("ns").sum(), pl.col("ns").min().alias("min_ns"),
-                                 pl.col("ns").median().cast(pl.Int64).alias("median_ns"),
-                                 pl.col("ns").max().alias("max_ns"), pl.len().alias("steps"))
-            .with_columns(share=share).sort(by).select(by, "ns", "share", "min_ns", "median_ns", "max_ns", "steps"))
+    per = grid.join(paths.group_by("rank", "step", by).agg(pl.col("dur_ns").sum().alias("dur_ns")),
+                    on=["rank", "step", by], how="left", nulls_equal=True).with_columns(pl.col("dur_ns").fill_null(0))
+    return (per.group_by(by).agg(pl.col("dur_ns").sum(), pl.col("dur_ns").min().alias("min_ns"),
+                                 pl.col("dur_ns").median().cast(pl.Int64).alias("median_ns"),
+                                 pl.col("dur_ns").max().alias("max_ns"), pl.len().cast(pl.Int64).alias("n_steps"))
+            .with_columns(share=share).sort(by)
+            .select(by, "dur_ns", "share", "min_ns", "median_ns", "max_ns", "n_steps"))
 
 
 def _check_keys(graphs: Sequence[Graph], scale: Mapping[str, float]) -> None:

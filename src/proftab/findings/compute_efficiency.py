@@ -71,7 +71,7 @@ def compute_efficiency(perf_ops: pl.DataFrame, nested: pl.DataFrame, events: pl.
     rows = []
     groups = ops.group_by("rank", "name", "input_dims").agg(
         pl.col("lost_ns").sum(), pl.col("device_ns").sum(), pl.col("event_id").sort(), pl.len(),
-        pl.col("peak_dtype").first(), pl.col("roofline_pct").median().alias("pct"),
+        pl.col("peak_dtype").first(), pl.col("roofline_share").median().alias("pct"),
         pl.col("bound").mode().first()).sort(["rank", "lost_ns", "name"], descending=[False, True, False])
     for (rank,), g in groups.group_by(["rank"], maintain_order=True):
         total = int(device.filter(pl.col("rank") == rank)["device_ns"].sum() or 0)
@@ -98,6 +98,6 @@ def compute_efficiency(perf_ops: pl.DataFrame, nested: pl.DataFrame, events: pl.
 def _run(trace: Trace) -> pl.DataFrame:
     from proftab import kinds
 
-    if not kinds.has_device_rows(trace.categories) or trace.perf.peaks() is None:
+    if not kinds.has_device_rows(trace.categories) or trace.perf.device_peaks().is_empty():
         return frame([])
     return compute_efficiency(trace.perf.ops(), trace.collect("nested"), trace.collect("events"))

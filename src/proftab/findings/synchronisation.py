@@ -106,7 +106,7 @@ def _run(trace: Trace) -> pl.DataFrame:
     path: dict[int, int] | None
     try:
         summ = trace.critical_path.summary(by="step")
-        path = {int(r): int(v) for r, v in summ.group_by("rank").agg(pl.col("sync").sum()).iter_rows()}
+        path = {int(r): int(v) for r, v in summ.group_by("rank").agg(pl.col("sync_ns").sum()).iter_rows()}
     except Exception:  # noqa: BLE001 - the critical path is optional evidence: without it the saving is null
         path = None
     return synchronisation(trace.collect("nested"), trace.collect("events"), path)

@@ -64,6 +64,8 @@ def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[s
                 msg = "directory holds no *.json, *.gz or *.json.gzip trace files"
                 raise TraceError(msg, path=item)
             paths.extend(found)
+        elif os.path.isfile(item):  # an existing file is itself, even when its name has glob characters
+            paths.append(item)
         elif any(ch in item for ch in "*?["):
             found = sorted(glob.glob(item))
             if not found:

@@ -32,11 +32,11 @@ def peak_summary(tl: pl.DataFrame, allocs: pl.DataFrame) -> pl.DataFrame:
     -------
     DataFrame
         `DEVICE_KEYS`, `device_name`, `peak_ns`, `peak_seq` (the first event at which `live`
-        is largest), `peak_bytes`, `reserved_at_peak`, `max_reserved`, `initial_bytes` (live
-        before the first event), `final_bytes`, `blocks_at_peak` and `in_window_bytes` (blocks
+        is largest), `peak_bytes`, `reserved_at_peak_bytes`, `max_reserved_bytes`, `initial_bytes` (live
+        before the first event), `final_bytes`, `n_blocks_at_peak` and `in_window_bytes` (blocks
         allocated inside the window and live at the peak), `pre_window_bytes` (`peak_bytes -
         in_window_bytes`: allocated before the window, still live at the peak), `step` (of the
-        peak event, if `tl` has steps), `events`. A trace without `Total Allocated` (torch <=
+        peak event, if `tl` has steps), `n_events`. A trace without `Total Allocated` (torch <=
         1.9) has bytes relative to the window's start (`replayed`), and without `Addr` the
         three block columns are null.
     """
@@ -45,25 +45,25 @@ def peak_summary(tl: pl.DataFrame, allocs: pl.DataFrame) -> pl.DataFrame:
         pl.col("ts_ns").get(pl.col("live").arg_max()).alias("peak_ns"),
         pl.col("seq").get(pl.col("live").arg_max()).alias("peak_seq"),
         pl.col("live").max().alias("peak_bytes"),
-        pl.col("reserved").get(pl.col("live").arg_max()).alias("reserved_at_peak"),
-        pl.col("reserved").max().alias("max_reserved"),
+        pl.col("reserved").get(pl.col("live").arg_max()).alias("reserved_at_peak_bytes"),
+        pl.col("reserved").max().alias("max_reserved_bytes"),
         (pl.col("live").first() - pl.col("bytes").first()).alias("initial_bytes"),
         pl.col("live").last().alias("final_bytes"),
         *extra,
-        pl.len().cast(pl.Int64).alias("events"),
+        pl.len().cast(pl.Int64).alias("n_events"),
         pl.col("addr").is_null().any().alias("_unpaired"),
     )
     held = _live_at_peak(allocs.filter(pl.col("status") != "pre_window"), summary).group_by(DEVICE_KEYS).agg(
-        pl.len().cast(pl.Int64).alias("blocks_at_peak"), checked_sum("bytes").alias("in_window_bytes"))
+        pl.len().cast(pl.Int64).alias("n_blocks_at_peak"), checked_sum("bytes").alias("in_window_bytes"))
     # without addresses (torch <= 1.9) no block is known: what holds the peak is unknown
     known = ~pl.col("_unpaired")
     out = summary.join(held, on=DEVICE_KEYS, how="left", maintain_order="left").with_columns(
-        pl.when(known).then(pl.col("blocks_at_peak").fill_null(0)).alias("blocks_at_peak"),
+        pl.when(known).then(pl.col("n_blocks_at_peak").fill_null(0)).alias("n_blocks_at_peak"),
         pl.when(known).then(pl.col("in_window_bytes").fill_null(0)).alias("in_window_bytes"))
-    cols = ["peak_ns", "peak_seq", "peak_bytes", "reserved_at_peak", "max_reserved", "initial_bytes",
-            "final_bytes", "blocks_at_peak", "in_window_bytes"]
+    cols = ["peak_ns", "peak_seq", "peak_bytes", "reserved_at_peak_bytes", "max_reserved_bytes", "initial_bytes",
+            "final_bytes", "n_blocks_at_peak", "in_window_bytes"]
     return out.select(*_DEVICE, *cols, (pl.col("peak_bytes") - pl.col("in_window_bytes")).alias("pre_window_bytes"),
-                      *(["step"] if extra else []), "events")
+                      *(["step"] if extra else []), "n_events")
 
 
 def _live_at_peak(allocs: pl.DataFrame, summary: pl.DataFrame) -> pl.DataFrame:

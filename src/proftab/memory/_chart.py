@@ -54,15 +54,17 @@ def memory_chart(tl: pl.DataFrame, summary: pl.DataFrame, windows: pl.DataFrame,
     if tl.is_empty():
         msg = "no [memory] events to chart" + ("" if device is None else f" on device {device!r}")
         raise UsageError(msg)
-    mib = float(2**20)
+    top = max(int(tl["live"].max() or 0), int(tl["reserved"].max() or 0))  # type: ignore[arg-type]
+    unit, mib = next(((u, float(n)) for u, n in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if top >= n),
+                     ("B", 1.0))  # the axis unit adapts: 16 B, not 0.000015 MiB
     pts = _downsample(tl, max_points).join(t0, on="rank", how="left").select(
         "rank", "device_name", ((pl.col("ts_ns") - pl.col("t0")) / 1e6).alias("ms"),
         (pl.col("live") / mib).alias("allocated"), (pl.col("reserved") / mib).alias("reserved"))
     long = pts.unpivot(index=["rank", "device_name", "ms"], on=["allocated", "reserved"], variable_name="series",
-                       value_name="MiB").drop_nulls("MiB")
+                       value_name="size").drop_nulls("size")
     peaks = summary.join(t0, on="rank", how="left").select(
         "rank", "device_name", ((pl.col("peak_ns") - pl.col("t0")) / 1e6).alias("ms"),
-        (pl.col("peak_bytes") / mib).alias("MiB"),
+        (pl.col("peak_bytes") / mib).alias("size"),
         pl.Series("label", [f"peak {fmt_bytes(b)}" for b in summary["peak_bytes"]]))  # one per device
     steps = windows.join(t0, on="rank", how="inner").select(
         "rank", pl.format("step {}", pl.col("step")).alias("step"),
@@ -71,9 +73,9 @@ def memory_chart(tl: pl.DataFrame, summary: pl.DataFrame, windows: pl.DataFrame,
     for (rank, name), part in long.group_by(["rank", "device_name"], maintain_order=True):
         x = alt.X("ms:Q", title="time since trace start (ms)")
         lines = alt.Chart(_data(part)).mark_line(interpolate="step-after").encode(
-            x=x, y=alt.Y("MiB:Q", title=f"{name} memory (MiB)"),
+            x=x, y=alt.Y("size:Q", title=f"{name} memory ({unit})"),
             color=alt.Color("series:N", title=None, sort=["allocated", "reserved"]),
-            tooltip=[alt.Tooltip("ms:Q", format=",.3f"), "series:N", alt.Tooltip("MiB:Q", format=",.3f")])
+            tooltip=[alt.Tooltip("ms:Q", format=",.3f"), "series:N", alt.Tooltip("size:Q", title=unit, format=",.3f")])
         mine = steps.filter(pl.col("rank") == rank)
         layers = []
         if not mine.is_empty():
@@ -84,8 +86,8 @@ def memory_chart(tl: pl.DataFrame, summary: pl.DataFrame, windows: pl.DataFrame,
         peak = peaks.filter((pl.col("rank") == rank) & (pl.col("device_name") == name))
         marks = alt.Chart(_data(peak))
         layers += [lines, marks.mark_rule(color="firebrick", strokeDash=[4, 3]).encode(x="ms:Q"),
-                   marks.mark_point(color="firebrick", filled=True, size=60).encode(x="ms:Q", y="MiB:Q"),
-                   marks.mark_text(align="left", dx=6, dy=-6, color="firebrick").encode(x="ms:Q", y="MiB:Q",
+                   marks.mark_point(color="firebrick", filled=True, size=60).encode(x="ms:Q", y="size:Q"),
+                   marks.mark_text(align="left", dx=6, dy=-6, color="firebrick").encode(x="ms:Q", y="size:Q",
                                                                                         text="label:N")]
         panels.append(alt.layer(*layers).properties(width=640, height=180))
     return alt.vconcat(*panels, title=title).resolve_scale(y="independent")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from proftab.render.text import fmt_ns, plain_table
+from proftab.render.table import Col, plain_text
 
-__all__ = ["render_modules", "tree_order"]
+__all__ = ["modules_text_frame", "render_modules", "tree_order"]
 
 _TIMES = [("host_total_ns", "Host total"), ("host_self_ns", "Host self"), ("device_total_ns", "Device total"),
           ("device_self_ns", "Device self"), ("bwd_host_total_ns", "Bwd host"),
@@ -29,23 +29,34 @@ def tree_order(table: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
     return t[order].drop("_first")
 
 
-def render_modules(table: pl.DataFrame, frames: pl.DataFrame, *, by: str = "path", limit: int | None = None) -> str:
-    """Plain-text module table; time columns that are zero on every row are left out.
+def modules_text_frame(table: pl.DataFrame, frames: pl.DataFrame, *, by: str = "path",
+                       limit: int | None = None) -> tuple[pl.DataFrame, list[Col]]:
+    """The rows `render_modules` prints and how each column prints (`proftab.render.table.Col`).
 
-    `by="path"`: the tree in call order (module names indented by depth); `by="type"`: the
-    rows as given (largest host total first). `limit` keeps the first rows.
+    Time columns that are zero on every row are left out; module names are indented by depth.
     """
     rows = tree_order(table, frames) if by == "path" else table
     if limit is not None and limit >= 0:
         rows = rows.head(limit)
     shown = [(c, h) for c, h in _TIMES if c in table.columns and bool((table[c] != 0).any())]
     multi = table["rank"].n_unique() > 1
-    headers = (["Rank"] if multi else []) + (["Module", "Type"] if by == "path" else ["Type"]) + [
-        "Calls", *[h for _, h in shown], "Bwd calls", "Ops"]
-    body = []
-    for r in rows.iter_rows(named=True):
-        name = ["  " * r["depth"] + r["instance"], r["type"]] if by == "path" else [r["type"]]
-        body.append(([str(r["rank"])] if multi else []) + name + [
-            f"{r['calls']:,}", *[fmt_ns(r[c]) for c, _ in shown], f"{r['bwd_calls']:,}", f"{r['ops']:,}"])
-    lead = (1 if multi else 0) + (2 if by == "path" else 1)
-    return plain_table(headers, body, "<" * lead + ">" * (len(headers) - lead))
+    names = ([pl.concat_str(pl.lit("  ").repeat_by(pl.col("depth")).list.join(""), pl.col("instance"))
+              .alias("module"), pl.col("type")] if by == "path" else [pl.col("type")])
+    frame = rows.select(*(["rank"] if multi else []), *names, "calls", *[c for c, _ in shown], "bwd_calls", "ops")
+    cols = ([Col("rank", header="Rank")] if multi else []) + (
+        [Col("module", header="Module", cut=True), Col("type", header="Type")] if by == "path"
+        else [Col("type", header="Type", cut=True)]) + [Col("calls", header="Calls", kind="count")] + [
+        Col(c, header=h, kind="ns", drop=10 - i) for i, (c, h) in enumerate(shown)] + [
+        Col("bwd_calls", header="Bwd calls", kind="count", drop=0), Col("ops", header="Ops", kind="count", drop=1)]
+    return frame, cols
+
+
+def render_modules(table: pl.DataFrame, frames: pl.DataFrame, *, by: str = "path", limit: int | None = None) -> str:
+    """Plain-text module table; time columns that are zero on every row are left out.
+
+    `by="path"`: the tree in call order (module names indented by depth); `by="type"`: the
+    rows as given (largest host total first). `limit` keeps the first rows. Names are sanitized
+    (`proftab.render.table`): a control character in a module name prints as an escape.
+    """
+    frame, cols = modules_text_frame(table, frames, by=by, limit=limit)
+    return plain_text(frame, cols)

@@ -9,21 +9,24 @@ Free functions over frames:
   activity counts once and the rows' `device_ns` add up to the attributed device time.
   Columns: `rank`, `event_id`, `name`, `family`, the parsed parameters, `flops`, `bytes`,
   `device_ns` (Σ durations of the op's activities), `kernels`, `tflops_per_s`, `tb_per_s`,
-  `flops_per_byte`, `peak_dtype`, `peak_tflops`, `peak_tb_s`, `bound` (compute | memory),
-  `roofline_pct` (the roofline time `max(flops / peak, bytes / bandwidth)` over `device_ns`:
-  1.0 is on the roofline) and `lost_ns` = `device_ns · (1 - min(roofline_pct, 1))`.
+  `flops_per_byte`, `peak_dtype`, `peak_tflops`, `peak_tb_per_s`, `bound` (compute | memory),
+  `roofline_share` (the roofline time `max(flops / peak, bytes / bandwidth)` over `device_ns`:
+  1.0 is on the roofline; a fraction, formerly `roofline_pct`) and
+  `lost_ns` = `device_ns · (1 - min(roofline_share, 1))`.
 * `summary(ops, by="family")`: per family (or `"name"`): time share, FLOPs, bytes,
-  achieved and peak rates, time-weighted `roofline_pct`, `lost_ns`.
+  achieved and peak rates, time-weighted `roofline_share`, `lost_ns`.
 * `lost(ops, n)`: the ops with the most time lost to the roofline.
-* `coverage(ops)`: share of device time in ops with a model.
+* `model_coverage(ops)`: share of device time in ops with a model (one row).
+* `resolved_peaks_frame(peaks)`: the resolved peak rates as one row.
 
-`tr.perf.ops()`, `tr.perf.summary()`, `tr.perf.lost()`, `tr.perf.coverage()`,
+`tr.perf.ops()`, `tr.perf.summary()`, `tr.perf.lost()`, `tr.perf.model_coverage()`, `tr.perf.device_peaks()`,
 `tr.perf.roofline()` (chart) wrap them; peaks come from the trace's `deviceProperties`
 (`perf.peaks`), or `peaks=` (a `PEAKS` key such as `"H100-SXM"`, or a dict of rates).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,7 +44,8 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["FAMILIES", "HOST_COLUMNS", "PerfNamespace", "coverage", "lost", "ops", "resolve_peaks", "summary"]
+__all__ = ["FAMILIES", "HOST_COLUMNS", "PerfNamespace", "coverage", "lost", "model_coverage", "ops",
+           "resolve_peaks", "resolved_peaks_frame", "summary"]
 
 #: the nested columns `ops` reads
 HOST_COLUMNS = ("rank", "event_id", "cat", "name", "parent_id", "start_ns", "input_dims", "input_type",
@@ -119,7 +123,8 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
         out = out.with_row_index("_order")
         parts = [_rates(out.filter(pl.col("rank") == r), rank_peaks.get(int(r), peaks))
                  for r in out["rank"].unique().sort().to_list()]
-        out = pl.concat(parts, how="diagonal_relaxed").sort("_order").drop("_order") if parts else _rates(out, peaks)
+        out = (pl.concat(parts, how="diagonal_relaxed").sort("_order").drop("_order") if parts
+               else _rates(out.drop("_order"), peaks))
     else:
         out = _rates(out, peaks)
     return out.drop("input_dims", "input_type", "input_strides", "concrete_inputs", "in_msg_nelems",
@@ -143,30 +148,30 @@ def _rates(df: pl.DataFrame, peaks: dict[str, Any] | None) -> pl.DataFrame:
     )
     df = df.with_columns(peak_device=pl.lit(None if peaks is None else peaks.get("device"), pl.String))
     if peaks is None:
-        return df.with_columns(peak_tflops=pl.lit(None, pl.Float64), peak_tb_s=pl.lit(None, pl.Float64),
-                               bound=pl.lit(None, pl.String), roofline_pct=pl.lit(None, pl.Float64),
+        return df.with_columns(peak_tflops=pl.lit(None, pl.Float64), peak_tb_per_s=pl.lit(None, pl.Float64),
+                               bound=pl.lit(None, pl.String), roofline_share=pl.lit(None, pl.Float64),
                                lost_ns=pl.lit(None, pl.Int64), above_peak=pl.lit(None, pl.Boolean))
     rates = {k: float(v) for k, v in peaks.items() if k in _RATE_KEYS[:-1] and v is not None}
     bw = peaks.get("hbm_tb_s")
     peak = pl.col("peak_dtype").replace_strict(rates, default=None, return_dtype=pl.Float64)
     # a matrix dtype the device lacks (e.g. tf32 on a V100) falls back to its fp32 rate
     peak = peak.fill_null(pl.when(pl.col("peak_dtype").is_not_null()).then(pl.lit(rates.get("fp32"))))
-    df = df.with_columns(peak_tflops=peak, peak_tb_s=pl.lit(None if bw is None else float(bw), pl.Float64))
+    df = df.with_columns(peak_tflops=peak, peak_tb_per_s=pl.lit(None if bw is None else float(bw), pl.Float64))
     t_c = pl.when(pl.col("peak_tflops") > 0).then(pl.col("flops") / pl.col("peak_tflops") / 1e3)  # ns
-    t_m = pl.when(pl.col("peak_tb_s") > 0).then(pl.col("bytes") / pl.col("peak_tb_s") / 1e3)
+    t_m = pl.when(pl.col("peak_tb_per_s") > 0).then(pl.col("bytes") / pl.col("peak_tb_per_s") / 1e3)
     t_roof = pl.max_horizontal(t_c.fill_null(0), t_m.fill_null(0))
     known = pl.col("flops").is_not_null() & pl.col("bytes").is_not_null() & (pl.col("family") != "collective")
     pct = pl.when(known & (ns > 0) & (t_c.is_not_null() | t_m.is_not_null())).then(t_roof / ns)
     bound = pl.when(known & (t_c.is_not_null() | t_m.is_not_null())).then(
         pl.when(t_c.fill_null(0) >= t_m.fill_null(0)).then(pl.lit("compute")).otherwise(pl.lit("memory")))
-    df = df.with_columns(bound=bound, roofline_pct=pct)
-    return df.with_columns(lost_ns=pl.when(pl.col("roofline_pct").is_not_null()).then(
-        (ns * (1 - pl.col("roofline_pct").clip(upper_bound=1.0))).round().cast(pl.Int64)),
-        above_peak=pl.when(pl.col("roofline_pct").is_not_null()).then(pl.col("roofline_pct") > 1.0))
+    df = df.with_columns(bound=bound, roofline_share=pct)
+    return df.with_columns(lost_ns=pl.when(pl.col("roofline_share").is_not_null()).then(
+        (ns * (1 - pl.col("roofline_share").clip(upper_bound=1.0))).round().cast(pl.Int64)),
+        above_peak=pl.when(pl.col("roofline_share").is_not_null()).then(pl.col("roofline_share") > 1.0))
 
 
 def summary(perf_ops: pl.DataFrame, by: str = "family") -> pl.DataFrame:
-    """Per `by` (`family` or `name`): ops, device time and share, FLOPs, bytes, achieved and peak
+    """Per `by` (`family` or `name`): `n_ops`, device time and share, FLOPs, bytes, achieved and peak
     rates, the time-weighted roofline fraction and the time lost to it, most time first.
     """
     if by not in ("family", "name"):
@@ -175,17 +180,17 @@ def summary(perf_ops: pl.DataFrame, by: str = "family") -> pl.DataFrame:
     total = int(perf_ops["device_ns"].sum() or 0)
     ns = pl.col("device_ns")
     modelled = pl.col("flops").is_not_null()
-    roof_ns = pl.col("roofline_pct") * ns
+    roof_ns = pl.col("roofline_share") * ns
     keys = ["family"] if by == "family" else ["name", "family"]
     out = perf_ops.group_by(keys).agg(
-        ops=pl.len().cast(pl.Int64),
+        n_ops=pl.len().cast(pl.Int64),
         device_ns=ns.sum(),
         modelled_ns=ns.filter(modelled).sum(),
         flops=pl.when(modelled.any()).then(pl.col("flops").sum()),
         bytes=pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()),
         _mod_ns=ns.filter(modelled).sum().cast(pl.Float64),
         _roof_ns=roof_ns.sum(),
-        _roof_den=ns.filter(pl.col("roofline_pct").is_not_null()).sum().cast(pl.Float64),
+        _roof_den=ns.filter(pl.col("roofline_share").is_not_null()).sum().cast(pl.Float64),
         # the family's peak: its ops' peaks weighted by their device time (ops of several dtypes
         # or math modes mix), and the peak dtype that has the most of its time
         _peak_ns=(pl.col("peak_tflops") * ns).sum(),
@@ -194,35 +199,62 @@ def summary(perf_ops: pl.DataFrame, by: str = "family") -> pl.DataFrame:
             ns.filter(pl.col("peak_tflops").is_not_null()), descending=True).first(),
         n_above_peak=pl.col("above_peak").fill_null(False).sum().cast(pl.Int64),
         lost_ns=pl.when(pl.col("lost_ns").is_not_null().any()).then(pl.col("lost_ns").sum()),
-        compute_bound=(pl.col("bound") == "compute").sum().cast(pl.Int64),
+        n_compute_bound=(pl.col("bound") == "compute").sum().cast(pl.Int64),
     ).with_columns(
         share=ns / total if total else pl.lit(None, pl.Float64),
         tflops_per_s=pl.when(pl.col("_mod_ns") > 0).then(pl.col("flops") / pl.col("_mod_ns") / 1e3),
         tb_per_s=pl.when(pl.col("_mod_ns") > 0).then(pl.col("bytes") / pl.col("_mod_ns") / 1e3),
-        roofline_pct=pl.when(pl.col("_roof_den") > 0).then(pl.col("_roof_ns") / pl.col("_roof_den")),
+        roofline_share=pl.when(pl.col("_roof_den") > 0).then(pl.col("_roof_ns") / pl.col("_roof_den")),
         peak_tflops=pl.when(pl.col("_peak_den") > 0).then(pl.col("_peak_ns") / pl.col("_peak_den")),
-    ).with_columns(above_peak=pl.when(pl.col("roofline_pct").is_not_null()).then(pl.col("roofline_pct") > 1.0))
-    cols = [*keys, "ops", "device_ns", "share", "modelled_ns", "flops", "bytes", "tflops_per_s", "tb_per_s",
-            "peak_dtype", "peak_tflops", "roofline_pct", "compute_bound", "lost_ns", "n_above_peak", "above_peak"]
+    ).with_columns(above_peak=pl.when(pl.col("roofline_share").is_not_null()).then(pl.col("roofline_share") > 1.0))
+    cols = [*keys, "n_ops", "device_ns", "share", "modelled_ns", "flops", "bytes", "tflops_per_s", "tb_per_s",
+            "peak_dtype", "peak_tflops", "roofline_share", "n_compute_bound", "lost_ns", "n_above_peak", "above_peak"]
     return out.select(cols).sort(["device_ns", *keys], descending=[True, *([False] * len(keys))])
 
 
 def lost(perf_ops: pl.DataFrame, n: int = 20) -> pl.DataFrame:
     """The `n` op instances with the most device time lost to the roofline (`lost_ns`)."""
     cols = [c for c in ("rank", "event_id", "name", "family", "device_ns", "flops", "bytes", "tflops_per_s",
-                        "tb_per_s", "bound", "roofline_pct", "lost_ns") if c in perf_ops.columns]
+                        "tb_per_s", "bound", "roofline_share", "lost_ns") if c in perf_ops.columns]
     return perf_ops.filter(pl.col("lost_ns").is_not_null()).sort(
         ["lost_ns", "event_id"], descending=[True, False]).head(n).select(cols)
 
 
-def coverage(perf_ops: pl.DataFrame) -> dict[str, Any]:
-    """Device time in ops with a model (non-null `flops`, collectives excluded from both)."""
+def model_coverage(perf_ops: pl.DataFrame) -> pl.DataFrame:
+    """Device time in ops with a model (non-null `flops`, collectives excluded from both), one row:
+    `device_ns`, `modelled_ns`, `modelled_share` (null without device time), `n_ops`,
+    `n_modelled_ops`, `n_unknown_ops`.
+    """
     work = perf_ops.filter(pl.col("family") != "collective")
     total = int(work["device_ns"].sum() or 0)
     mod = int(work.filter(pl.col("flops").is_not_null())["device_ns"].sum() or 0)
-    return {"device_ns": total, "modelled_ns": mod, "coverage": mod / total if total else None,
-            "ops": work.height, "modelled_ops": int(work["flops"].is_not_null().sum()),
-            "unknown_ops": int(work["flops"].is_null().sum())}
+    return pl.DataFrame({"device_ns": [total], "modelled_ns": [mod], "modelled_share": [mod / total if total else None],
+                         "n_ops": [work.height], "n_modelled_ops": [int(work["flops"].is_not_null().sum())],
+                         "n_unknown_ops": [int(work["flops"].is_null().sum())]},
+                        schema={"device_ns": pl.Int64, "modelled_ns": pl.Int64, "modelled_share": pl.Float64,
+                                "n_ops": pl.Int64, "n_modelled_ops": pl.Int64, "n_unknown_ops": pl.Int64})
+
+
+def coverage(perf_ops: pl.DataFrame) -> dict[str, Any]:
+    """Deprecated (one release): `model_coverage` as the old dict (`coverage`, `ops`, `modelled_ops`, `unknown_ops`)."""
+    warnings.warn("proftab.perf.coverage (a dict) is deprecated: use model_coverage (a one-row frame; coverage -> "
+                  "modelled_share, ops -> n_ops, modelled_ops -> n_modelled_ops, unknown_ops -> n_unknown_ops)",
+                  DeprecationWarning, stacklevel=2)
+    row = model_coverage(perf_ops).row(0, named=True)
+    return {"device_ns": row["device_ns"], "modelled_ns": row["modelled_ns"], "coverage": row["modelled_share"],
+            "ops": row["n_ops"], "modelled_ops": row["n_modelled_ops"], "unknown_ops": row["n_unknown_ops"]}
+
+
+def resolved_peaks_frame(peaks: dict[str, Any] | None) -> pl.DataFrame:
+    """Resolved peak rates as one row: `device`, `peak_<dtype>_tflops` per math mode (null where the
+    device has none), `peak_tb_per_s` (HBM), `source`; no row when the device is unknown."""
+    schema: dict[str, Any] = {"device": pl.String, **{f"peak_{k}_tflops": pl.Float64 for k in _RATE_KEYS[:-1]},
+                              "peak_tb_per_s": pl.Float64, "source": pl.String}
+    if peaks is None:
+        return pl.DataFrame(schema=schema)
+    row = {"device": peaks.get("device"), **{f"peak_{k}_tflops": peaks.get(k) for k in _RATE_KEYS[:-1]},
+           "peak_tb_per_s": peaks.get("hbm_tb_s"), "source": peaks.get("source")}
+    return pl.DataFrame([row], schema=schema)
 
 
 @register_trace_namespace("perf")
@@ -232,9 +264,19 @@ class PerfNamespace:
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
 
-    def peaks(self, peaks: str | dict[str, Any] | None = None) -> dict[str, Any] | None:
-        """The peak rates used: `peaks` when given, else from the trace's `deviceProperties`."""
+    def _peaks(self, peaks: str | dict[str, Any] | None = None) -> dict[str, Any] | None:
         return resolve_peaks(peaks, self._trace.meta.get("deviceProperties"))
+
+    def device_peaks(self, peaks: str | dict[str, Any] | None = None) -> pl.DataFrame:
+        """The peak rates used, one row (`resolved_peaks_frame`): `peaks` when given, else from the trace's
+        `deviceProperties`."""
+        return resolved_peaks_frame(self._peaks(peaks))
+
+    def peaks(self, peaks: str | dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Deprecated (one release): the peak rates as a dict; use `device_peaks` (a frame)."""
+        warnings.warn("tr.perf.peaks() (a dict) is deprecated: use tr.perf.device_peaks() (a one-row frame: "
+                      "peak_<dtype>_tflops, peak_tb_per_s)", DeprecationWarning, stacklevel=2)
+        return self._peaks(peaks)
 
     def rank_peaks(self) -> dict[int, dict[str, Any] | None]:
         """The peak rates of each rank's device (its file's `deviceProperties`), by rank."""
@@ -246,7 +288,7 @@ class PerfNamespace:
         """One row per host op with device time and its perf model (`proftab.perf.ops`); without
         `peaks`, each rank is rated against its own device (`rank_peaks`).
         """
-        resolved = self.peaks(peaks)
+        resolved = self._peaks(peaks)
         per_rank = self.rank_peaks() if peaks is None and self._trace.files.height > 1 else None
         key = f"perf:ops:{sorted(resolved.items()) if resolved else None}:{per_rank}"
 
@@ -268,12 +310,20 @@ class PerfNamespace:
         """The op instances with the most time lost to the roofline."""
         return lost(self.ops(peaks), n)
 
+    def model_coverage(self, peaks: str | dict[str, Any] | None = None) -> pl.DataFrame:
+        """Device time in ops with a model, one row (`proftab.perf.model_coverage`)."""
+        return model_coverage(self.ops(peaks))
+
     def coverage(self) -> dict[str, Any]:
-        """Share of device time in ops with a model."""
-        return coverage(self.ops())
+        """Deprecated (one release): `model_coverage` as a dict."""
+        warnings.warn("tr.perf.coverage() (a dict) is deprecated: use tr.perf.model_coverage() (a one-row frame; "
+                      "coverage -> modelled_share, unknown_ops -> n_unknown_ops)", DeprecationWarning, stacklevel=2)
+        row = self.model_coverage().row(0, named=True)
+        return {"device_ns": row["device_ns"], "modelled_ns": row["modelled_ns"], "coverage": row["modelled_share"],
+                "ops": row["n_ops"], "modelled_ops": row["n_modelled_ops"], "unknown_ops": row["n_unknown_ops"]}
 
     def roofline(self, peaks: str | dict[str, Any] | None = None, **kwargs: Any) -> Any:
         """Log-log roofline chart of the ops (altair; `proftab.perf.chart.roofline_chart`)."""
         from proftab.perf.chart import roofline_chart
 
-        return roofline_chart(self.ops(peaks), self.peaks(peaks), **kwargs)
+        return roofline_chart(self.ops(peaks), self._peaks(peaks), **kwargs)

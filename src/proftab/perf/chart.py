@@ -16,7 +16,8 @@ def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, 
 
     x = `flops_per_byte`, y = achieved `tflops_per_s`, size = `device_ns`, colour = family.
     With `peaks`, the device's roof for `dtype` (`min(peak, bandwidth · intensity)`) and
-    the fp32 vector roof are drawn as lines. `min_share` drops points below that share of
+    the fp32 vector roof are drawn as lines, each ceiling labelled (``bf16 peak 989.4 TFLOP/s``,
+    ``memory 3.35 TB/s``). `min_share` drops points below that share of
     the modelled device time.
     """
     from proftab.plot import _alt, _data
@@ -26,7 +27,7 @@ def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, 
     total = int(pts["device_ns"].sum() or 0)
     if total and min_share > 0:
         pts = pts.filter(pl.col("device_ns") >= min_share * total)
-    extra = [c for c in ("roofline_pct", "bound") if c in pts.columns]
+    extra = [c for c in ("roofline_share", "bound") if c in pts.columns]
     pts = pts.select("event_id", "name", "family", "device_ns", "flops", "bytes", "flops_per_byte",
                      "tflops_per_s", "tb_per_s", *extra).with_columns(time_us=pl.col("device_ns") / 1000)
     x = alt.X("flops_per_byte:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)")
@@ -34,7 +35,7 @@ def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, 
     points = alt.Chart(_data(pts)).mark_circle(opacity=0.6).encode(
         x=x, y=y, size=alt.Size("time_us:Q", title="device time (µs)"), color=alt.Color("family:N"),
         tooltip=["name:N", "event_id:Q", "family:N", "time_us:Q", "tflops_per_s:Q", "tb_per_s:Q",
-                 *(["roofline_pct:Q", "bound:N"] if "bound" in pts.columns else [])])
+                 *(["roofline_share:Q", "bound:N"] if "bound" in pts.columns else [])])
     layers = [points]
     if peaks and peaks.get("hbm_tb_s") and not pts.is_empty():
         intensity = pts["flops_per_byte"].to_numpy()
@@ -49,5 +50,16 @@ def roofline_chart(perf_ops: pl.DataFrame, peaks: dict[str, Any] | None = None, 
         if roofs:
             layers.append(alt.Chart(_data(pl.concat(roofs))).mark_line(strokeDash=[4, 2]).encode(
                 x=x, y=y, detail="roof:N", tooltip=["roof:N"]))
+            # each ceiling labelled: compute peaks at the right end, the memory slope at the left
+            bw = float(peaks["hbm_tb_s"])
+            ceilings = pl.DataFrame({
+                "flops_per_byte": [hi] * len(roofs), "tflops_per_s": [float(r["tflops_per_s"][-1]) for r in roofs],
+                "label": [f"{r['roof'][0].rsplit(' ', 1)[-1]} peak {float(r['tflops_per_s'][-1]):g} TFLOP/s"
+                          for r in roofs]})
+            slope = pl.DataFrame({"flops_per_byte": [lo], "tflops_per_s": [bw * lo], "label": [f"memory {bw:g} TB/s"]})
+            layers += [alt.Chart(_data(ceilings)).mark_text(align="right", dy=-7, fontSize=11).encode(
+                           x=x, y=y, text="label:N"),
+                       alt.Chart(_data(slope)).mark_text(align="left", dy=-7, fontSize=11).encode(
+                           x=x, y=y, text="label:N")]
     name = title or f"roofline · {peaks['device'] if peaks else 'no device peaks'}"
     return alt.layer(*layers).properties(title=name, width=520, height=360).interactive()

@@ -5,7 +5,7 @@ factor vendors quote next to it) and TB/s (10**12 bytes/s). `fp32` is the vector
 matrix) rate, `tf32` / `bf16` / `fp16` / `fp8` / `fp64` the matrix-core rates; a missing rate
 is null. `match_peaks(device_properties)` picks the row from a trace's `deviceProperties`
 (its name, SM/CU count, memory); a name the table does not know gives None and then every
-`roofline_pct` is null unless the caller passes `peaks=`.
+`roofline_share` is null unless the caller passes `peaks=`.
 
 AMD MI250X is two GCDs in one package and each GCD is one device in a trace: the row holds
 *one GCD's* peaks (half the package's datasheet figure). The sources, one per row, are in

@@ -178,7 +178,7 @@ def collective_skew(events: pl.DataFrame, files: pl.DataFrame, *, offsets_ns: Ma
     return inst.select(
         "group", "seq", "collective", "n_ranks",
         pl.col("first_start_ns").cast(pl.Datetime("ns", "UTC")).alias("first_start_utc"),
-        pl.col("arrival_skew_ns").alias("start_skew_ns"), "end_skew_ns", "last_rank",
+        "start_skew_ns", "end_skew_ns", "last_rank",
         pl.col("transfer_ns").alias("min_dur_ns"), "max_dur_ns")
 
 

@@ -21,7 +21,7 @@ the same order (torch requires it) but not when some of a group's threads never 
 
 Per instance (nccl-tests' definitions, docs/scale.md): ``transfer_ns`` = the shortest duration
 over the ranks (the time the collective needs once every rank has arrived), each rank's
-``wait_ns`` = its duration minus ``transfer_ns``, ``arrival_skew_ns`` = last start - first start,
+``wait_ns`` = its duration minus ``transfer_ns``, ``start_skew_ns`` = last start - first start,
 ``bytes`` = the larger of the per-rank in/out message sizes (nccl-tests' ``size``),
 ``algbw_gbps`` = ``bytes / transfer_ns`` (1e9 B/s) and ``busbw_gbps`` = ``algbw`` times the
 collective's bus factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
@@ -298,7 +298,7 @@ def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
         ``group``, ``seq``, ``collective``, ``consistent`` (every rank called the same
         collective with the same sizes), ``n_ranks``, ``group_size``, ``dtype``, ``in_nelems``,
         ``out_nelems``, ``bytes``, ``step`` (of the lowest rank), ``first_start_ns`` /
-        ``last_start_ns`` (absolute epoch ns), ``arrival_skew_ns``, ``end_skew_ns``,
+        ``last_start_ns`` (absolute epoch ns), ``start_skew_ns``, ``end_skew_ns``,
         ``first_rank``, ``last_rank`` (the straggler of this instance), ``transfer_ns``,
         ``max_dur_ns``, ``wait_ns`` (sum over ranks), ``algbw_gbps``, ``busbw_gbps``,
         ``pre_excess_ns`` (how much longer the last rank's ``pre_ns`` was than the other
@@ -329,13 +329,13 @@ def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
             (pl.col("data_ns").filter(pl.col("_last")).first()
              - pl.col("data_ns").filter(~pl.col("_last")).median()).cast(pl.Int64).alias("data_excess_ns"),
         )
-        .with_columns(arrival_skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns"),
+        .with_columns(start_skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns"),
                       group_size=pl.col("group_size").fill_null(pl.col("n_ranks")))
     )
     algbw = pl.when(pl.col("transfer_ns") > 0).then(pl.col("bytes") / pl.col("transfer_ns"))
     inst = inst.with_columns(algbw_gbps=algbw).with_columns(
         busbw_gbps=pl.col("algbw_gbps") * _bus_factor(pl.col("collective"), pl.col("group_size")))
-    skew = pl.col("arrival_skew_ns")
+    skew = pl.col("start_skew_ns")
     cause = (pl.when((pl.col("data_excess_ns") > 0) & (2 * pl.col("data_excess_ns") >= skew))
              .then(pl.lit("data loading"))
              .when((pl.col("pre_excess_ns") > 0) & (2 * pl.col("pre_excess_ns") >= skew))
@@ -343,7 +343,7 @@ def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
     inst = inst.with_columns(cause=pl.when(pl.col("n_ranks") > 1).then(cause))
     return inst.select(
         "group", "seq", "collective", "consistent", "n_ranks", "group_size", "dtype", "in_nelems", "out_nelems",
-        "bytes", "step", "first_start_ns", "last_start_ns", "arrival_skew_ns", "end_skew_ns", "first_rank",
+        "bytes", "step", "first_start_ns", "last_start_ns", "start_skew_ns", "end_skew_ns", "first_rank",
         "last_rank", "transfer_ns", "max_dur_ns", "wait_ns", "algbw_gbps", "busbw_gbps", "pre_excess_ns",
         "data_excess_ns", "cause").sort("first_start_ns", "group", "seq")
 
@@ -420,7 +420,7 @@ def rank_step_comm(ranks: pl.DataFrame, instances: pl.DataFrame, comm: pl.DataFr
     """
     keys = ["rank", "step"]
     inst = instances.select("group", "seq", "transfer_ns", "last_rank", "n_ranks", "cause",
-                            pl.col("arrival_skew_ns").alias("skew"))
+                            pl.col("start_skew_ns").alias("skew"))
     r = ranks.join(inst, on=["group", "seq"], how="left").with_columns(
         wait=pl.col("dur_ns") - pl.col("transfer_ns"),
         is_last=(pl.col("rank") == pl.col("last_rank")) & (pl.col("n_ranks") > 1))
