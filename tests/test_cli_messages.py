@@ -61,6 +61,7 @@ def test_install_hint_from_a_checkout_and_a_wheel(tmp_path: Path, monkeypatch: p
     import proftab._dependencies as deps
     from proftab.exceptions import MissingDependencyError
 
+    monkeypatch.setattr(deps, "_ROOT", ROOT)  # proftab run from this checkout (CI runs an installed copy)
     monkeypatch.chdir(ROOT)
     assert deps.install_hint("plot") == "pip install '.[plot]' (once proftab is on PyPI: pip install 'proftab[plot]')"
     monkeypatch.chdir(tmp_path)

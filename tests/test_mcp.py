@@ -45,7 +45,7 @@ def test_mcp_server_over_stdio(tmp_path: os.PathLike[str]) -> None:
 
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = dict(os.environ)  # the installed proftab (CI installs the package, not an editable copy)
     params = StdioServerParameters(command=sys.executable, args=["-m", "proftab", "mcp"], env=env)
 
     def payload(result: object) -> object:

@@ -126,7 +126,7 @@ def test_hostile_names_on_a_pseudo_terminal(hostile: dict[str, Path]) -> None:
     import pty
 
     master, slave = pty.openpty()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "110", "TERM": "xterm-256color"}
+    env = {**os.environ, "COLUMNS": "110", "TERM": "xterm-256color"}
     with subprocess.Popen([sys.executable, "-m", "proftab", "modules", str(hostile["modules"]), "-q"],
                           stdout=slave, stderr=subprocess.PIPE, env=env) as proc:
         os.close(slave)

@@ -641,7 +641,9 @@ def run_bounded(names: list[str], *, memory: int = MEMORY_LIMIT, scale_timeout: 
     """
     results: list[Result] = []
     todo = list(names)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src or str(ROOT / "src"), str(ROOT)])}
+    # the proftab under test is the installed one (CI installs the package, not an editable copy),
+    # or `src` (a tree given with --src, for "before" runs); ROOT makes tests.fuzz importable
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(ROOT)] if src else [str(ROOT)])}
     code = ("import sys, json; from tests.fuzz.hostile import child_main, _limit_memory; "
             f"_limit_memory({memory}); child_main(json.loads(sys.argv[1]))")
     while todo:
