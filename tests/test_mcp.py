@@ -10,7 +10,7 @@ import pytest
 
 from proftab.exceptions import UsageError
 from proftab.serve import MAX_ROWS, Session
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA
 
 LEAK = str(DATA / "findings" / "leak.pt.trace.json.gz")
 

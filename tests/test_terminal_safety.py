@@ -23,7 +23,7 @@ import pytest
 
 import proftab as pt
 from proftab.cli import main
-from tests.conftest import DATA, PUBLIC, ROOT, TORCH213
+from tests.conftest import DATA, PUBLIC, TORCH213
 
 if TYPE_CHECKING:
     from pathlib import Path
