@@ -118,7 +118,8 @@ def test_hostile_names_through_every_subcommand(hostile: dict[str, Path], monkey
             assert "\x1b]8;" not in out, argv  # a [link=...] name is text, never an OSC 8 hyperlink
         _assert_safe(out, argv)
         if argv[0] != "summary" or terminal:  # (torch's piped table cuts names at 55 characters)
-            assert any(t in out for t in ("[/nope]", "[link=evil.example]", "…")), argv  # markup as text (or cut)
+            joined = out.replace("\n", "")  # a long title (the file's path) wraps at the width
+            assert any(t in joined for t in ("[/nope]", "[link=evil.example]", "…")), argv  # markup as text (or cut)
 
 
 def test_hostile_names_on_a_pseudo_terminal(hostile: dict[str, Path]) -> None:
@@ -185,6 +186,11 @@ def test_renderer_formats_fits_and_rounds() -> None:
     assert "columns not shown at width 80: dur" in out and "long names cut in the middle" in out
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert len(rows) == 2 and len({r.split("│")[1] for r in rows}) == 2  # cut names stay distinct
+    # the column that names the rows is cut, never dropped, even when it has a drop rank of its own
+    cols = [Col("name", cut=True, drop=0), *(Col(c, drop=i + 1) for i, c in enumerate(df.columns[1:]))]
+    buf = io.StringIO()
+    Console(file=buf, width=60, color_system=None).print(rich_table(df, cols, width=60))
+    assert "name" in buf.getvalue().splitlines()[1] and "aaaa" in buf.getvalue()
 
 
 def test_summary_of_real_trace_unchanged_when_piped() -> None:

@@ -172,7 +172,8 @@ def fit(headers: dict[str, str], cells: dict[str, list[str]], cols: Sequence[Col
 
     longest = max([len(headers[cut_col.name]), *map(len, cells[cut_col.name])]) if cut_col else 0
     dropped: list[str] = []
-    for c in sorted((c for c in shown if c.drop is not None), key=lambda c: c.drop or 0):
+    # the cut column names the rows: it is shortened, never dropped (whatever its drop rank)
+    for c in sorted((c for c in shown if c.drop is not None and c is not cut_col), key=lambda c: c.drop or 0):
         room = width - need(shown)
         if room >= (min(_MIN_CUT, longest) if cut_col else 0):
             break
