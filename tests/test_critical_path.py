@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import pathlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -366,3 +367,45 @@ def test_2021_runtime_category_calls_are_launches() -> None:
     assert "cudaLaunchKernel" in p.filter(pl.col("kind") == "runtime")["name"].to_list()
     tail = dict(tr.critical_path.summary(tail=True).select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
     assert tail["gpu_compute_bound"] > 0.3
+
+
+TEST_DATA = pathlib.Path(__file__).resolve().parent / "data"
+CP_DATA = TEST_DATA / "critical_path"
+
+
+def test_backward_on_autograd_thread_known_cause() -> None:
+    """Known by construction (torch 2.13 CPU, tests/data/critical_path/make_backward_thread_trace.py):
+    each step's backward sleeps 50 ms in one node. Moved onto a thread of its own (autograd's device
+    thread, as on GPU), the main thread's `run_backward` frame only waits: the path must go through
+    the worker thread and name the sleep, exactly as when the backward ran on the main thread."""
+    main = pt.load(CP_DATA / "backward_main_thread.pt.trace.json.gz").critical_path
+    worker = pt.load(CP_DATA / "backward_worker_thread.pt.trace.json.gz").critical_path
+    by_main = dict(main.summary(by="name").select("name", "dur_ns").iter_rows())
+    by_worker = dict(worker.summary(by="name").select("name", "dur_ns").iter_rows())
+    assert by_worker["<built-in function sleep>"] == by_main["<built-in function sleep>"] >= 100_000_000
+    rb = worker.summary(by="name").filter(pl.col("name").str.contains("run_backward"))
+    assert rb["dur_ns"].sum() < 1_000_000  # fork and join latency (and its own time outside the wait)
+    for tr in (main, worker):
+        p = tr.path()
+        for _, one in p.group_by("step"):
+            _check_chain(one)
+        assert p["dur_ns"].sum() == (tr.windows()["end_ns"] - tr.windows()["start_ns"]).sum()
+    joins = worker.path().filter((pl.col("via") == "dependency") & pl.col("name").str.contains("run_backward"))
+    assert joins.height == 4  # fork and join in each of the two steps
+
+
+def test_backward_thread_real_trace() -> None:
+    """mi300__resnet_act_checkpoint (window mode): the main thread waits ~9.7 ms per step in
+    `run_backward` while autograd's thread (tid 639) runs the backward; that wait was 59.9 % of the
+    path as `cpu_op` time of `run_backward`. Now the path runs through the worker's ops and launches."""
+    tr = pt.load(TEST_DATA / "public" / "mi300__resnet_act_checkpoint.json.gz")
+    cp = tr.critical_path
+    p = cp.path(step=15)
+    _check_chain(p)
+    rb = p.filter(pl.col("name").str.contains(r"\brun_backward\b"))
+    assert rb["dur_ns"].sum() < 1_000_000  # was 9.66 ms of cpu_op
+    tids = dict(tr.collect("events", columns=["event_id", "tid"]).iter_rows())
+    on_worker = sum(d for e, d in p.select("event_id", "dur_ns").iter_rows() if e is not None and tids[e] == 639)
+    assert on_worker > 8_000_000
+    s = dict(cp.summary().select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
+    assert s["launch_overhead"] > 0.15 and s["sync"] < 0.05

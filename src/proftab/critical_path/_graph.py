@@ -19,6 +19,9 @@ the device work (kernels, memcpy, memset) that lie wholly inside the window. Edg
 * **launch queue** - a launch call lasting more than `QUEUE_BLOCK_FACTOR` times the median of its
   name in the window waited for a free launch-queue slot: last device work that ends during the
   call -> the call's end.
+* **thread join** - a ``run_backward`` call waits while autograd's device thread (the thread
+  running ``autograd::engine::evaluate_function: X`` ops) runs the backward: its start -> the
+  first op on that thread inside the call (fork), the last op there -> the call's end (join).
 * **cross-stream** - ``Stream Wait Event``: last work on ``wait_on_stream`` recorded before the
   ``cudaEventRecord`` -> the first work launched on the waiting stream after the wait call.
 
@@ -39,8 +42,10 @@ import polars as pl
 from proftab import kinds
 from proftab.intervals.dag import UNREACHED, chain_heads
 from proftab.intervals.tree import nearest_ancestor, row_positions
+from proftab.torch.aggregate import EVALUATE_FUNCTION_PREFIX
 
-__all__ = ["BOUND_BY", "KINDS", "QUEUE_BLOCK_FACTOR", "SYNC_CALLS", "Graph", "build_graph", "sync_frame"]
+__all__ = ["BACKWARD_CALLS", "BOUND_BY", "KINDS", "QUEUE_BLOCK_FACTOR", "SYNC_CALLS", "Graph", "build_graph",
+           "sync_frame"]
 
 #: segment kinds (codes are positions)
 KINDS = ("cpu_op", "runtime", "sync_wait", "idle", "kernel", "memcpy", "memset", "stream_gap", "launch_delay")
@@ -53,7 +58,10 @@ SYNC_CALLS = r"(?:cuda|hip)(?:Device|Stream|Event)Synchronize"
 WAIT_CALLS = r"^(?:cuda|hip)StreamWaitEvent$"
 _K = {k: i for i, k in enumerate(KINDS)}
 _B = {b: i for i, b in enumerate(BOUND_BY)}
-_EDGE_LAUNCH, _EDGE_SYNC, _EDGE_XSTREAM = 0, 1, 2
+#: host ops that wait while autograd's device threads run the backward (the Python frame of
+#: ``torch.autograd.backward`` / ``Tensor.backward``: ``<built-in method run_backward of ...>``)
+BACKWARD_CALLS = r"\brun_backward\b"
+_EDGE_LAUNCH, _EDGE_SYNC, _EDGE_XSTREAM, _EDGE_THREAD = 0, 1, 2, 3
 #: a launch call this many times longer than the median of its name waited for a launch-queue slot
 QUEUE_BLOCK_FACTOR = 10
 
@@ -167,6 +175,38 @@ def _device_wide(calls: pl.DataFrame, work: pl.DataFrame, track: np.ndarray, *, 
         out.append(first_after.drop_nulls("hrow").select("hrow", "stream").unique())
     pairs = pl.concat(out)
     return pairs.join(calls.select("hrow", "call_start"), on="hrow").select(list(schema))
+
+
+def _thread_join(host: pl.DataFrame, track: np.ndarray, hs: np.ndarray,
+                 he: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The fork and join edges of `BACKWARD_CALLS` ops as (caller row, worker row) pairs.
+
+    A worker thread is a host thread holding an ``autograd::engine::evaluate_function:`` op; for each
+    caller and each worker thread other than the caller's, the fork pairs the caller with the first op
+    starting inside its span on that thread, the join with the last op ending inside it. Two as-of
+    joins over the rows sorted by time: O(n log n).
+    """
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    names = host["name"]
+    is_eval = names.str.starts_with(EVALUATE_FUNCTION_PREFIX).fill_null(False).to_numpy()
+    if not is_eval.any():
+        return none, none
+    callers = np.flatnonzero(names.str.contains(BACKWARD_CALLS).fill_null(False).to_numpy())
+    if not len(callers):
+        return none, none
+    workers = np.unique(track[is_eval])
+    rows = np.flatnonzero(np.isin(track, workers))
+    w = pl.DataFrame({"wrow": rows, "wtrack": track[rows], "s": hs[rows], "e": he[rows]})
+    c = pl.DataFrame({"crow": callers, "ctrack": track[callers], "cs": hs[callers], "ce": he[callers]}).join(
+        pl.DataFrame({"wtrack": workers}), how="cross").filter(pl.col("wtrack") != pl.col("ctrack"))
+    first = c.sort("cs").join_asof(w.sort("s"), left_on="cs", right_on="s", by="wtrack", strategy="forward",
+                                   check_sortedness=False).filter(pl.col("wrow").is_not_null()
+                                                                  & (pl.col("e") <= pl.col("ce")))
+    last = c.sort("ce").join_asof(w.sort("e"), left_on="ce", right_on="e", by="wtrack", strategy="backward",
+                                  check_sortedness=False).filter(pl.col("wrow").is_not_null()
+                                                                 & (pl.col("s") >= pl.col("cs")))
+    return ((first["crow"].to_numpy().astype(np.int64), first["wrow"].to_numpy().astype(np.int64)),
+            (last["crow"].to_numpy().astype(np.int64), last["wrow"].to_numpy().astype(np.int64)))
 
 
 def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFrame, *, rank: int,
@@ -430,6 +470,19 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
         e_own.append(held["src"].to_numpy() + nh)
         e_cls.append(np.full(held.height, _EDGE_XSTREAM))
 
+    # thread join: a run_backward call on one thread waits for autograd's device thread(s), which run
+    # the backward's ops (and launch its kernels): call start -> first op there inside the call,
+    # last op there inside the call -> call end
+    fork, join = _thread_join(host, track, hs, he)
+    e_src.append(start_node[fork[0]])
+    e_dst.append(start_node[fork[1]])
+    e_own.append(fork[0])
+    e_cls.append(np.full(len(fork[0]), _EDGE_THREAD))
+    e_src.append(end_node[join[1]])
+    e_dst.append(end_node[join[0]])
+    e_own.append(join[0])
+    e_cls.append(np.full(len(join[0]), _EDGE_THREAD))
+
     src = np.concatenate(e_src).astype(np.int64)
     dst = np.concatenate(e_dst).astype(np.int64)
     c_owner = np.concatenate(e_own).astype(np.int64)
@@ -460,9 +513,9 @@ def build_graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.Da
         first[cand[fi]] = True
     cw = np.zeros(len(src), np.int64)
     cw[first] = slack[first]
-    typical = {c: int(np.median(slack[first & (c_class == c)])) if (first & (c_class == c)).any() else 0
-               for c in (_EDGE_LAUNCH, _EDGE_SYNC, _EDGE_XSTREAM)}
-    typ = np.array([typical[_EDGE_LAUNCH], typical[_EDGE_SYNC], typical[_EDGE_XSTREAM]], np.int64)
+    classes = (_EDGE_LAUNCH, _EDGE_SYNC, _EDGE_XSTREAM, _EDGE_THREAD)
+    typ = np.array([int(np.median(slack[first & (c_class == c)])) if (first & (c_class == c)).any() else 0
+                    for c in classes], np.int64)
     cw[~first] = np.minimum(typ[c_class[~first]], slack[~first])
     gap = (~head) & (w_kind == _K["stream_gap"])
     has_cross = best > UNREACHED
