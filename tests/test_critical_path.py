@@ -409,3 +409,87 @@ def test_backward_thread_real_trace() -> None:
     assert on_worker > 8_000_000
     s = dict(cp.summary().select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
     assert s["launch_overhead"] > 0.15 and s["sync"] < 0.05
+
+
+def _one_op_steps(tmp_path: Path, n: int) -> pt.Trace:
+    ev = []
+    for i in range(n):
+        ev.append(_x(f"ProfilerStep#{i}", 10 * i, 9, cat="user_annotation"))
+        ev.append(_x("aten::add", 10 * i + 1, 5))
+    return _load(tmp_path, ev)
+
+
+def test_many_one_op_steps_are_linear(tmp_path: Path) -> None:
+    """Issue 30 class 3: 5,000 one-op steps took > 30 s (a graph and a path per window, ~24 ms
+    each), then were refused above 1,000. 10^4 steps are now built and solved in one pass."""
+    import time
+
+    tr = _one_op_steps(tmp_path, 10_000)
+    tr.device.activities()  # loading and the tables are not what is measured
+    tr.collect("nested")
+    t0 = time.perf_counter()
+    by_step = tr.critical_path.summary(by="step")
+    took = time.perf_counter() - t0
+    assert by_step.height == 10_000
+    assert (by_step["length_ns"] == 9 * US).all() and (by_step["cpu_bound_ns"] == 9 * US).all()
+    p = tr.critical_path.path()
+    assert p.height == 3 * 10_000  # the step's own time, the add, the step's own time
+    assert p.group_by("step").agg(pl.col("dur_ns").sum())["dur_ns"].eq(9 * US).all()
+    assert took < 5, f"{took:.1f} s for 10^4 windows"
+
+
+def test_rows_over_all_windows_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows are not counted; the rows they hold together are (memory), with a clear error."""
+    import proftab.critical_path._graph as graph_mod
+
+    tr = _one_op_steps(tmp_path, 50)
+    monkeypatch.setattr(graph_mod, "MAX_ROWS", 99)
+    with pytest.raises(pt.ProftabError, match=r"50 selected windows hold 100 host rows together"):
+        tr.critical_path.summary()
+    assert tr.critical_path.summary(step=3)["dur_ns"].sum() == 9 * US  # one window: 2 rows
+
+
+@pytest.mark.parametrize(("name", "tail"), [("mi300__resnet_act_checkpoint.json.gz", False),
+                                            ("mi300__resnet_act_checkpoint.json.gz", True),
+                                            ("trace_filter__sampled_rank-0.json.gz", False),
+                                            ("trace_filter__sampled_rank-0.json.gz", True)])
+def test_batched_graph_equals_one_graph_per_window(name: str, tail: bool) -> None:
+    """All windows built and solved together give exactly what each window built alone gives: the
+    path, the graph's arrays and the what-if replay."""
+    from proftab.critical_path import _NESTED, build_graph, graph, path_frame, sync_frame, what_if_frame
+
+    tr = pt.load(TEST_DATA / "public" / name)
+    cp = tr.critical_path
+    wins = cp.windows()
+    assert wins.height >= 2
+    nested = tr.collect("nested", columns=_NESTED)
+    sync = sync_frame(tr.collect("events", columns=["rank", "event_id", "cat", "args", "correlation", "start_ns"]))
+    acts = tr.device.activities()
+    alone = [build_graph(nested, acts, sync, rank=r, start_ns=s, end_ns=e, step=st, window_event=ev, tail=tail)
+             for r, st, s, e, ev in wins.select("rank", "step", "start_ns", "end_ns", "event_id").iter_rows()]
+    batch = graph(nested, acts, sync, wins, tail=tail)
+    assert batch.n_windows == wins.height
+    for g, h in zip(alone, batch.split(), strict=True):
+        for a in ("t", "head", "w", "base", "w_owner", "w_kind", "w_bound", "src", "dst", "cw", "c_owner",
+                  "c_kind", "c_bound", "sink_pref", "parent_row"):
+            assert np.array_equal(getattr(g, a), getattr(h, a)), a
+        assert g.events.equals(h.events)
+    assert pl.concat([path_frame(g) for g in alone]).equals(path_frame(batch))
+    assert pl.concat([path_frame(g) for g in alone]).equals(cp.path(tail=tail))
+    scale = {"kernel": 0.5, "cpu_op": 0.7}
+    assert pl.concat([what_if_frame([g], scale) for g in alone]).equals(what_if_frame([batch], scale))
+
+
+def test_walk_back_many_matches_walk_back() -> None:
+    from proftab.intervals.dag import walk_back_many
+
+    rng = np.random.default_rng(3)
+    for trial in range(100):
+        n = int(rng.integers(1, 80))
+        pred = np.array([rng.integers(-1, i) if i else -1 for i in range(n)], np.int64)
+        if trial % 4 == 0 and n > 4:  # tied predecessors that form a cycle (walk_back cuts it)
+            pred[2], pred[3] = 3, 2
+        sinks = rng.integers(0, n, int(rng.integers(0, 8)))
+        nodes, off = walk_back_many(pred, sinks)
+        for k, s in enumerate(sinks):
+            assert np.array_equal(nodes[off[k]:off[k + 1]], walk_back(pred, int(s)))
