@@ -439,14 +439,21 @@ def test_many_one_op_steps_are_linear(tmp_path: Path) -> None:
 
 
 def test_rows_over_all_windows_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Windows are not counted; the rows they hold together are (memory), with a clear error."""
+    """Windows are not counted; the rows they hold together are (memory): windows that do not overlap
+    never hold more rows than the trace, overlapping ones are bounded with a clear error."""
     import proftab.critical_path._graph as graph_mod
+    from proftab.critical_path import _NESTED, graph, sync_frame
 
     tr = _one_op_steps(tmp_path, 50)
-    monkeypatch.setattr(graph_mod, "MAX_ROWS", 99)
-    with pytest.raises(pt.ProftabError, match=r"50 selected windows hold 100 host rows together"):
-        tr.critical_path.summary()
-    assert tr.critical_path.summary(step=3)["dur_ns"].sum() == 9 * US  # one window: 2 rows
+    monkeypatch.setattr(graph_mod, "MAX_ROWS", 250)
+    assert tr.critical_path.summary(by="step").height == 50  # 50 windows, 100 host rows: the trace's own
+    whole = tr.critical_path.windows((0, 500 * US))
+    nested = tr.collect("nested", columns=_NESTED)
+    sync = sync_frame(tr.collect("events", columns=["rank", "event_id", "cat", "args", "correlation", "start_ns"]))
+    assert graph(nested, tr.device.activities(), sync, pl.concat([whole] * 2)).n_windows == 2
+    with pytest.raises(pt.ProftabError, match=r"the 3 selected windows hold 300 host rows together \(the trace "
+                                              r"has 100: windows that overlap.*at most 250"):
+        graph(nested, tr.device.activities(), sync, pl.concat([whole] * 3))
 
 
 @pytest.mark.parametrize(("name", "tail"), [("mi300__resnet_act_checkpoint.json.gz", False),

@@ -63,9 +63,10 @@ _B = {b: i for i, b in enumerate(BOUND_BY)}
 #: ``torch.autograd.backward`` / ``Tensor.backward``: ``<built-in method run_backward of ...>``)
 BACKWARD_CALLS = r"\brun_backward\b"
 _EDGE_LAUNCH, _EDGE_SYNC, _EDGE_XSTREAM, _EDGE_THREAD = 0, 1, 2, 3
-#: most rows the selected windows may hold together (host or device; a window holds the rows inside it,
-#: so windows that overlap count their shared rows once each): a bound on memory, not on the count of windows
-MAX_ROWS = 50_000_000
+#: most rows (host or device) the selected windows may hold together, unless the trace has more: a
+#: window holds the rows inside it, so only windows that overlap can hold more rows than the trace
+#: (their shared rows once each). A bound on memory, not on the number of windows
+MAX_ROWS = 10_000_000
 #: a launch call this many times longer than the median of its name waited for a launch-queue slot
 QUEUE_BLOCK_FACTOR = 10
 
@@ -289,8 +290,8 @@ class _Sliced:
     def take(self, rank: np.ndarray, lo: np.ndarray, hi: np.ndarray | None, what: str) -> pl.DataFrame:
         """Rows of each window ``k`` (`rank[k]`, `on` in [lo[k], hi[k]]; hi None: no upper bound),
         concatenated in window order with its index ``win``. O(windows log n + rows); a loop runs
-        per rank, never per window. More than `MAX_ROWS` rows in all (windows that overlap hold
-        their shared rows once each) is a `ProftabError`.
+        per rank, never per window. More rows in all than the frame's and `MAX_ROWS` (only windows
+        that overlap, which hold their shared rows once each, can reach it) is a `ProftabError`.
         """
         k = len(rank)
         i = np.zeros(k, np.int64)
@@ -303,10 +304,12 @@ class _Sliced:
             j[m] = b if hi is None else a + np.searchsorted(at, hi[m], "right")
         n = np.maximum(j - i, 0)
         total = int(n.sum())
-        if total > MAX_ROWS:
-            msg = (f"the {k:,} selected windows hold {total:,} {what} rows together (windows that overlap hold "
-                   f"their shared rows once each); the critical path takes at most {MAX_ROWS:,}: select fewer "
-                   "or shorter windows (step= / --step, rank= / --rank, a window)")
+        limit = max(MAX_ROWS, self.frame.height)
+        if total > limit:
+            msg = (f"the {k:,} selected windows hold {total:,} {what} rows together (the trace has "
+                   f"{self.frame.height:,}: windows that overlap hold their shared rows once each); the critical "
+                   f"path takes at most {limit:,}: select fewer or shorter windows (step= / --step, rank= / --rank, "
+                   "a window)")
             raise ProftabError(msg)
         win = np.repeat(np.arange(k, dtype=np.int64), n)
         idx = np.repeat(i - (np.cumsum(n) - n), n) + np.arange(total, dtype=np.int64)
