@@ -460,9 +460,10 @@ def test_rows_over_all_windows_are_bounded(tmp_path: Path, monkeypatch: pytest.M
                                             ("mi300__resnet_act_checkpoint.json.gz", True),
                                             ("trace_filter__sampled_rank-0.json.gz", False),
                                             ("trace_filter__sampled_rank-0.json.gz", True)])
-def test_batched_graph_equals_one_graph_per_window(name: str, tail: bool) -> None:
+def test_batched_graph_equals_one_graph_per_window(name: str, tail: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """All windows built and solved together give exactly what each window built alone gives: the
-    path, the graph's arrays and the what-if replay."""
+    path, the graph's arrays and the what-if replay (paths walked window by window, and all at once)."""
+    import proftab.critical_path._path as path_mod
     from proftab.critical_path import _NESTED, build_graph, graph, path_frame, sync_frame, what_if_frame
 
     tr = pt.load(TEST_DATA / "public" / name)
@@ -485,6 +486,8 @@ def test_batched_graph_equals_one_graph_per_window(name: str, tail: bool) -> Non
     assert pl.concat([path_frame(g) for g in alone]).equals(cp.path(tail=tail))
     scale = {"kernel": 0.5, "cpu_op": 0.7}
     assert pl.concat([what_if_frame([g], scale) for g in alone]).equals(what_if_frame([batch], scale))
+    monkeypatch.setattr(path_mod, "_FEW_WINDOWS", 0)  # every path by walk_back_many
+    assert pl.concat([path_frame(g) for g in alone]).equals(path_frame(batch))
 
 
 def test_walk_back_many_matches_walk_back() -> None:

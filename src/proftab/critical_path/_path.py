@@ -11,7 +11,7 @@ import polars as pl
 from proftab import kinds
 from proftab.critical_path._graph import BOUND_BY, KINDS, Graph
 from proftab.exceptions import ProftabError, UsageError
-from proftab.intervals.dag import UNREACHED, Preds, argmax_pred, earliest, walk_back_many
+from proftab.intervals.dag import UNREACHED, Preds, argmax_pred, earliest, walk_back, walk_back_many
 from proftab.intervals.tree import depth_levels, tree_depth
 from proftab.steps import step_windows
 
@@ -31,6 +31,8 @@ SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "end_ns": pl.Int64(), "dur_ns": pl.Int64(),
 }
 _VIA = ["source", "order", "dependency"]
+#: up to this many windows, each path is walked on its own window's nodes (`walk_back`)
+_FEW_WINDOWS = 16
 _OWN_TIME = np.isin(np.array(KINDS), ["cpu_op", "runtime", "sync_wait", "kernel", "memcpy", "memset"])
 
 
@@ -145,7 +147,9 @@ def solve(g: Graph, scale: Mapping[str, float] | None = None) -> Solution:
 
     All windows at once: `earliest` over the whole graph (O(n + e) per round; the rounds are those of
     the window that needs most), the end of each window by a grouped maximum and the paths by
-    `walk_back_many` (O((n + p) log n)): no Python loop per window.
+    `walk_back_many` (O((n + p) log n)): no Python loop per window. Up to `_FEW_WINDOWS` windows are
+    walked one by one on their own nodes instead (`walk_back`, O(n_k log n_k) each: the same result,
+    with a smaller constant for a few large windows).
     """
     w, base, cw = scaled_weights(g, scale)
     k = g.n_windows
@@ -167,10 +171,18 @@ def solve(g: Graph, scale: Mapping[str, float] | None = None) -> Solution:
     ok = (pref >= 0) & (x[np.maximum(pref, 0)] == mx)
     sink = np.where(ok, pref, sink)
     preds = argmax_pred(x, w, g.head, base, g.src, g.dst, cw)
-    nodes, off = walk_back_many(preds.node, sink[has])
+    if k <= _FEW_WINDOWS:  # each window's own nodes, walked alone: no pass over the other windows' nodes
+        walks = []
+        for a, b, snk, h in zip(g.node_off[:-1], g.node_off[1:], sink, has, strict=True):
+            walks.append(walk_back(preds.node[a:b] - a, int(snk - a)) + a if h else np.zeros(0, np.int64))
+        nodes = np.concatenate(walks)
+        lens = np.array([len(x_) for x_ in walks], np.int64)
+    else:
+        nodes, off = walk_back_many(preds.node, sink[has])
+        lens = np.zeros(k, np.int64)
+        lens[has] = np.diff(off)
     path_off = np.zeros(k + 1, np.int64)
-    path_off[1:][has] = np.diff(off)
-    path_off = np.cumsum(path_off)
+    path_off[1:] = np.cumsum(lens)
     lengths = np.where(has, mx, 0)
     return Solution(x, preds, nodes, int(lengths.sum()), rounds, lengths, path_off)
 

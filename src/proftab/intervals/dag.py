@@ -201,11 +201,12 @@ def walk_back_many(pred: np.ndarray, sinks: np.ndarray) -> tuple[np.ndarray, np.
     jump = jump0.copy()
     dist = (pred >= 0).astype(np.int64)
     for _ in range(max(n, 1).bit_length() + 1):
-        if (pred[jump] < 0).all():
+        nxt = jump[jump]
+        if np.array_equal(nxt, jump):  # every jump at a root (roots jump to themselves)
             break
-        dist = dist + dist[jump]
-        jump = jump[jump]
-    cyclic = pred[jump[sinks]] >= 0  # no root within n steps
+        dist += dist[jump]
+        jump = nxt
+    cyclic = pred[jump[sinks]] >= 0  # no root within 2n steps
     length = np.where(cyclic, 0, dist[sinks] + 1)
     out_len = length.copy()
     loops = {int(k): walk_back(pred, int(sinks[k])) for k in np.flatnonzero(cyclic)}  # hostile ties only
