@@ -5,7 +5,8 @@ A dependency graph per rank and window (a ``ProfilerStep#N``, a host annotation,
 `proftab.critical_path._graph` for the edges); its longest path by a vectorized pass
 (`proftab.intervals.dag`), as ordered segments whose durations add up to the path length exactly.
 Every selected window is built and solved together, in one pass over the rows of all windows
-(O((n + R) log (n + R)), R rows over all windows; `MAX_ROWS` bounds R), never a loop per window.
+(O((n + R) log (n + R)), R rows over all windows; `MAX_ROWS` bounds R where windows overlap), never a
+loop per window.
 docs/critical_path.md describes the rules and compares with HTA.
 
 >>> import proftab as pt
@@ -67,9 +68,9 @@ def graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFram
           tail: bool = False) -> Graph:
     """The graphs of every row of `wins` (`windows`) as one `Graph` (`build_graphs`; `tail`: see it).
 
-    Linear in the rows: the frames are sorted once, each window's rows taken by binary search, and
-    one vectorized pass builds every window's graph (O((n + R) log (n + R)) for R rows over all
-    windows); `MAX_ROWS` bounds R (memory), not the number of windows.
+    The frames are sorted once, each window's rows taken by binary search, and one vectorized pass
+    builds every window's graph: O((n + R) log (n + R)) for n rows and R rows over all windows (R <= n
+    unless windows overlap; then `MAX_ROWS` bounds it, a bound on memory, not on the number of windows).
     """
     return build_graphs(nested, with_stream_free(activities), sync_args, wins, tail=tail)
 
