@@ -503,3 +503,8 @@ def test_walk_back_many_matches_walk_back() -> None:
         nodes, off = walk_back_many(pred, sinks)
         for k, s in enumerate(sinks):
             assert np.array_equal(nodes[off[k]:off[k + 1]], walk_back(pred, int(s)))
+    # two disjoint subgraphs, each with a cycle: each cyclic walk stays in its own node range
+    pred = np.array([-1, 2, 1, 2, -1, 6, 5, 6], np.int64)
+    nodes, off = walk_back_many(pred, np.array([3, 7]), (np.array([0, 4]), np.array([4, 8])))
+    assert np.array_equal(nodes[off[0]:off[1]], walk_back(pred, 3))
+    assert np.array_equal(nodes[off[1]:off[2]], walk_back(pred, 7))

@@ -178,7 +178,7 @@ def solve(g: Graph, scale: Mapping[str, float] | None = None) -> Solution:
         nodes = np.concatenate(walks)
         lens = np.array([len(x_) for x_ in walks], np.int64)
     else:
-        nodes, off = walk_back_many(preds.node, sink[has])
+        nodes, off = walk_back_many(preds.node, sink[has], (g.node_off[:-1][has], g.node_off[1:][has]))
         lens = np.zeros(k, np.int64)
         lens[has] = np.diff(off)
     path_off = np.zeros(k + 1, np.int64)

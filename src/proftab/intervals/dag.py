@@ -183,14 +183,17 @@ def walk_back(pred: np.ndarray, sink: int) -> np.ndarray:
     return seq[: stop + 1][::-1]
 
 
-def walk_back_many(pred: np.ndarray, sinks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def walk_back_many(pred: np.ndarray, sinks: np.ndarray,
+                   ranges: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`walk_back` from every node of `sinks` at once: the walks concatenated (each root to sink)
     and their offsets (``len(sinks) + 1``).
 
     Vectorized: the distance of every node to its root by pointer jumping (O(n log n)), then the
     walks' nodes by binary lifting, one pass per bit of the longest walk (O((n + p) log n), p the
     walks' total length), with no loop per sink. A sink whose predecessors enter a cycle (which
-    `walk_back` cuts) is walked alone; the graphs of a trace give none but hostile ties.
+    `walk_back` cuts) is walked alone, on its node range ``ranges[0][k]:ranges[1][k]`` when given
+    (disjoint subgraphs: each such walk then costs only its own subgraph); the graphs of a trace give
+    none but hostile ties.
     """
     n = len(pred)
     sinks = np.asarray(sinks, np.int64)
@@ -209,7 +212,10 @@ def walk_back_many(pred: np.ndarray, sinks: np.ndarray) -> tuple[np.ndarray, np.
     cyclic = pred[jump[sinks]] >= 0  # no root within 2n steps
     length = np.where(cyclic, 0, dist[sinks] + 1)
     out_len = length.copy()
-    loops = {int(k): walk_back(pred, int(sinks[k])) for k in np.flatnonzero(cyclic)}  # hostile ties only
+    loops = {}
+    for k in np.flatnonzero(cyclic):  # hostile ties only
+        lo, hi = (int(ranges[0][k]), int(ranges[1][k])) if ranges is not None else (0, n)
+        loops[int(k)] = walk_back(pred[lo:hi] - lo, int(sinks[k]) - lo) + lo
     for k, seq in loops.items():
         out_len[k] = len(seq)
     off = np.zeros(len(sinks) + 1, np.int64)
