@@ -212,12 +212,11 @@ def walk_back_many(pred: np.ndarray, sinks: np.ndarray,
     cyclic = pred[jump[sinks]] >= 0  # no root within 2n steps
     length = np.where(cyclic, 0, dist[sinks] + 1)
     out_len = length.copy()
-    loops = {}
-    for k in np.flatnonzero(cyclic):  # hostile ties only
-        lo, hi = (int(ranges[0][k]), int(ranges[1][k])) if ranges is not None else (0, n)
-        loops[int(k)] = walk_back(pred[lo:hi] - lo, int(sinks[k]) - lo) + lo
-    for k, seq in loops.items():
-        out_len[k] = len(seq)
+    loops: dict[int, np.ndarray] = {}
+    for c in np.flatnonzero(cyclic).tolist():  # hostile ties only
+        lo, hi = (int(ranges[0][c]), int(ranges[1][c])) if ranges is not None else (0, n)
+        loops[c] = walk_back(pred[lo:hi] - lo, int(sinks[c]) - lo) + lo
+        out_len[c] = len(loops[c])
     off = np.zeros(len(sinks) + 1, np.int64)
     off[1:] = np.cumsum(out_len)
     out = np.empty(int(off[-1]), np.int64)
@@ -235,6 +234,6 @@ def walk_back_many(pred: np.ndarray, sinks: np.ndarray,
             lift = lift[lift]
             bit += 1
         out[off[owner] + pos] = cur
-    for k, seq in loops.items():
-        out[off[k]:off[k + 1]] = seq
+    for c, seq in loops.items():
+        out[off[c]:off[c + 1]] = seq
     return out, off
