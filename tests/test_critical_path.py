@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import pathlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -366,3 +367,144 @@ def test_2021_runtime_category_calls_are_launches() -> None:
     assert "cudaLaunchKernel" in p.filter(pl.col("kind") == "runtime")["name"].to_list()
     tail = dict(tr.critical_path.summary(tail=True).select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
     assert tail["gpu_compute_bound"] > 0.3
+
+
+TEST_DATA = pathlib.Path(__file__).resolve().parent / "data"
+CP_DATA = TEST_DATA / "critical_path"
+
+
+def test_backward_on_autograd_thread_known_cause() -> None:
+    """Known by construction (torch 2.13 CPU, tests/data/critical_path/make_backward_thread_trace.py):
+    each step's backward sleeps 50 ms in one node. Moved onto a thread of its own (autograd's device
+    thread, as on GPU), the main thread's `run_backward` frame only waits: the path must go through
+    the worker thread and name the sleep, exactly as when the backward ran on the main thread."""
+    main = pt.load(CP_DATA / "backward_main_thread.pt.trace.json.gz").critical_path
+    worker = pt.load(CP_DATA / "backward_worker_thread.pt.trace.json.gz").critical_path
+    by_main = dict(main.summary(by="name").select("name", "dur_ns").iter_rows())
+    by_worker = dict(worker.summary(by="name").select("name", "dur_ns").iter_rows())
+    assert by_worker["<built-in function sleep>"] == by_main["<built-in function sleep>"] >= 100_000_000
+    rb = worker.summary(by="name").filter(pl.col("name").str.contains("run_backward"))
+    assert rb["dur_ns"].sum() < 1_000_000  # fork and join latency (and its own time outside the wait)
+    for tr in (main, worker):
+        p = tr.path()
+        for _, one in p.group_by("step"):
+            _check_chain(one)
+        assert p["dur_ns"].sum() == (tr.windows()["end_ns"] - tr.windows()["start_ns"]).sum()
+    joins = worker.path().filter((pl.col("via") == "dependency") & pl.col("name").str.contains("run_backward"))
+    assert joins.height == 4  # fork and join in each of the two steps
+
+
+def test_backward_thread_real_trace() -> None:
+    """mi300__resnet_act_checkpoint (window mode): the main thread waits ~9.7 ms per step in
+    `run_backward` while autograd's thread (tid 639) runs the backward; that wait was 59.9 % of the
+    path as `cpu_op` time of `run_backward`. Now the path runs through the worker's ops and launches."""
+    tr = pt.load(TEST_DATA / "public" / "mi300__resnet_act_checkpoint.json.gz")
+    cp = tr.critical_path
+    p = cp.path(step=15)
+    _check_chain(p)
+    rb = p.filter(pl.col("name").str.contains(r"\brun_backward\b"))
+    assert rb["dur_ns"].sum() < 1_000_000  # was 9.66 ms of cpu_op
+    tids = dict(tr.collect("events", columns=["event_id", "tid"]).iter_rows())
+    on_worker = sum(d for e, d in p.select("event_id", "dur_ns").iter_rows() if e is not None and tids[e] == 639)
+    assert on_worker > 8_000_000
+    s = dict(cp.summary().select(pl.col("bound_by").cast(pl.String), "share").iter_rows())
+    assert s["launch_overhead"] > 0.15 and s["sync"] < 0.05
+
+
+def _one_op_steps(tmp_path: Path, n: int) -> pt.Trace:
+    ev = []
+    for i in range(n):
+        ev.append(_x(f"ProfilerStep#{i}", 10 * i, 9, cat="user_annotation"))
+        ev.append(_x("aten::add", 10 * i + 1, 5))
+    return _load(tmp_path, ev)
+
+
+def test_many_one_op_steps_are_linear(tmp_path: Path) -> None:
+    """Issue 30 class 3: 5,000 one-op steps took > 30 s (a graph and a path per window, ~24 ms
+    each), then were refused above 1,000. 10^4 steps are now built and solved in one pass."""
+    import time
+
+    tr = _one_op_steps(tmp_path, 10_000)
+    tr.device.activities()  # loading and the tables are not what is measured
+    tr.collect("nested")
+    t0 = time.perf_counter()
+    by_step = tr.critical_path.summary(by="step")
+    took = time.perf_counter() - t0
+    assert by_step.height == 10_000
+    assert (by_step["length_ns"] == 9 * US).all() and (by_step["cpu_bound_ns"] == 9 * US).all()
+    p = tr.critical_path.path()
+    assert p.height == 3 * 10_000  # the step's own time, the add, the step's own time
+    assert p.group_by("step").agg(pl.col("dur_ns").sum())["dur_ns"].eq(9 * US).all()
+    assert took < 5, f"{took:.1f} s for 10^4 windows"
+
+
+def test_rows_over_all_windows_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows are not counted; the rows they hold together are (memory): windows that do not overlap
+    never hold more rows than the trace, overlapping ones are bounded with a clear error."""
+    import proftab.critical_path._graph as graph_mod
+    from proftab.critical_path import _NESTED, graph, sync_frame
+
+    tr = _one_op_steps(tmp_path, 50)
+    monkeypatch.setattr(graph_mod, "MAX_ROWS", 250)
+    assert tr.critical_path.summary(by="step").height == 50  # 50 windows, 100 host rows: the trace's own
+    whole = tr.critical_path.windows((0, 500 * US))
+    nested = tr.collect("nested", columns=_NESTED)
+    sync = sync_frame(tr.collect("events", columns=["rank", "event_id", "cat", "args", "correlation", "start_ns"]))
+    assert graph(nested, tr.device.activities(), sync, pl.concat([whole] * 2)).n_windows == 2
+    with pytest.raises(pt.ProftabError, match=r"the 3 selected windows hold 300 host rows together \(the trace "
+                                              r"has 100: windows that overlap.*at most 250"):
+        graph(nested, tr.device.activities(), sync, pl.concat([whole] * 3))
+
+
+@pytest.mark.parametrize(("name", "tail"), [("mi300__resnet_act_checkpoint.json.gz", False),
+                                            ("mi300__resnet_act_checkpoint.json.gz", True),
+                                            ("trace_filter__sampled_rank-0.json.gz", False),
+                                            ("trace_filter__sampled_rank-0.json.gz", True)])
+def test_batched_graph_equals_one_graph_per_window(name: str, tail: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """All windows built and solved together give exactly what each window built alone gives: the
+    path, the graph's arrays and the what-if replay (paths walked window by window, and all at once)."""
+    import proftab.critical_path._path as path_mod
+    from proftab.critical_path import _NESTED, build_graph, graph, path_frame, sync_frame, what_if_frame
+
+    tr = pt.load(TEST_DATA / "public" / name)
+    cp = tr.critical_path
+    wins = cp.windows()
+    assert wins.height >= 2
+    nested = tr.collect("nested", columns=_NESTED)
+    sync = sync_frame(tr.collect("events", columns=["rank", "event_id", "cat", "args", "correlation", "start_ns"]))
+    acts = tr.device.activities()
+    alone = [build_graph(nested, acts, sync, rank=r, start_ns=s, end_ns=e, step=st, window_event=ev, tail=tail)
+             for r, st, s, e, ev in wins.select("rank", "step", "start_ns", "end_ns", "event_id").iter_rows()]
+    batch = graph(nested, acts, sync, wins, tail=tail)
+    assert batch.n_windows == wins.height
+    for g, h in zip(alone, batch.split(), strict=True):
+        for a in ("t", "head", "w", "base", "w_owner", "w_kind", "w_bound", "src", "dst", "cw", "c_owner",
+                  "c_kind", "c_bound", "sink_pref", "parent_row"):
+            assert np.array_equal(getattr(g, a), getattr(h, a)), a
+        assert g.events.equals(h.events)
+    assert pl.concat([path_frame(g) for g in alone]).equals(path_frame(batch))
+    assert pl.concat([path_frame(g) for g in alone]).equals(cp.path(tail=tail))
+    scale = {"kernel": 0.5, "cpu_op": 0.7}
+    assert pl.concat([what_if_frame([g], scale) for g in alone]).equals(what_if_frame([batch], scale))
+    monkeypatch.setattr(path_mod, "_FEW_WINDOWS", 0)  # every path by walk_back_many
+    assert pl.concat([path_frame(g) for g in alone]).equals(path_frame(batch))
+
+
+def test_walk_back_many_matches_walk_back() -> None:
+    from proftab.intervals.dag import walk_back_many
+
+    rng = np.random.default_rng(3)
+    for trial in range(100):
+        n = int(rng.integers(1, 80))
+        pred = np.array([rng.integers(-1, i) if i else -1 for i in range(n)], np.int64)
+        if trial % 4 == 0 and n > 4:  # tied predecessors that form a cycle (walk_back cuts it)
+            pred[2], pred[3] = 3, 2
+        sinks = rng.integers(0, n, int(rng.integers(0, 8)))
+        nodes, off = walk_back_many(pred, sinks)
+        for k, s in enumerate(sinks):
+            assert np.array_equal(nodes[off[k]:off[k + 1]], walk_back(pred, int(s)))
+    # two disjoint subgraphs, each with a cycle: each cyclic walk stays in its own node range
+    pred = np.array([-1, 2, 1, 2, -1, 6, 5, 6], np.int64)
+    nodes, off = walk_back_many(pred, np.array([3, 7]), (np.array([0, 4]), np.array([4, 8])))
+    assert np.array_equal(nodes[off[0]:off[1]], walk_back(pred, 3))
+    assert np.array_equal(nodes[off[1]:off[2]], walk_back(pred, 7))

@@ -4,6 +4,9 @@ A dependency graph per rank and window (a ``ProfilerStep#N``, a host annotation,
 ``(start_ns, end_ns)``): CPU threads, GPU streams, launches, synchronisations (see
 `proftab.critical_path._graph` for the edges); its longest path by a vectorized pass
 (`proftab.intervals.dag`), as ordered segments whose durations add up to the path length exactly.
+Every selected window is built and solved together, in one pass over the rows of all windows
+(O((n + R) log (n + R)), R rows over all windows; `MAX_ROWS` bounds R where windows overlap), never a
+loop per window.
 docs/critical_path.md describes the rules and compares with HTA.
 
 >>> import proftab as pt
@@ -17,12 +20,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-import polars as pl
-
 from proftab.api import register_trace_namespace
 from proftab.critical_path._chart import path_chart
-from proftab.critical_path._graph import BOUND_BY, KINDS, SYNC_CALLS, Graph, build_graph, sync_frame, with_stream_free
+from proftab.critical_path._graph import (
+    BOUND_BY,
+    KINDS,
+    MAX_ROWS,
+    SYNC_CALLS,
+    Graph,
+    build_graph,
+    build_graphs,
+    sync_frame,
+    with_stream_free,
+)
 from proftab.critical_path._overlay import overlay_document, write_overlay
 from proftab.critical_path._path import (
     SEGMENT_SCHEMA,
@@ -35,68 +45,40 @@ from proftab.critical_path._path import (
     what_if_frame,
     windows,
 )
-from proftab.exceptions import UsageError
 
 if TYPE_CHECKING:
     import os
     from collections.abc import Mapping
     from typing import Any
 
+    import polars as pl
+
     from proftab.trace import Trace
 
-__all__ = ["BOUND_BY", "KINDS", "SEGMENT_SCHEMA", "SYNC_CALLS", "CriticalPathNamespace", "Graph", "Solution", "Step",
-           "build_graph", "graphs", "overlay_document", "path_chart", "path_frame", "scaled_weights", "solve",
-           "summary_frame", "sync_frame", "what_if_frame", "windows", "write_overlay"]
+__all__ = ["BOUND_BY", "KINDS", "MAX_ROWS", "SEGMENT_SCHEMA", "SYNC_CALLS", "CriticalPathNamespace", "Graph",
+           "Solution", "Step", "build_graph", "build_graphs", "graph", "graphs", "overlay_document", "path_chart",
+           "path_frame", "scaled_weights", "solve", "summary_frame", "sync_frame", "what_if_frame", "windows",
+           "write_overlay"]
 
 _NESTED = ["event_id", "rank", "pid", "tid", "cat", "name", "ph", "start_ns", "end_ns", "overrun_ns", "parent_id",
            "depth"]
 
 
-#: most windows one call analyses (each is its own graph, a few dozen frame operations)
-MAX_WINDOWS = 1_000
+def graph(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFrame, wins: pl.DataFrame, *,
+          tail: bool = False) -> Graph:
+    """The graphs of every row of `wins` (`windows`) as one `Graph` (`build_graphs`; `tail`: see it).
+
+    The frames are sorted once, each window's rows taken by binary search, and one vectorized pass
+    builds every window's graph: O((n + R) log (n + R)) for n rows and R rows over all windows (R <= n
+    unless windows overlap; then `MAX_ROWS` bounds it, a bound on memory, not on the number of windows).
+    """
+    return build_graphs(nested, with_stream_free(activities), sync_args, wins, tail=tail)
 
 
 def graphs(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.DataFrame,
            wins: pl.DataFrame, *, tail: bool = False) -> list[Graph]:
-    """One `Graph` per row of `wins` (`windows`); `tail`: see `build_graph`.
-
-    Each window reads only its own rows: `nested` and `activities` are sorted by (rank, start)
-    once and sliced by binary search, and the streams' free times are computed once, so many
-    short steps cost O(n log n) in all rather than a pass over the trace per step.
-    """
-    if wins.height > MAX_WINDOWS:
-        msg = (f"{wins.height:,} windows (steps) selected; the critical path builds one graph per window and takes "
-               f"at most {MAX_WINDOWS:,} at once: pick some with step= / --step, rank= / --rank or a window")
-        raise UsageError(msg)
-    act = with_stream_free(activities)
-    nested_by = _Sliced(nested, "start_ns")
-    act_by = _Sliced(act, "start_ns")
-    launch_by = _Sliced(act.filter(pl.col("launch_start_ns").is_not_null()), "launch_start_ns") if tail else None
-    out = []
-    for r, st, s, e, ev in wins.select("rank", "step", "start_ns", "end_ns", "event_id").iter_rows():
-        a = act_by.window(r, s, None if tail else e)
-        if launch_by is not None:  # tail: work launched in the window may start after it
-            a = pl.concat([a, launch_by.window(r, s, e)]).unique("event_id", keep="first", maintain_order=True)
-        out.append(build_graph(nested_by.window(r, s, e), a, sync_args, rank=r, start_ns=s, end_ns=e, step=st,
-                               window_event=ev, tail=tail))
-    return out
-
-
-class _Sliced:
-    """A frame sorted by (rank, `on`), sliced per window by binary search."""
-
-    def __init__(self, frame: pl.DataFrame, on: str) -> None:
-        self.frame = frame.sort("rank", on)
-        self.rank = self.frame["rank"].to_numpy()
-        self.at = self.frame[on].fill_null(np.iinfo(np.int64).min).to_numpy()
-
-    def window(self, rank: int, lo: int, hi: int | None) -> pl.DataFrame:
-        """Rows of `rank` with `on` in [lo, hi] (hi None: no upper bound)."""
-        a, b = int(np.searchsorted(self.rank, rank, "left")), int(np.searchsorted(self.rank, rank, "right"))
-        at = self.at[a:b]
-        i = a + int(np.searchsorted(at, lo, "left"))
-        j = b if hi is None else a + int(np.searchsorted(at, hi, "right"))
-        return self.frame.slice(i, max(int(j) - i, 0))
+    """One `Graph` per row of `wins`: `graph`, split (`Graph.split`)."""
+    return graph(nested, activities, sync_args, wins, tail=tail).split()
 
 
 @register_trace_namespace("critical_path")
@@ -105,7 +87,7 @@ class CriticalPathNamespace:
 
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
-        self._graphs: dict[tuple[object, object, bool], list[Graph]] = {}
+        self._graphs: dict[tuple[object, object, bool], Graph] = {}
 
     def __repr__(self) -> str:
         return f"<proftab critical path of {self._trace!r}>"
@@ -115,9 +97,9 @@ class CriticalPathNamespace:
         return windows(self._trace.collect("events", columns=["rank", "cat", "name", "start_ns", "end_ns", "dur_ns",
                                                               "event_id"]), step, rank)
 
-    def graphs(self, step: Step = None, *, rank: int | None = None, tail: bool = False) -> list[Graph]:
-        """The dependency graphs of the selected windows (cached per selection). `tail`: also the
-        device work launched in the window that ends after it (`build_graph`).
+    def graph(self, step: Step = None, *, rank: int | None = None, tail: bool = False) -> Graph:
+        """The dependency graphs of the selected windows, as one `Graph` (cached per selection). `tail`:
+        also the device work launched in the window that ends after it (`build_graphs`).
         """
         key = (step, rank, tail)
         if key not in self._graphs:
@@ -125,14 +107,19 @@ class CriticalPathNamespace:
             nested = tr.cached("critical_path:nested", lambda: tr.collect("nested", columns=_NESTED))
             sync = tr.cached("critical_path:sync", lambda: sync_frame(
                 tr.collect("events", columns=["rank", "event_id", "cat", "args", "correlation", "start_ns"])))
-            self._graphs[key] = graphs(nested, tr.device.activities(), sync, self.windows(step, rank=rank), tail=tail)
+            self._graphs[key] = graph(nested, tr.device.activities(), sync, self.windows(step, rank=rank), tail=tail)
         return self._graphs[key]
+
+    def graphs(self, step: Step = None, *, rank: int | None = None, tail: bool = False) -> list[Graph]:
+        """One graph per selected window (`graph`, split)."""
+        return self.graph(step, rank=rank, tail=tail).split()
 
     def path(self, step: Step = None, *, rank: int | None = None, scale: Mapping[str, float] | None = None,
              merge: bool = True, tail: bool = False) -> pl.DataFrame:
-        """The critical path of each selected window as ordered segments (`path_frame`)."""
-        frames = [path_frame(g, scale, merge=merge) for g in self.graphs(step, rank=rank, tail=tail)]
-        return pl.concat(frames) if frames else pl.DataFrame(schema=SEGMENT_SCHEMA)
+        """The critical path of each selected window as ordered segments (`path_frame`, all windows in
+        one pass).
+        """
+        return path_frame(self.graph(step, rank=rank, tail=tail), scale, merge=merge)
 
     def summary(self, step: Step = None, *, rank: int | None = None, by: str = "bound_by",
                 limit: int | None = None, tail: bool = False) -> pl.DataFrame:
@@ -144,7 +131,7 @@ class CriticalPathNamespace:
     def what_if(self, step: Step = None, *, scale: Mapping[str, float], rank: int | None = None,
                 tail: bool = False) -> pl.DataFrame:
         """Step time with durations scaled, the cached graphs replayed (`what_if_frame`)."""
-        return what_if_frame(self.graphs(step, rank=rank, tail=tail), scale)
+        return what_if_frame([self.graph(step, rank=rank, tail=tail)], scale)
 
     def overlay(self, out: str | os.PathLike[str], step: Step = None, *, rank: int | None = None,
                 scale: Mapping[str, float] | None = None, tail: bool = False) -> None:
@@ -160,7 +147,7 @@ class CriticalPathNamespace:
         from proftab.tracks import track_labels
 
         tr = self._trace
-        g = self.graphs(step, rank=rank, tail=tail)[0]
+        g = self.graph(step, rank=rank, tail=tail).window(0)
         nested = tr.collect("nested", columns=["rank", "pid", "pid_text", "tid", "tid_text", "event_id", "name",
                                                "cat", "depth", "start_ns", "end_ns", "dur_ns"])
         label = f"step {g.step}" if g.step is not None else "window"

@@ -11,7 +11,7 @@ import polars as pl
 from proftab import kinds
 from proftab.critical_path._graph import BOUND_BY, KINDS, Graph
 from proftab.exceptions import ProftabError, UsageError
-from proftab.intervals.dag import Preds, argmax_pred, earliest, walk_back
+from proftab.intervals.dag import UNREACHED, Preds, argmax_pred, earliest, walk_back, walk_back_many
 from proftab.intervals.tree import depth_levels, tree_depth
 from proftab.steps import step_windows
 
@@ -31,6 +31,8 @@ SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "end_ns": pl.Int64(), "dur_ns": pl.Int64(),
 }
 _VIA = ["source", "order", "dependency"]
+#: up to this many windows, each path is walked on its own window's nodes (`walk_back`)
+_FEW_WINDOWS = 16
 _OWN_TIME = np.isin(np.array(KINDS), ["cpu_op", "runtime", "sync_wait", "kernel", "memcpy", "memset"])
 
 
@@ -124,8 +126,10 @@ def scaled_weights(g: Graph, scale: Mapping[str, float] | None) -> tuple[np.ndar
 
 
 class Solution(NamedTuple):
-    """A graph's longest path: node values, the incoming edge of each, the path's nodes (root to
-    end), its length (ns) and the rounds the solver took.
+    """The longest paths of a graph's windows: node values, the incoming edge of each, the paths'
+    nodes (each window's root to end, concatenated; window ``k``'s are
+    ``nodes[path_off[k]:path_off[k+1]]``), their total length (ns), the rounds the solver took, and
+    each window's length.
     """
 
     x: np.ndarray
@@ -133,36 +137,76 @@ class Solution(NamedTuple):
     nodes: np.ndarray
     length: int
     rounds: int
+    lengths: np.ndarray
+    path_off: np.ndarray
 
 
 def solve(g: Graph, scale: Mapping[str, float] | None = None) -> Solution:
-    """The longest path of `g` with `scale` applied (`scaled_weights`); its end is the latest node
-    (the window event's end on a tie).
+    """The longest path of each window of `g` with `scale` applied (`scaled_weights`); a path ends
+    at its window's latest node (the window event's end on a tie).
+
+    All windows at once: `earliest` over the whole graph (O(n + e) per round; the rounds are those of
+    the window that needs most), the end of each window by a grouped maximum and the paths by
+    `walk_back_many` (O((n + p) log n)): no Python loop per window. Up to `_FEW_WINDOWS` windows are
+    walked one by one on their own nodes instead (`walk_back`, O(n_k log n_k) each: the same result,
+    with a smaller constant for a few large windows).
     """
     w, base, cw = scaled_weights(g, scale)
+    k = g.n_windows
     if g.n_nodes == 0:
         z = np.zeros(0, np.int64)
-        return Solution(z, Preds(z, z.astype(np.int8), z), z, 0, 0)
+        return Solution(z, Preds(z, z.astype(np.int8), z), z, 0, 0, np.zeros(k, np.int64), np.zeros(k + 1, np.int64))
     x, rounds = earliest(w, g.head, base, g.src, g.dst, cw, start=g.t)  # the observed times: a close guess
-    mx = int(x.max())
-    sink = g.sink_pref if g.sink_pref >= 0 and x[g.sink_pref] == mx else int(np.argmax(x))
+    counts = np.diff(g.node_off)
+    node_win = np.repeat(np.arange(k), counts)
+    has = counts > 0
+    mx = np.full(k, UNREACHED, np.int64)
+    np.maximum.at(mx, node_win, x)
+    idx = np.arange(g.n_nodes)
+    at_max = np.flatnonzero(x == mx[node_win])
+    sink = np.full(k, -1, np.int64)
+    first = np.unique(node_win[at_max], return_index=True)[1]
+    sink[node_win[at_max[first]]] = idx[at_max[first]]
+    pref = g.sink_pref
+    ok = (pref >= 0) & (x[np.maximum(pref, 0)] == mx)
+    sink = np.where(ok, pref, sink)
     preds = argmax_pred(x, w, g.head, base, g.src, g.dst, cw)
-    return Solution(x, preds, walk_back(preds.node, sink), mx, rounds)
+    if k <= _FEW_WINDOWS:  # each window's own nodes, walked alone: no pass over the other windows' nodes
+        walks = []
+        for a, b, snk, h in zip(g.node_off[:-1], g.node_off[1:], sink, has, strict=True):
+            walks.append(walk_back(preds.node[a:b] - a, int(snk - a)) + a if h else np.zeros(0, np.int64))
+        nodes = np.concatenate(walks)
+        lens = np.array([len(x_) for x_ in walks], np.int64)
+    else:
+        nodes, off = walk_back_many(preds.node, sink[has], (g.node_off[:-1][has], g.node_off[1:][has]))
+        lens = np.zeros(k, np.int64)
+        lens[has] = np.diff(off)
+    path_off = np.zeros(k + 1, np.int64)
+    path_off[1:] = np.cumsum(lens)
+    lengths = np.where(has, mx, 0)
+    return Solution(x, preds, nodes, int(lengths.sum()), rounds, lengths, path_off)
 
 
 def path_frame(g: Graph, scale: Mapping[str, float] | None = None, *, merge: bool = True) -> pl.DataFrame:
-    """The longest path of `g` as ordered segments (`SEGMENT_SCHEMA`); Σ dur_ns = path length.
+    """The longest path of each window of `g` as ordered segments (`SEGMENT_SCHEMA`); per window,
+    Σ dur_ns = its path length.
 
     Consecutive segments of one op on one chain are merged when `merge`; chain segments of zero
-    duration are left out, dependency edges are kept even at zero.
+    duration are left out, dependency edges are kept even at zero. One vectorized pass over all
+    windows (O(p log p) for p path nodes).
     """
     if g.n_nodes == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA)
-    x, preds, nodes, _, _ = solve(g, scale)
-    v = nodes[1:]
-    u = nodes[:-1]
+    x, preds, nodes, _, _, _, path_off = solve(g, scale)
+    k = g.n_windows
+    p_win = np.repeat(np.arange(k), np.diff(path_off))
+    inner = p_win[1:] == p_win[:-1]  # consecutive nodes of one window's path
+    v = nodes[1:][inner]
+    u = nodes[:-1][inner]
+    win = p_win[1:][inner]
     via = preds.via[v].astype(np.int64)
     e = np.maximum(preds.edge[v], 0)
+
     def cross(a: np.ndarray) -> np.ndarray:
         return a[e] if len(a) else np.zeros(len(e), a.dtype)
 
@@ -170,39 +214,52 @@ def path_frame(g: Graph, scale: Mapping[str, float] | None = None, *, merge: boo
     kind = np.where(via == 2, cross(g.c_kind), g.w_kind[v])
     bound = np.where(via == 2, cross(g.c_bound), g.w_bound[v])
     start, end = x[u], x[v]
-    first = nodes[0]
-    if x[first] != 0:  # time before the path's first node: from the window start
-        owner = np.concatenate([[-1], owner])
-        kind = np.concatenate([[KINDS.index("idle")], kind])
-        bound = np.concatenate([[g.w_bound[first]], bound])
-        via = np.concatenate([[0], via])
-        start = np.concatenate([[0], start])
-        end = np.concatenate([[x[first]], end])
+    order = np.arange(len(v), dtype=np.int64)
+    # time before a path's first node: from the window start
+    has = np.diff(path_off) > 0
+    firsts = nodes[path_off[:-1][has]]
+    lead = x[firsts] != 0
+    f = firsts[lead]
+    f_win = np.flatnonzero(has)[lead]
+    owner = np.concatenate([np.full(len(f), -1), owner])
+    kind = np.concatenate([np.full(len(f), KINDS.index("idle")), kind])
+    bound = np.concatenate([g.w_bound[f], bound])
+    via = np.concatenate([np.zeros(len(f), np.int64), via])
+    start = np.concatenate([np.zeros(len(f), np.int64), start])
+    end = np.concatenate([x[f], end])
+    win = np.concatenate([f_win, win])
+    order = np.concatenate([np.full(len(f), -1), order])
+    srt = np.lexsort((order, win))
     keep = (via == 2) | (end != start)
-    owner, kind, bound, via, start, end = owner[keep], kind[keep], bound[keep], via[keep], start[keep], end[keep]
+    sel = srt[keep[srt]]
+    owner, kind, bound, via, start, end, win = (a[sel] for a in (owner, kind, bound, via, start, end, win))
     ev = g.events
     o = pl.Series(np.maximum(owner, 0), dtype=pl.Int64)
-    has = pl.col("owner") >= 0
+    has_owner = pl.col("owner") >= 0
+    w0 = g.wins["start_ns"].to_numpy()[win]
     df = pl.DataFrame({
-        "owner": owner, "event_id": ev["event_id"].gather(o) if ev.height else pl.Series([0] * len(o)),
+        "_win": win, "owner": owner,
+        "event_id": ev["event_id"].gather(o) if ev.height else pl.Series([0] * len(o)),
         "name": ev["name"].gather(o) if ev.height else pl.Series([""] * len(o), dtype=pl.String),
         "module": ev["module"].gather(o) if ev.height else pl.Series([None] * len(o), dtype=pl.String),
         "kind": pl.Series(KINDS, dtype=pl.Enum(KINDS)).gather(kind.astype(np.int64)),
         "bound_by": pl.Series(BOUND_BY, dtype=pl.Enum(BOUND_BY)).gather(bound.astype(np.int64)),
-        "via": pl.Series(_VIA, dtype=pl.String).gather(via), "start_ns": start + g.start_ns,
-        "end_ns": end + g.start_ns,
-    }).with_columns(name=pl.when(has).then(pl.col("name")), module=pl.when(has).then(pl.col("module")))
+        "via": pl.Series(_VIA, dtype=pl.String).gather(via), "start_ns": start + w0, "end_ns": end + w0,
+    }).with_columns(name=pl.when(has_owner).then(pl.col("name")), module=pl.when(has_owner).then(pl.col("module")))
     df = df.with_columns(event_id=pl.when(pl.col("owner") >= 0).then(pl.col("event_id")))
     if merge and df.height:
-        key = pl.struct("owner", "kind", "via")
+        key = pl.struct("_win", "owner", "kind", "via")
         df = (df.with_columns(_run=key.rle_id() + (pl.col("via") == "dependency").cum_sum())
               .group_by("_run", maintain_order=True)
-              .agg(pl.col("event_id", "name", "module", "kind", "bound_by", "via").first(), pl.col("start_ns").first(),
-                   pl.col("end_ns").last()))
+              .agg(pl.col("_win", "event_id", "name", "module", "kind", "bound_by", "via").first(),
+                   pl.col("start_ns").first(), pl.col("end_ns").last()))
+    ranks = g.wins["rank"].cast(pl.Int32)
+    steps = g.wins["step"].cast(pl.Int64)
+    wi = pl.Series(df["_win"])
     return df.select(
-        pl.lit(g.rank, pl.Int32).alias("rank"), pl.lit(g.step, pl.Int64).alias("step"),
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"), "event_id", "name", "module", "kind", "bound_by", "via",
-        "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
+        ranks.gather(wi).alias("rank"), steps.gather(wi).alias("step"),
+        pl.int_range(pl.len(), dtype=pl.Int64).over("_win").alias("seq"), "event_id", "name", "module", "kind",
+        "bound_by", "via", "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
 
 
 def summary_frame(paths: pl.DataFrame, by: str = "bound_by", limit: int | None = None) -> pl.DataFrame:
@@ -267,14 +324,15 @@ def _check_keys(graphs: Sequence[Graph], scale: Mapping[str, float]) -> None:
 
 
 def what_if_frame(graphs: Sequence[Graph], scale: Mapping[str, float]) -> pl.DataFrame:
-    """Path length before and after `scale` per graph: ``rank``, ``step``, ``length_ns``,
-    ``what_if_ns``, ``delta_ns``, ``speedup``.
+    """Path length before and after `scale` per window: ``rank``, ``step``, ``length_ns``,
+    ``what_if_ns``, ``delta_ns``, ``speedup`` (each graph solved twice, all its windows at once).
     """
     _check_keys(graphs, scale)
-    rows = []
-    for g in graphs:  # one replay per window
-        rows.append((g.rank, g.step, solve(g).length, solve(g, scale).length))
-    df = pl.DataFrame(rows, schema={"rank": pl.Int32, "step": pl.Int64, "length_ns": pl.Int64,
-                                    "what_if_ns": pl.Int64}, orient="row")
+    frames = [g.wins.select(pl.col("rank").cast(pl.Int32), pl.col("step").cast(pl.Int64)).with_columns(
+        length_ns=pl.Series(solve(g).lengths, dtype=pl.Int64), what_if_ns=pl.Series(solve(g, scale).lengths,
+                                                                                    dtype=pl.Int64))
+        for g in graphs]
+    df = pl.concat(frames) if frames else pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64,
+                                                               "length_ns": pl.Int64, "what_if_ns": pl.Int64})
     return df.with_columns(delta_ns=pl.col("what_if_ns") - pl.col("length_ns"),
                            speedup=pl.col("length_ns") / pl.col("what_if_ns"))

@@ -15,7 +15,8 @@ node to the source by pointer doubling (O(n log length), no per-node Python loop
 
 Complexity: `chain_heads` O(n); `earliest` O(n + e) per round, rounds bounded by e + 2
 (`max_rounds`); `argmax_pred` O(n + e log e); `walk_back` O(n log n), cut at a cycle of tied
-predecessors. Tested at 10^5 nodes (tests/test_hostile_analyses.py).
+predecessors; `walk_back_many` O((n + p) log n) for all sinks together (p: the paths' total
+length). Tested at 10^5 nodes (tests/test_hostile_analyses.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["UNREACHED", "Preds", "argmax_pred", "chain_heads", "earliest", "walk_back"]
+__all__ = ["UNREACHED", "Preds", "argmax_pred", "chain_heads", "earliest", "walk_back", "walk_back_many"]
 
 #: value of a node that no edge reaches (and of `base` where a node has no source edge)
 UNREACHED = np.int64(-(2**62))
@@ -58,20 +59,27 @@ def chain_heads(chain: np.ndarray) -> np.ndarray:
 
 
 def _segmented_cummax(y: np.ndarray, head: np.ndarray) -> np.ndarray:
-    """Running maximum of `y` restarting at every head (values in the ±2**61 range)."""
+    """Running maximum of `y` restarting at every head (values in the ±2**61 range; `UNREACHED`
+    stays `UNREACHED` until a reached value comes). O(n): one offset `maximum.accumulate` when the
+    chains' offsets fit in int64, else Polars' `cum_max` per chain (no Python loop per chain).
+    """
     if len(y) == 0:
         return y
+    reached = y > _REACHABLE
+    if not reached.any():
+        return y.copy()
     seg = np.cumsum(head) - 1
-    lo, hi = int(y.min()), int(y.max())
+    lo, hi = int(y[reached].min()) - 1, int(y[reached].max())  # lo: below every reached value
+    ys = np.where(reached, y, lo)
     span = hi - lo + 1
     if span * (int(seg[-1]) + 1) < 2**62:  # offset each chain above the previous: one global cummax
         off = seg.astype(np.int64) * span - lo
-        return np.maximum.accumulate(y + off) - off
-    starts = np.flatnonzero(head)
-    out = np.empty_like(y)
-    for a, b in zip(starts, [*starts[1:], len(y)], strict=True):  # per chain, not per node
-        out[a:b] = np.maximum.accumulate(y[a:b])
-    return out
+        m = np.maximum.accumulate(ys + off) - off
+    else:
+        import polars as pl
+
+        m = pl.DataFrame({"y": ys, "s": seg}).select(pl.col("y").cum_max().over("s"))["y"].to_numpy()
+    return np.where(m > lo, m, UNREACHED)
 
 
 class _Chains:
@@ -173,3 +181,59 @@ def walk_back(pred: np.ndarray, sink: int) -> np.ndarray:
         jump = jump[jump]
     stop = int(np.argmax(pred[seq] < 0))
     return seq[: stop + 1][::-1]
+
+
+def walk_back_many(pred: np.ndarray, sinks: np.ndarray,
+                   ranges: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """`walk_back` from every node of `sinks` at once: the walks concatenated (each root to sink)
+    and their offsets (``len(sinks) + 1``).
+
+    Vectorized: the distance of every node to its root by pointer jumping (O(n log n)), then the
+    walks' nodes by binary lifting, one pass per bit of the longest walk (O((n + p) log n), p the
+    walks' total length), with no loop per sink. A sink whose predecessors enter a cycle (which
+    `walk_back` cuts) is walked alone, on its node range ``ranges[0][k]:ranges[1][k]`` when given
+    (disjoint subgraphs: each such walk then costs only its own subgraph); the graphs of a trace give
+    none but hostile ties.
+    """
+    n = len(pred)
+    sinks = np.asarray(sinks, np.int64)
+    if len(sinks) == 0:
+        return np.zeros(0, np.int64), np.zeros(1, np.int64)
+    idx = np.arange(n, dtype=np.int64)
+    jump0 = np.where(pred >= 0, pred, idx)
+    jump = jump0.copy()
+    dist = (pred >= 0).astype(np.int64)
+    for _ in range(max(n, 1).bit_length() + 1):
+        nxt = jump[jump]
+        if np.array_equal(nxt, jump):  # every jump at a root (roots jump to themselves)
+            break
+        dist += dist[jump]
+        jump = nxt
+    cyclic = pred[jump[sinks]] >= 0  # no root within 2n steps
+    length = np.where(cyclic, 0, dist[sinks] + 1)
+    out_len = length.copy()
+    loops: dict[int, np.ndarray] = {}
+    for c in np.flatnonzero(cyclic).tolist():  # hostile ties only
+        lo, hi = (int(ranges[0][c]), int(ranges[1][c])) if ranges is not None else (0, n)
+        loops[c] = walk_back(pred[lo:hi] - lo, int(sinks[c]) - lo) + lo
+        out_len[c] = len(loops[c])
+    off = np.zeros(len(sinks) + 1, np.int64)
+    off[1:] = np.cumsum(out_len)
+    out = np.empty(int(off[-1]), np.int64)
+    total = int(length.sum())
+    if total:
+        owner = np.repeat(np.arange(len(sinks)), length)
+        pos = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(length) - length, length)
+        steps = length[owner] - 1 - pos  # root first: the root is length - 1 steps from the sink
+        cur = sinks[owner].copy()
+        lift = jump0
+        bit = 0
+        while (steps >> bit).any():
+            on = ((steps >> bit) & 1).astype(bool)
+            cur[on] = lift[cur[on]]
+            lift = lift[lift]
+            bit += 1
+        out[off[owner] + pos] = cur
+    for c, seq in loops.items():
+        out[off[c]:off[c + 1]] = seq
+    return out, off
