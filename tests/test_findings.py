@@ -16,6 +16,7 @@ import pytest
 import proftab as pt
 from proftab.exceptions import UsageError
 from proftab.findings import FINDING_SCHEMA, finding, frame, register_rule, rule_names, unregister_rule
+from proftab.render.text import fmt_bytes
 from proftab.steps import step_windows
 from tests.conftest import BUNDLED, DATA, SHARED_PUBLIC, needs_shared
 
@@ -80,6 +81,78 @@ def test_memory_leak_names_the_op_and_the_bytes_per_step_exactly(leak: pt.Trace)
     addr = set(inst["addr"].to_list())  # never freed: no later [memory] event releases those addresses
     frees = leak.instants.filter((pl.col("name") == "[memory]") & (pl.col("bytes") < 0) & pl.col("addr").is_in(addr))
     assert frees.is_empty()
+
+
+@pytest.fixture(scope="module")
+def memory() -> pt.Trace:
+    return pt.load(FIND / "memory.pt.trace.json.gz")
+
+
+def _replay(tr: pt.Trace) -> list[tuple[int, int, int, int]]:
+    """The [memory] events as (ts_ns, event_id, addr, bytes) in recorded order: a plain reference."""
+    m = tr.instants.filter(pl.col("name") == "[memory]").sort("ts_ns", "event_id")
+    return list(zip(*(m[c].to_list() for c in ("ts_ns", "event_id", "addr", "bytes")), strict=True))
+
+
+def _line_of(text: str) -> int:
+    """The line of generate.py holding `text` (torch's Python frames name a function by its `def` line)."""
+    src = (FIND / "generate.py").read_text().splitlines()
+    return next(i for i, line in enumerate(src, 1) if text in line)
+
+
+def test_memory_peak_names_the_block_that_holds_it(memory: pt.Trace) -> None:
+    f = _rule(memory, "memory_peak")
+    r = f.row(0, named=True)
+    assert f.height == 1 and r["value"] == scenario.PEAK_BYTES and r["unit"] == "bytes"
+    assert "op=aten::ones" in r["scope"] and "module=Holder_0" in r["scope"]
+    assert f"generate.py({_line_of('def forward(self) -> torch.Tensor:')}): forward" in r["message"]
+    # recompute from the evidence: replay every [memory] event; the peak is the running total's maximum
+    events = _replay(memory)
+    running, peak_at, peak = 0, 0, -1
+    for i, (_, _, _, b) in enumerate(events):
+        running += b
+        if running > peak:
+            peak, peak_at = running, i
+    assert f"peak of {fmt_bytes(peak)}" in r["message"] and r["share"] == pytest.approx(r["value"] / peak, rel=1e-12)
+    assert r["evidence_table"] == "instants" and len(r["evidence"]) == 1
+    pos = next(i for i, e in enumerate(events) if e[1] == r["evidence"][0])
+    _, _, addr, nbytes = events[pos]
+    assert nbytes == scenario.PEAK_BYTES and pos <= peak_at
+    # alive at the peak: no free of its address between its allocation and the peak
+    assert not any(a == addr and b < 0 for _, _, a, b in events[pos + 1:peak_at + 1])
+    # and it is the largest block alive there (the churn blocks are 64 KiB)
+    live: dict[int, int] = {}
+    for _, _, a, b in events[:peak_at + 1]:
+        live[a] = live.get(a, 0) + b
+    assert max(live.values()) == scenario.PEAK_BYTES and sum(live.values()) == peak
+
+
+def test_memory_churn_counts_the_pairs_of_the_loop(memory: pt.Trace) -> None:
+    f = _rule(memory, "memory_churn")
+    r = f.row(0, named=True)
+    steps = _steps(memory)
+    assert f.height == 1 and r["value"] == scenario.CHURN_N and r["unit"] == "allocations_per_step"
+    assert "op=aten::empty" in r["scope"] and f"generate.py({_line_of('def churn() -> None:')}): churn" \
+        in r["message"]
+    assert f"{scenario.CHURN_N} blocks of {fmt_bytes(scenario.CHURN_BYTES)}" in r["message"]
+    assert f"{fmt_bytes(scenario.CHURN_N * scenario.CHURN_BYTES)} per step" in r["message"]
+    # recompute from the evidence: each is an allocation of CHURN_BYTES freed later in the same step
+    events = _replay(memory)
+    pos = {e[1]: i for i, e in enumerate(events)}
+    bounds = list(steps.select("start_ns", "end_ns").iter_rows())
+
+    def step_of(ts: int) -> int:
+        return next(k for k, (s0, s1) in enumerate(bounds) if s0 <= ts < s1)
+
+    per_step = [0] * len(bounds)
+    for eid in r["evidence"]:
+        i = pos[eid]
+        ts, _, addr, nbytes = events[i]
+        assert nbytes == scenario.CHURN_BYTES
+        free = next(e for e in events[i + 1:] if e[2] == addr)
+        assert free[3] == -nbytes and step_of(free[0]) == step_of(ts)
+        per_step[step_of(ts)] += 1
+    assert per_step == [scenario.CHURN_N] * steps.height
 
 
 def test_input_pipeline_names_the_sleeping_frame_and_its_share(sleep: pt.Trace) -> None:

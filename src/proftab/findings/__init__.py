@@ -43,7 +43,7 @@ __all__ = ["BUILTIN_RULES", "FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "fi
 
 #: the built-in rules, one module each, in the order they run
 BUILTIN_RULES = ("input_pipeline", "python_overhead", "thread_imbalance", "launch_bound", "synchronisation",
-                 "memory_leak", "compute_efficiency", "communication", "trace_health")
+                 "memory_leak", "memory_peak", "memory_churn", "compute_efficiency", "communication", "trace_health")
 
 
 def _load_builtin() -> None:
