@@ -81,11 +81,13 @@ class Cdp:
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
         # the child gets our read end of "to chrome" as fd 3 and the write end of "from chrome" as fd 4
+        # (copied high first, so neither dup2 clobbers the other; preexec runs after close_fds' pass)
         def child_fds() -> None:
-            os.dup2(to_chrome_r, 3)
-            os.dup2(from_chrome_w, 4)
+            r, w = os.dup(to_chrome_r), os.dup(from_chrome_w)
+            os.dup2(r, 3)
+            os.dup2(w, 4)
         self.proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
-                                      "about:blank"], preexec_fn=child_fds, pass_fds=(to_chrome_r, from_chrome_w),
+                                      "about:blank"], preexec_fn=child_fds, close_fds=False,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_chrome_r)
         os.close(from_chrome_w)
