@@ -453,3 +453,10 @@ def test_communication_exposed_collectives_without_compute(ranks: pt.Trace) -> N
     # the fast ranks' exposed time is mostly their wait for the straggler: little to gain by overlapping
     fast = f.filter(pl.col("rank") != 2)
     assert (fast["est_saving_ns"] < fast["value"] // 2).all()
+
+
+def test_several_ranks_name_the_rank_in_the_cli_text() -> None:
+    res = subprocess.run([sys.executable, "-m", "proftab", "findings", str(STRAGGLER), "--rules", "communication",
+                          "-q"], capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0 and "rank 2 · straggler op=slow_preprocess" in res.stdout
+    assert all(f"rank {r} · exposed" in res.stdout for r in (0, 1, 2))

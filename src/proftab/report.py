@@ -136,9 +136,10 @@ def _representative_step(tr: Trace) -> int | None:
 
 
 def _findings(tr: Trace) -> str:
-    from proftab.findings import format_value
+    from proftab.findings import format_value, scope_text
 
     f = tr.findings()
+    several = f["rank"].drop_nulls().n_unique() > 1
     if f.is_empty():
         return '<p class="note">no findings: no rule fired (docs/findings.md lists the rules and thresholds)</p>'
     rows = []
@@ -148,7 +149,8 @@ def _findings(tr: Trace) -> str:
             f"<tr><td class=\"n\">{i}</td><td class=\"sev-{_esc(r['severity'])}\">{_esc(r['severity'])}</td>"
             f"<td>{_esc(r['rule'])}</td><td class=\"n\">{_esc(saving)}</td><td class=\"n\">"
             f"{_esc(fmt_share(r['share']))}</td><td class=\"n\">{_esc(format_value(r['value'], r['unit']))}</td>"
-            f"<td>{_esc(r['scope'])}</td><td>{_esc(r['message'])}<br><span class=\"sugg\">→ "
+            f"<td>{_esc(scope_text(r['rank'], r['scope'], several))}</td>"
+            f"<td>{_esc(r['message'])}<br><span class=\"sugg\">→ "
             f"{_esc(r['suggestion'])}</span></td><td class=\"n\">{len(r['evidence'])}</td></tr>")
     return ("<p class=\"note\">ranked by the estimated saving per step; every number is a query over the trace's "
             "tables, computed from the listed evidence events (tr.findings()).</p><table><thead><tr><th>#</th>"
