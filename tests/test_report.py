@@ -88,3 +88,17 @@ def test_cli_report_on_a_cpu_trace(tmp_path: Path) -> None:
     assert all(f'<section id="{k}">' in text for k in SECTIONS)
     assert "memory_leak" in text and "no device time in this trace" in text
     assert main(["report", str(DATA / "findings" / "leak.pt.trace.json.gz"), "-o", str(tmp_path / "r.txt"), "-q"]) == 2
+
+
+def test_many_steps_are_summarized_not_listed() -> None:
+    import polars as pl
+
+    from proftab.report import STEP_ROWS, _step_table
+
+    few = pl.DataFrame({"rank": [0] * STEP_ROWS, "step": list(range(STEP_ROWS)), "dur_ns": list(range(STEP_ROWS))})
+    assert _step_table(few, "dur_ns").count("<tr>") == STEP_ROWS + 1
+    durs = [(7 * i) % 101 * 1_000_000 for i in range(880)]  # 880 steps, as the 512 MB generated trace
+    many = pl.DataFrame({"rank": [0] * 880, "step": list(range(880)), "dur_ns": durs})
+    text = _step_table(many, "dur_ns")
+    assert "880 steps" in text and text.count("<tr>") == 2 + 1 + 10  # two headers, one rank, 10 longest
+    assert "100.000ms" in text and "0.000us" in text  # max and min

@@ -3,7 +3,8 @@
 The page inlines its scripts (Vega, Vega-Lite, vega-embed from vl-convert, once) and its data (each
 chart's aggregated or sampled rows) and loads nothing: it opens from a file on a machine without
 network. Sections, in order (`SECTIONS`): the findings ranked by `est_saving_ns`, the step-time
-breakdown (critical path per step, or step durations), the top ops on the host and on the device,
+breakdown (critical path per step, or step durations; more than `STEP_ROWS` steps are summarized
+per rank, with the longest listed), the top ops on the host and on the device,
 the timeline of one representative step (the median-length one; at most `TIMELINE_EVENTS` events),
 the critical path of that step, the roofline, memory over time, modules, and ranks when there are
 several. A section that does not apply to the trace says why in one line; it is never left out.
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["SECTIONS", "TIMELINE_EVENTS", "report_html", "write_report"]
+__all__ = ["SECTIONS", "STEP_ROWS", "TIMELINE_EVENTS", "report_html", "write_report"]
 
 #: section id -> heading, in page order
 SECTIONS = {
@@ -42,6 +43,8 @@ SECTIONS = {
 }
 #: events drawn at most in the timeline (the page stays a few MB for any trace)
 TIMELINE_EVENTS = 4_000
+#: a step table with more rows is summarized (per rank: min, median, p90, max) plus the longest steps
+STEP_ROWS = 20
 _TOP = 15
 
 _CSS = """
@@ -133,9 +136,10 @@ def _representative_step(tr: Trace) -> int | None:
 
 
 def _findings(tr: Trace) -> str:
-    from proftab.findings import format_value
+    from proftab.findings import format_value, scope_text
 
     f = tr.findings()
+    several = f["rank"].drop_nulls().n_unique() > 1
     if f.is_empty():
         return '<p class="note">no findings: no rule fired (docs/findings.md lists the rules and thresholds)</p>'
     rows = []
@@ -145,7 +149,8 @@ def _findings(tr: Trace) -> str:
             f"<tr><td class=\"n\">{i}</td><td class=\"sev-{_esc(r['severity'])}\">{_esc(r['severity'])}</td>"
             f"<td>{_esc(r['rule'])}</td><td class=\"n\">{_esc(saving)}</td><td class=\"n\">"
             f"{_esc(fmt_share(r['share']))}</td><td class=\"n\">{_esc(format_value(r['value'], r['unit']))}</td>"
-            f"<td>{_esc(r['scope'])}</td><td>{_esc(r['message'])}<br><span class=\"sugg\">→ "
+            f"<td>{_esc(scope_text(r['rank'], r['scope'], several))}</td>"
+            f"<td>{_esc(r['message'])}<br><span class=\"sugg\">→ "
             f"{_esc(r['suggestion'])}</span></td><td class=\"n\">{len(r['evidence'])}</td></tr>")
     return ("<p class=\"note\">ranked by the estimated saving per step; every number is a query over the trace's "
             "tables, computed from the listed evidence events (tr.findings()).</p><table><thead><tr><th>#</th>"
@@ -170,7 +175,7 @@ def _steps(tr: Trace, page: _Page) -> str:
                 x=alt.X("step:O", title="step"), y=alt.Y("sum(ms):Q", title="critical path (ms)"),
                 color=alt.Color("bound_by:N", title="bound by"), tooltip=["rank:N", "step:O", "bound_by:N", "ms:Q"]
             ).properties(width=700, height=220, title="critical-path time per step by what bounds it (ms)")
-            return page.chart(chart) + _table(by, _ns_cols(by))
+            return page.chart(chart) + _step_table(by, "length_ns")
     from proftab.ranks import step_times
 
     st = step_times(tr.collect("events", ["rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id"]),
@@ -181,7 +186,21 @@ def _steps(tr: Trace, page: _Page) -> str:
     chart = alt.Chart(_data(st.with_columns(ms=pl.col("dur_ns") / 1e6))).mark_bar().encode(
         x=alt.X("step:O", title="step"), y=alt.Y("ms:Q", title="step time (ms)"), color=alt.Color("rank:N"),
         tooltip=["rank:N", "step:O", "ms:Q"]).properties(width=700, height=200, title="step time (ms)")
-    return page.chart(chart) + _table(st, _ns_cols(st))
+    return page.chart(chart) + _step_table(st, "dur_ns")
+
+
+def _step_table(df: pl.DataFrame, key: str) -> str:
+    """The per-step table, or for more than `STEP_ROWS` steps its summary and the 10 longest steps."""
+    if df.height <= STEP_ROWS:
+        return _table(df, _ns_cols(df))
+    stats = df.group_by("rank").agg(
+        pl.len().alias("steps"), pl.col(key).min().alias("min_ns"),
+        pl.col(key).quantile(0.5, interpolation="lower").alias("median_ns"),
+        pl.col(key).quantile(0.9, interpolation="lower").alias("p90_ns"), pl.col(key).max().alias("max_ns"),
+        pl.col(key).sum().alias("total_ns")).sort("rank")
+    top = df.sort([key, "rank", "step"], descending=[True, False, False]).head(10)
+    return (f'<p class="note">{df.height} steps (all in the chart): per rank</p>' + _table(stats, _ns_cols(stats))
+            + '<p class="note">the 10 longest steps</p>' + _table(top, _ns_cols(top)))
 
 
 def _top_ops(tr: Trace, page: _Page) -> str:

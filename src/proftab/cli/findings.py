@@ -40,20 +40,21 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _table(df: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
-    from proftab.findings import format_value
+    from proftab.findings import format_value, scope_text
     from proftab.render.text import fmt_ns, fmt_share
 
+    several = df["rank"].drop_nulls().n_unique() > 1
     headers = ["#", "severity", "rule", "saving/step", "share", "value", "scope", "message"]
     rows = []
     for i, r in enumerate(df.iter_rows(named=True), 1):
         rows.append([str(i), r["severity"], r["rule"], fmt_ns(r["est_saving_ns"]) if r["est_saving_ns"] is not None
-                     else "", fmt_share(r["share"]), format_value(r["value"], r["unit"]), r["scope"] or "",
-                     r["message"]])
+                     else "", fmt_share(r["share"]), format_value(r["value"], r["unit"]),
+                     scope_text(r["rank"], r["scope"], several), r["message"]])
     return headers, rows
 
 
 def _text(df: pl.DataFrame, args: argparse.Namespace) -> None:
-    from proftab.findings import format_value
+    from proftab.findings import format_value, scope_text
     from proftab.render.text import fmt_ns, fmt_share
 
     console = rich_console(args)
@@ -70,11 +71,13 @@ def _text(df: pl.DataFrame, args: argparse.Namespace) -> None:
         console.print(table)  # type: ignore[attr-defined]
         return
     lines = [f"proftab findings: {', '.join(args.trace)} ({df.height} findings)"]
+    several = df["rank"].drop_nulls().n_unique() > 1
     for i, r in enumerate(df.iter_rows(named=True), 1):
         saving = f"saving {fmt_ns(r['est_saving_ns'])}/step" if r["est_saving_ns"] is not None else "saving -"
         share = f"share {fmt_share(r['share'])}" if r["share"] is not None else ""
         head = "  ".join(x for x in (f"{i}. [{r['severity']}] {r['rule']}", saving, share,
-                                     format_value(r["value"], r["unit"]), r["scope"] or "") if x)
+                                     format_value(r["value"], r["unit"]),
+                                     scope_text(r["rank"], r["scope"], several)) if x)
         lines += [head, f"   {r['message']}", f"   -> {r['suggestion']}"]
     if df.is_empty():
         lines.append("no findings")

@@ -30,6 +30,7 @@ from proftab.findings._base import (
     frame,
     register_rule,
     rules,
+    scope_text,
     unregister_rule,
 )
 
@@ -39,11 +40,11 @@ if TYPE_CHECKING:
     from proftab.trace import Trace
 
 __all__ = ["BUILTIN_RULES", "FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "findings", "format_value",
-           "frame", "register_rule", "rule_names", "rules", "unregister_rule"]
+           "frame", "register_rule", "rule_names", "rules", "scope_text", "unregister_rule"]
 
 #: the built-in rules, one module each, in the order they run
 BUILTIN_RULES = ("input_pipeline", "python_overhead", "thread_imbalance", "launch_bound", "synchronisation",
-                 "memory_leak", "compute_efficiency", "communication", "trace_health")
+                 "memory_leak", "memory_peak", "memory_churn", "compute_efficiency", "communication", "trace_health")
 
 
 def _load_builtin() -> None:

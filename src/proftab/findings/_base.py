@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from proftab.trace import Trace
 
 __all__ = ["FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "format_value", "frame", "register_rule",
-           "rules", "step_threads", "unregister_rule"]
+           "rules", "scope_text", "step_threads", "unregister_rule", "user_frame"]
 
 #: severities, most urgent first
 SEVERITIES = ("high", "medium", "low", "info")
@@ -101,6 +101,26 @@ def host_work() -> pl.Expr:
     """Host rows that are work a step thread does: ops and runtime calls, not frames or annotations."""
     cat = pl.col("cat").cast(pl.String)
     return kinds.is_host_op() & ~kinds.is_python_frame() & ~kinds.is_user_annotation() & cat.is_not_null()
+
+
+#: stack frames that are not the user's code: built-ins, torch's own files, module markers
+LIBRARY_FRAME = r"^<built-in|(^|/)torch/|^nn\.Module: "
+
+
+def user_frame(schema: pl.Schema, col: str = "stack") -> pl.Expr:
+    """The innermost frame of user code (not a built-in, not torch's own) of a stack column, as text
+    (a list column, innermost first; a string column is taken as it is)."""
+    if isinstance(schema.get(col), pl.List):
+        return pl.col(col).list.eval(pl.element().filter(~pl.element().str.contains(LIBRARY_FRAME))).list.first()
+    return pl.col(col).cast(pl.String)
+
+
+def scope_text(rank: int | None, scope: str | None, several_ranks: bool) -> str:
+    """A finding's scope for people: `rank 2 · straggler op=...` when the findings span several ranks."""
+    where = scope or ""
+    if several_ranks and rank is not None:
+        return f"rank {rank}" + (f" · {where}" if where else "")
+    return where
 
 
 def format_value(value: int | None, unit: str | None) -> str:

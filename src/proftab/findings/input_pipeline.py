@@ -3,7 +3,8 @@
 The step thread is the thread of the `ProfilerStep#N` event. Its *idle* time in a step is the
 step window minus the union of its ops and runtime calls (`cpu_op`, `cuda_runtime`, ...; not
 Python frames or `record_function` regions) and of the work of the rank's other host threads
-(the step thread waiting for its own thread pool is not an input stall), in gaps of at least
+(the step thread waiting for its own thread pool, or for a collective that gloo's worker thread
+runs, `gloo:*`, is not an input stall), in gaps of at least
 `MIN_GAP_NS`: data loading, `time.sleep`, blocking I/O (the many short gaps between tiny ops
 are `python_overhead`). Each idle nanosecond belongs to the innermost Python frame
 (`with_stack=True`) that holds it (`frame_idle`). The frames (by name) holding the most idle
@@ -55,7 +56,8 @@ def step_idle(nested: pl.DataFrame, steps: pl.DataFrame, *, min_gap_ns: int = MI
     clipped = pairs.select("rank", "step", pl.max_horizontal("start_ns", "w0").alias("start_ns"),
                            pl.min_horizontal("end_ns", "w1").alias("end_ns"))
     # other threads' work in the window counts as busy too: the step thread waits for a pool, not for input
-    others = nested.filter(host_work() & (pl.col("end_ns") > pl.col("start_ns"))).select(
+    others = nested.filter((host_work() | pl.col("name").str.starts_with("gloo:"))
+                           & (pl.col("end_ns") > pl.col("start_ns"))).select(
         *_KEYS, "start_ns", "end_ns").join(win.select(*_KEYS).unique(), on=_KEYS, how="anti")
     helpers = overlap_join(others, win.select("rank", "step", "w0", "w1"), by=["rank"], right_on=("w0", "w1"))
     clipped = pl.concat([clipped, helpers.select(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from proftab.findings._base import finding, frame, register_rule
+from proftab.findings._base import finding, frame, register_rule, user_frame
 from proftab.render.text import fmt_bytes
 
 if TYPE_CHECKING:
@@ -25,8 +25,6 @@ __all__ = ["MIN_STEPS", "MIN_STEP_SHARE", "memory_leak"]
 MIN_STEPS = 3
 #: ... and in at least this share of the steps
 MIN_STEP_SHARE = 0.5
-#: stack frames that are not the user's code
-_LIBRARY_FRAME = r"^<built-in|(^|/)torch/"
 _SITE = ["rank", "device_name", "alloc_op", "module"]
 
 
@@ -47,9 +45,7 @@ def memory_leak(allocations: pl.DataFrame, windows: pl.DataFrame, *, min_steps: 
     if allocations.is_empty() or windows.is_empty() or "step" not in allocations.columns:
         return frame([])
     # the innermost frame of user code (not a built-in, not torch's own) of each block's stack
-    stack = (pl.col("stack").list.eval(pl.element().filter(~pl.element().str.contains(_LIBRARY_FRAME))).list.first()
-             if isinstance(allocations.schema.get("stack"), pl.List) else pl.col("stack").cast(pl.String))
-    a = allocations.filter(pl.col("step").is_not_null()).with_columns(stack.alias("_stack"))
+    a = allocations.filter(pl.col("step").is_not_null()).with_columns(user_frame(allocations.schema).alias("_stack"))
     steps = windows.group_by("rank").agg(pl.col("step"))
     kept = a.filter(pl.col("free_ns").is_null())
     per_step = kept.group_by([*_SITE, "step"]).agg(pl.col("bytes").sum())

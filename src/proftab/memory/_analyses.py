@@ -10,7 +10,7 @@ import polars as pl
 from proftab.exceptions import UsageError
 from proftab.memory._core import DEVICE_KEYS, checked_sum, fit_int64
 
-__all__ = ["GROUPINGS", "growth", "peak", "peak_summary"]
+__all__ = ["GROUPINGS", "growth", "live_at_peak", "peak", "peak_summary"]
 
 #: what `peak(by=...)` and `growth(by=...)` can group the blocks by -> the allocations column
 GROUPINGS = {"op": "alloc_op", "top_op": "alloc_top_op", "module": "module", "stack": "stack", "step": "step",
@@ -53,7 +53,7 @@ def peak_summary(tl: pl.DataFrame, allocs: pl.DataFrame) -> pl.DataFrame:
         pl.len().cast(pl.Int64).alias("n_events"),
         pl.col("addr").is_null().any().alias("_unpaired"),
     )
-    held = _live_at_peak(allocs.filter(pl.col("status") != "pre_window"), summary).group_by(DEVICE_KEYS).agg(
+    held = live_at_peak(allocs.filter(pl.col("status") != "pre_window"), summary).group_by(DEVICE_KEYS).agg(
         pl.len().cast(pl.Int64).alias("n_blocks_at_peak"), checked_sum("bytes").alias("in_window_bytes"))
     # without addresses (torch <= 1.9) no block is known: what holds the peak is unknown
     known = ~pl.col("_unpaired")
@@ -66,7 +66,7 @@ def peak_summary(tl: pl.DataFrame, allocs: pl.DataFrame) -> pl.DataFrame:
                       *(["step"] if extra else []), "n_events")
 
 
-def _live_at_peak(allocs: pl.DataFrame, summary: pl.DataFrame) -> pl.DataFrame:
+def live_at_peak(allocs: pl.DataFrame, summary: pl.DataFrame) -> pl.DataFrame:
     """The blocks live just after each device's peak event (allocated at or before it, freed after)."""
     at = allocs.join(summary.select(*DEVICE_KEYS, "peak_seq", "peak_ns", "peak_bytes"), on=DEVICE_KEYS,
                      maintain_order="left")
@@ -116,7 +116,7 @@ def peak(tl: pl.DataFrame, allocs: pl.DataFrame, by: str | None = None) -> pl.Da
     if by is None:
         return summary
     col = _key(by, allocs)
-    live = _live_at_peak(allocs.filter(pl.col("status") != "pre_window"), summary)
+    live = live_at_peak(allocs.filter(pl.col("status") != "pre_window"), summary)
     share = (pl.col("bytes") / pl.col("peak_bytes"))
     if col is None:
         rows = live.with_columns(pl.lit(1, pl.Int64).alias("blocks"))

@@ -37,6 +37,14 @@ POOL_WORKERS = 4
 STRAGGLER_TASKS = 6
 #: matmul+tanh pairs per task of a regular worker
 POOL_TASK = 10
+#: memory: one float32 tensor of PEAK_NUMEL elements (8 MiB) made by `torch.ones` in `Holder.forward`,
+#: alive at each step's peak; then CHURN_N blocks of CHURN_NUMEL float32 (64 KiB) each allocated and
+#: freed in `churn()` (`torch.empty`, each freed when the next replaces it)
+PEAK_NUMEL = 1 << 21
+PEAK_BYTES = PEAK_NUMEL * 4
+CHURN_N = 500
+CHURN_NUMEL = 1 << 14
+CHURN_BYTES = CHURN_NUMEL * 4
 
 
 def _write(prof: profile, name: str) -> None:
@@ -62,6 +70,30 @@ def leak() -> None:
             kept.append(torch.empty(LEAK_NUMEL))  # the leak: never freed
             prof.step()
     _write(prof, "leak")
+
+
+class Holder(torch.nn.Module):
+    """Makes the step's large activation: the block that holds the peak."""
+
+    def forward(self) -> torch.Tensor:
+        return torch.ones(PEAK_NUMEL)     # kept by the caller until after churn(): alive at the step's peak
+
+
+def churn() -> None:
+    for _ in range(CHURN_N):
+        t = torch.empty(CHURN_NUMEL)     # allocated, then freed when the next one replaces it
+    del t
+
+
+def memory() -> None:
+    holder = Holder()
+    with _profile(profile_memory=True, record_shapes=True, with_stack=True, with_modules=True) as prof:
+        for _ in range(STEPS + 2):
+            big = holder()
+            churn()
+            del big
+            prof.step()
+    _write(prof, "memory")
 
 
 SLEPT_NS: list[int] = []
@@ -148,5 +180,5 @@ if __name__ == "__main__":
     torch.set_num_threads(1)   # one intra-op thread: less noise from a busy machine
     import sys
 
-    for name in sys.argv[1:] or ["leak", "data_loading", "tiny_ops", "thread_pool"]:
+    for name in sys.argv[1:] or ["leak", "data_loading", "tiny_ops", "thread_pool", "memory"]:
         globals()[name]()
