@@ -325,3 +325,56 @@ def test_host_triton_launches_are_not_kernels_on_a_device_trace() -> None:
     host = tr.events.filter(pl.col("name").str.starts_with("triton_") & (pl.col("cat") == "cpu_op"))
     assert host.height == 48
     assert tr.compiled.kernels().filter(~pl.col("on_device")).height == 0
+
+
+def test_modules_compiled_compares_module_by_module_with_the_eager_run() -> None:
+    # eager (with_stack: nn.Module frames, the model's names recorded beside it) vs compiled with provenance
+    d = COMPILED / "torch213"
+    names = json.loads((d / "eager_stack.names.json").read_text())
+    eager = pt.load(d / "eager_stack.pt.trace.json.gz").modules(names=names)
+    tr = _load("torch213")
+    comp = tr.modules(compiled=True)
+    assert comp.equals(tr.modules.modules(compiled=True))
+    # the same rule as by_module: each kernel's time split over its nodes, the extern calls on their node's module
+    by_module = tr.compiled.by_module()
+    ext = tr.compiled.extern_kernels().explode("modules").group_by("modules").agg(pl.col("dur_ns").sum())
+    ext_of = dict(ext.iter_rows())
+    regions = int(tr.compiled.regions()["total_ns"].sum())
+    for row in comp.iter_rows(named=True):
+        rel = "" if row["path"] == "model" else row["path"].removeprefix("model.")
+        own = by_module.filter(pl.col("module") == rel)["time_ns"].sum() + ext_of.get(rel, 0)
+        if row["path"] == "model":  # the root also holds the regions' host time outside every charged kernel
+            assert row["host_total_ns"] == regions
+        else:
+            assert row["host_self_ns"] == own
+        below = comp.filter(pl.col("path").str.starts_with(row["path"] + ".") | (pl.col("path") == row["path"]))
+        assert row["host_total_ns"] == below["host_self_ns"].sum()
+    assert comp.filter(pl.col("path") == "model")["calls"].item() == 3
+    assert set(comp["path"]) == {"model", "model.block", "model.block.conv", "model.mlp", "model.mlp.norm",
+                                 "model.mlp.fc1", "model.mlp.fc2", "model.head"}
+    assert int(comp["unmapped_ns"].sum()) == 0
+    # kernel time (generated + extern) is all on modules below the root, or the root's own nodes
+    kernel_ns = int(tr.compiled.kernels()["dur_ns"].sum()) + int(tr.compiled.extern_kernels()["dur_ns"].sum())
+    root_nodes = by_module.filter(pl.col("module") == "")["time_ns"].sum()
+    assert int(comp.filter(pl.col("depth") == 1)["host_total_ns"].sum()) + root_nodes == kernel_ns
+    d = pt.diff(eager, comp)
+    both = d.filter(pl.col("status") != "removed")
+    assert set(both["name"]) == set(comp["path"])  # every compiled module meets its eager row
+    assert set(d.filter(pl.col("status") == "removed")["name"]) == {"model.block.act", "model.mlp.act"}
+    conv = d.filter(pl.col("name") == "model.block.conv").row(0, named=True)
+    assert conv["total_ns_a"] == eager.filter(pl.col("name") == "model.block.conv")["host_total_ns"].item()
+    assert conv["total_ns_b"] == comp.filter(pl.col("path") == "model.block.conv")["host_total_ns"].item()
+    with pytest.raises(UsageError, match="not one of each"):
+        pt.diff(eager, tr.key_averages())
+
+
+def test_modules_compiled_without_provenance_is_the_root_only() -> None:
+    tr = _load("torch213", "compiled", None)
+    comp = tr.modules(compiled=True, root="net")
+    assert comp["path"].to_list() == ["net"]
+    k = tr.compiled.kernels()
+    assert comp["unmapped_ns"].item() == int(k["dur_ns"].sum())
+    assert comp["host_total_ns"].item() == int(tr.compiled.regions()["total_ns"].sum())
+    code, out, _err = _cli(["modules", str(COMPILED / "torch213" / "provenance.pt.trace.json.gz"), "--compiled",
+                            "--compile-provenance", str(COMPILED / "torch213" / "provenance"), "--plain"])
+    assert code == 0 and "fc1" in out and "conv" in out

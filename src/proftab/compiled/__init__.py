@@ -34,12 +34,13 @@ from proftab.compiled._names import GENERATED_PATTERN, KIND_NAMES, kernel_name_c
 from proftab.exceptions import UsageError
 from proftab.intervals.tree import nearest_ancestor, row_positions
 from proftab.io.inductor import PROVENANCE_TABLE
+from proftab.modules._table import MODULE_COLUMNS
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
 
 __all__ = ["EXTERN_COLUMNS", "KERNEL_COLUMNS", "KIND_NAMES", "PROVENANCE_TABLE", "REGION_COLUMNS", "Compiled",
-           "apportion", "extern_kernels", "kernel_events", "kernels", "key_averages", "regions", "split_fused_ops"]
+           "COMPILED_MODULE_EXTRA", "apportion", "extern_kernels", "module_times", "kernel_events", "kernels", "key_averages", "regions", "split_fused_ops"]
 
 CALL_PREFIX = "## Call CompiledFxGraph"
 REGION_PREFIX = "Torch-Compiled Region"
@@ -48,6 +49,8 @@ _COMPILE_ID_RE = r"compile_id=(\d+/\d+)"
 KERNEL_COLUMNS = ["rank", "event_id", "name", "kernel", "backend", "kernel_kind", "on_device", "start_ns",
                   "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file",
                   "fused_ops", "mapped", "guess", "n_nodes", "nodes", "aten_ops", "modules", "sources"]
+#: columns of `module_times` (`tr.modules.modules(compiled=True)`): `proftab.modules.MODULE_COLUMNS` plus these
+COMPILED_MODULE_EXTRA = ["name", "unmapped_ns", "n_kernels"]
 REGION_COLUMNS = ["rank", "compile_id", "frame_id", "compile_index", "recompile", "compiled_in_trace", "n_calls",
                   "total_ns", "kernel_ns", "n_kernels", "graph_hashes"]
 
@@ -460,6 +463,104 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
     return out.with_columns(upd).drop("_add", "_ext", "_on_dev")
 
 
+def _module_shares(events: pl.DataFrame, provenance: pl.DataFrame | None, externs: pl.DataFrame | None) -> pl.DataFrame:
+    """Per charge: rank, event_id, graph_call_id, module (null: unknown), on_device, share_ns (int64, exact sums)."""
+    rows = _with_shares(_node_rows(events, provenance)).join(
+        events.select("rank", "event_id", "on_device", "graph_call_id"), on=["rank", "event_id"], how="left").select(
+        "rank", "event_id", "graph_call_id", "module", "on_device", "share_ns")
+    if externs is None or not externs.height:
+        return rows
+    one_null = pl.lit([None], pl.List(pl.String))
+    ext = (externs.with_columns(module=pl.when(pl.col("modules").list.len() > 0).then("modules").otherwise(one_null))
+           .explode("module").with_columns(node=pl.col("module").fill_null(""))
+           .select("rank", "event_id", "graph_call_id", "module", "dur_ns", "node").pipe(_with_shares)
+           .with_columns(on_device=pl.lit(False)))
+    return pl.concat([rows, ext.select(rows.columns)])
+
+
+def module_times(events: pl.DataFrame, provenance: pl.DataFrame | None, externs: pl.DataFrame | None,
+                 nested: pl.DataFrame, *, root: str = "model") -> pl.DataFrame:
+    """Compiled time per nn.Module path: each kernel's time on its FX nodes' modules (`by_module`'s rule).
+
+    Parameters
+    ----------
+    events
+        `kernel_events(...)`.
+    provenance
+        `read_provenance(...)` or None (then every kernel's time is the root's: nothing maps).
+    externs
+        `extern_kernels(...)`: each matched extern call's duration, split equally over its
+        nodes' modules, is host time of those modules.
+    nested
+        `Trace.nested` (rank, event_id, name, dur_ns): the `Torch-Compiled Region` ops.
+    root
+        The compiled module's name: provenance paths (`mlp.fc1`, `""` for the root's own code)
+        become `root.mlp.fc1` / `root`, as `proftab.modules.instance_names(model, x)` names
+        the eager trace's instances (its default root is `"model"` too).
+
+    Returns
+    -------
+    pl.DataFrame
+        `proftab.modules.MODULE_COLUMNS` plus `COMPILED_MODULE_EXTRA`, one row per (rank, path),
+        sorted by host_total_ns descending. `host_self_ns` / `device_self_ns`: the kernel
+        shares of the module's own nodes (host: C++ kernels and extern calls; device: Triton
+        kernels). The root's `host_self_ns` also holds the host time of the compiled regions
+        outside every charged kernel (guards, the wrapper, unmatched ops: what eager counts as
+        the root's own time), so its `host_total_ns` is the regions' total. `*_total_ns`: Σ self
+        over the module and every path below it. `calls`: the `## Call CompiledFxGraph ##` calls
+        that ran the module's kernels (the root: the region calls). `unmapped_ns`: the part of
+        self time from kernels whose module is unknown (charged to the root). `name` = `path`
+        (so `pt.diff` matches it to an eager table's `name`). Backward columns are 0: compiled
+        backward graphs count as forward.
+    """
+    charges = _module_shares(events, provenance, externs)
+    full = (pl.when(pl.col("module").is_null() | (pl.col("module") == "")).then(pl.lit(root))
+            .otherwise(pl.format("{}.{}", pl.lit(root), pl.col("module"))))
+    charges = charges.with_columns(path=full, _unmapped=pl.col("module").is_null())
+    regions_ = nested.filter(pl.col("name").str.starts_with(REGION_PREFIX)).group_by("rank").agg(
+        pl.col("dur_ns").sum().cast(pl.Int64).alias("_region_ns"), pl.len().cast(pl.Int64).alias("_region_calls"))
+    own = charges.group_by("rank", "path").agg(
+        pl.col("share_ns").filter(~pl.col("on_device")).sum().cast(pl.Int64).alias("host_self_ns"),
+        pl.col("share_ns").filter(pl.col("on_device")).sum().cast(pl.Int64).alias("device_self_ns"),
+        pl.col("share_ns").filter(pl.col("_unmapped")).sum().cast(pl.Int64).alias("unmapped_ns"),
+        pl.struct("event_id").n_unique().cast(pl.Int64).alias("n_kernels"))
+    # every path and its ancestors (prefixes), so a module with no node of its own still has a row
+    paths = pl.concat([own.select("rank", "path"), regions_.select("rank", pl.lit(root).alias("path"))]).unique()
+    parts = paths.with_columns(_parts=pl.col("path").str.split("."))
+    anc = (parts.with_columns(_n=pl.int_ranges(1, pl.col("_parts").list.len() + 1)).explode("_n")
+           .select("rank", "path", anc=pl.col("_parts").list.head(pl.col("_n")).list.join(".")))
+    keys = anc.select("rank", pl.col("anc").alias("path")).unique()
+    host_charged = charges.filter(~pl.col("on_device")).group_by("rank").agg(
+        pl.col("share_ns").sum().cast(pl.Int64).alias("_charged"))
+    own = (keys.join(own, on=["rank", "path"], how="left").with_columns(
+        pl.col("host_self_ns", "device_self_ns", "unmapped_ns", "n_kernels").fill_null(0))
+        .join(regions_, on="rank", how="left").join(host_charged, on="rank", how="left")
+        .with_columns(host_self_ns=pl.when(pl.col("path") == root).then(
+            pl.col("host_self_ns") + (pl.col("_region_ns").fill_null(0) - pl.col("_charged").fill_null(0)).clip(0))
+            .otherwise("host_self_ns")))
+    sub = anc.join(own.select("rank", pl.col("path"), "host_self_ns", "device_self_ns"), on=["rank", "path"])
+    totals = sub.group_by("rank", pl.col("anc").alias("path")).agg(
+        pl.col("host_self_ns").sum().cast(pl.Int64).alias("host_total_ns"),
+        pl.col("device_self_ns").sum().cast(pl.Int64).alias("device_total_ns"))
+    calls_of = (anc.join(charges.select("rank", "path", "graph_call_id"), on=["rank", "path"])
+                .group_by("rank", pl.col("anc").alias("path")).agg(
+                    pl.col("graph_call_id").drop_nulls().n_unique().cast(pl.Int64).alias("calls")))
+    out = (own.join(totals, on=["rank", "path"], how="left").join(calls_of, on=["rank", "path"], how="left")
+           .with_columns(calls=pl.when(pl.col("path") == root).then(
+               pl.max_horizontal(pl.col("calls").fill_null(0), pl.col("_region_calls").fill_null(0)))
+               .otherwise(pl.col("calls").fill_null(0)),
+               depth=(pl.col("path").str.count_matches(r"\.")).cast(pl.Int64),
+               instance=pl.col("path").str.extract(r"([^.]*)$", 1), type=pl.lit(None, pl.String),
+               parent=pl.when(pl.col("path").str.contains(r"\.")).then(pl.col("path").str.replace(r"\.[^.]*$", "")),
+               name=pl.col("path")))
+    zero = [c for c in ("bwd_calls", "bwd_host_total_ns", "bwd_host_self_ns", "bwd_device_total_ns",
+                        "bwd_device_self_ns", "recompute_calls", "recompute_ns", "recompute_device_ns", "ops")]
+    out = out.with_columns(pl.lit(0, pl.Int64).alias(c) for c in zero).with_columns(
+        pl.col("host_total_ns", "device_total_ns").fill_null(0))
+    return out.select(*MODULE_COLUMNS, *COMPILED_MODULE_EXTRA).sort(
+        ["host_total_ns", "device_total_ns", "rank", "path"], descending=[True, True, False, False])
+
+
 @register_trace_namespace("compiled")
 class Compiled:
     """`tr.compiled`: torch.compile's generated kernels mapped to regions, FX nodes, ops, modules, source lines.
@@ -521,6 +622,11 @@ class Compiled:
         """The aten ops the generated code calls (`extern_kernels.addmm`) with their FX nodes (`extern_kernels`)."""
         nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns"])
         return extern_kernels(nested, self.provenance)
+
+    def modules(self, root: str = "model") -> pl.DataFrame:
+        """Compiled kernel time per nn.Module path, as `tr.modules.modules()` lays it out (`module_times`)."""
+        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "dur_ns"])
+        return module_times(self.events(), self.provenance, self.extern_kernels(), nested, root=root)
 
     def key_averages(self) -> pl.DataFrame:
         """`tr.key_averages()` with generated kernels counted as their aten ops (for `pt.diff`)."""
