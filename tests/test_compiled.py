@@ -378,3 +378,112 @@ def test_modules_compiled_without_provenance_is_the_root_only() -> None:
     code, out, _err = _cli(["modules", str(COMPILED / "torch213" / "provenance.pt.trace.json.gz"), "--compiled",
                             "--compile-provenance", str(COMPILED / "torch213" / "provenance"), "--plain"])
     assert code == 0 and "fc1" in out and "conv" in out
+
+
+def _inductor_per_kernel(version: str) -> tuple[dict[str, int], list[tuple[int, int | None]]]:
+    """Inductor's own bytes per generated kernel and (bytes, FLOPs) per extern call, from `inductor_metrics.json`.
+
+    A scheduler node belongs to the generated kernel whose provenance nodes hold all its FX origins;
+    a fused scheduler node counts once (its fused figure); extern nodes pair with the extern handles in order.
+    """
+    d = COMPILED / version / "provenance"
+    nodes = json.loads((d / "inductor_metrics.json").read_text())["scheduler_nodes"]
+    mapping = json.loads((d / MAPPINGS_FILE).read_text())["cppCodeToPost"]
+    kernels = {k.rpartition(":")[0]: set(v) for k, v in mapping.items() if not k.startswith("extern_kernels.")}
+    per_kernel: dict[str, int] = {}
+    seen: set[str] = set()
+    externs: list[tuple[int, int | None]] = []
+    for r in nodes:
+        if r["kind"] == "ExternKernelSchedulerNode":
+            externs.append((r["bytes"], r["flops"]))
+            continue
+        owners = [k for k, ns in kernels.items() if set(r["origins"]) <= ns]
+        assert len(owners) == 1, r
+        if r["node"] not in seen:
+            seen.add(r["node"])
+            per_kernel[owners[0]] = per_kernel.get(owners[0], 0) + r["fused_bytes"]
+    return per_kernel, externs
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_perf_models_against_inductors_own_figures(version: str) -> None:
+    tr = _load(version)
+    k = tr.compiled.kernels().unique("kernel").sort("kernel")
+    model = {r["kernel"]: r for r in k.iter_rows(named=True)}
+    inductor, externs = _inductor_per_kernel(version)
+    # extern calls (aten addmm / convolution): bytes and FLOPs equal Inductor's exactly
+    ext = tr.compiled.extern_kernels().unique("handle").sort("handle")
+    assert list(zip(ext["bytes"], ext["flops"], strict=True)) == externs == [
+        (16976, 147456), (57856, 524288), (57600, 524288)]
+    # one scheduler node in the kernel (GELU, pointwise): the same definition, the same bytes
+    gelu = model["cpp_fused_gelu_view_2"]
+    assert gelu["bytes"] == inductor["cpp_fused_gelu_view_2"] == 32768
+    assert (gelu["read_bytes"], gelu["write_bytes"]) == (128 * 32 * 4, 128 * 32 * 4)  # addmm out in, GELU out
+    # the layer-norm kernels by hand from the recorded shapes: conv out + x (f32[8, 4, 8, 8]) and the
+    # LayerNorm weight + bias (f32[64]) read, the normalized f32[8, 4, 64] written once
+    act, vec = 8 * 4 * 8 * 8 * 4, 64 * 4
+    ln1 = model["cpp_fused_add_native_layer_norm_relu_view_1"]
+    assert (ln1["read_bytes"], ln1["write_bytes"]) == (2 * act + 2 * vec, act)
+    ln2 = model["cpp_fused_add_mul_native_layer_norm_relu_view_3"]  # recomputes conv+relu+x, reads fc2's output
+    assert (ln2["read_bytes"], ln2["write_bytes"]) == (3 * act + 2 * vec, act)
+    # Inductor runs each as 3 scheduler nodes (stats pass, rstd, normalize pass): it counts the
+    # activations once per pass (the normalize pass re-reads them) and the mean/rstd buffers between them
+    # (4 x 32 floats); the model counts each buffer once
+    assert inductor["cpp_fused_add_native_layer_norm_relu_view_1"] == ln1["bytes"] + 2 * act + 4 * 32 * 4 == 41984
+    assert inductor["cpp_fused_add_mul_native_layer_norm_relu_view_3"] == ln2["bytes"] + 3 * act + 4 * 32 * 4 == 58368
+    # the conv's input-layout kernel computes no node of its own: no model
+    prep = model["cpp_fused_convolution_0"]
+    assert prep["bytes"] is None and prep["flops"] is None and inductor["cpp_fused_convolution_0"] == 17536
+    # no figure without provenance
+    assert _load(version, "compiled", None).compiled.kernels()["bytes"].is_null().all()
+
+
+_STACK_MLP = ('  File "/m/model.py", line 71, in forward\n    return self.head(self.mlp(y) * 0.5)\n'
+              '                     ^^^^^^^^^^^^^^^^^^\n  File "/m/model.py", line 60, in forward\n'
+              '    return x + self.fc2(self.act(self.fc1(self.norm(x))))\n'
+              '               ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n')
+_STACK_ROOT = ('  File "/m/model.py", line 71, in forward\n    return self.head(self.mlp(y) * 0.5)\n'
+               '           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n')
+
+
+def test_triton_launch_figures_and_torch214_kernel_stacks(tmp_path: Path) -> None:
+    # synthetic, to the formats torch writes: the Triton launcher's profiler args (`get_profiler_kwargs`:
+    # kernel_num_gb, kernel_flop with TORCHINDUCTOR_BENCHMARK_KERNEL=1) and the `stack` list torch 2.14's
+    # `inductor_trace_handler` puts on device kernels (TORCH_COMPILE_DEBUG_EXTEND=1)
+    def op(**k: object) -> dict[str, object]:
+        return {"ph": "X", "pid": 1, "tid": 1, **k}
+
+    def launcher(name: str, ext: int, ts: int, gb: float, flop: int) -> dict[str, object]:
+        return op(cat="cpu_op", name=name, ts=ts, dur=10, args={
+            "External id": ext, "kernel_backend": "triton", "kernel_name": name, "kernel_file": f"/tmp/{name}.py",
+            "kernel_hash": "h", "kernel_num_gb": gb, "kernel_flop": flop})
+
+    def kernel(name: str, ext: int, ts: float, dur: float, stacks: list[str]) -> dict[str, object]:
+        return {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": name, "ts": ts, "dur": dur,
+                "args": {"External id": ext, "correlation": 10 + ext, "device": 0, "stream": 7, "stack": stacks}}
+
+    ev = [op(cat="cpu_op", name="Torch-Compiled Region: 0/0", ts=0, dur=100),
+          op(cat="user_annotation", name="## Call CompiledFxGraph h ##", ts=1, dur=90),
+          launcher("triton_poi_fused_gelu_0", 3, 2, 3.2768e-05, 0),
+          op(cat="cuda_runtime", name="cudaLaunchKernel", ts=3, dur=5, args={"External id": 3, "correlation": 13}),
+          launcher("triton_tem_fused_addmm_1", 4, 20, 5.7856e-05, 524288),
+          op(cat="cuda_runtime", name="cudaLaunchKernel", ts=21, dur=5, args={"External id": 4, "correlation": 14}),
+          kernel("triton_poi_fused_gelu_0", 3, 30, 7.001, [_STACK_MLP]),
+          kernel("triton_tem_fused_addmm_1", 4, 40, 3, [_STACK_MLP, _STACK_ROOT])]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    tr = pt.load(p)
+    k = tr.compiled.kernels()
+    assert k["on_device"].all() and k["inductor_bytes"].to_list() == [32768, 57856]
+    assert k["inductor_flops"].to_list() == [0, 524288] and k["stacks"].list.len().to_list() == [1, 2]
+    # each innermost highlight is one whole `self.NAME(...)` call: the path ends in NAME (`module_of_stack`)
+    assert k["modules"].to_list() == [["mlp.fc2"], ["head", "mlp.fc2"]] and k["guess"].all()
+    assert k["sources"].to_list() == [["/m/model.py:60"], ["/m/model.py:60", "/m/model.py:71"]]
+    # by module / source: each kernel's time split over its stacks (7001 -> fc2; 3000 -> 1500 + 1500)
+    assert tr.compiled.by_module().select("module", "time_ns").rows() == [("mlp.fc2", 8501), ("head", 1500)]
+    assert tr.compiled.by_source().select("source", "time_ns").rows() == [("/m/model.py:60", 8501),
+                                                                          ("/m/model.py:71", 1500)]
+    m = tr.modules(compiled=True)
+    assert dict(zip(m["path"], m["device_self_ns"], strict=True)) == {"model": 0, "model.mlp": 0,
+                                                                      "model.mlp.fc2": 8501, "model.head": 1500}
+    assert m.filter(pl.col("path") == "model")["device_total_ns"].item() == 10001

@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         msg = (f"no module frames in {', '.join(args.trace)} (record with with_stack=True or with_modules=True, "
                "or use record_function ranges)")
         raise ProftabError(msg)
-    if not args.compiled and args.source == "auto" and tr.modules.frame_source() == "user_annotation" and not args.quiet:
+    fell_back = not args.compiled and args.source == "auto" and tr.modules.frame_source() == "user_annotation"
+    if fell_back and not args.quiet:
         import sys
 
         print("proftab: note: no nn.Module frames (record with with_stack=True or with_modules=True): the rows are "

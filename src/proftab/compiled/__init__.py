@@ -33,14 +33,15 @@ from proftab.api import register_trace_namespace
 from proftab.compiled._names import GENERATED_PATTERN, KIND_NAMES, kernel_name_columns, split_fused_ops
 from proftab.exceptions import UsageError
 from proftab.intervals.tree import nearest_ancestor, row_positions
-from proftab.io.inductor import PROVENANCE_TABLE
+from proftab.io.inductor import PROVENANCE_TABLE, module_of_stack
 from proftab.modules._table import MODULE_COLUMNS
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
 
 __all__ = ["EXTERN_COLUMNS", "KERNEL_COLUMNS", "KIND_NAMES", "PROVENANCE_TABLE", "REGION_COLUMNS", "Compiled",
-           "COMPILED_MODULE_EXTRA", "apportion", "extern_kernels", "module_times", "kernel_events", "kernels", "key_averages", "regions", "split_fused_ops"]
+           "COMPILED_MODULE_EXTRA", "apportion", "extern_kernels", "kernel_events", "kernels", "key_averages",
+           "module_times", "regions", "split_fused_ops"]
 
 CALL_PREFIX = "## Call CompiledFxGraph"
 REGION_PREFIX = "Torch-Compiled Region"
@@ -48,7 +49,8 @@ _COMPILE_ID_RE = r"compile_id=(\d+/\d+)"
 
 KERNEL_COLUMNS = ["rank", "event_id", "name", "kernel", "backend", "kernel_kind", "on_device", "start_ns",
                   "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file",
-                  "fused_ops", "mapped", "guess", "n_nodes", "nodes", "aten_ops", "modules", "sources"]
+                  "inductor_bytes", "inductor_flops", "stacks", "fused_ops", "mapped", "guess", "n_nodes", "nodes",
+                  "aten_ops", "modules", "sources", "read_bytes", "write_bytes", "bytes", "flops"]
 #: columns of `module_times` (`tr.modules.modules(compiled=True)`): `proftab.modules.MODULE_COLUMNS` plus these
 COMPILED_MODULE_EXTRA = ["name", "unmapped_ns", "n_kernels"]
 REGION_COLUMNS = ["rank", "compile_id", "frame_id", "compile_index", "recompile", "compiled_in_trace", "n_calls",
@@ -86,7 +88,12 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         `on_device`, `start_ns`, `dur_ns`, `launch_id` (the op that launched a device kernel),
         `compile_id` (`"0/0"` of the enclosing `Torch-Compiled Region`), `region_id` (its
         event_id), `graph_call_id` (event_id of the `## Call CompiledFxGraph ##` annotation),
-        `graph_hash`, `kernel_file` (Triton launch args). Sorted by rank, start_ns, event_id.
+        `graph_hash`, `kernel_file` (Triton launch args), `inductor_bytes` / `inductor_flops`
+        (Inductor's own `kernel_num_gb` x 1e9 / `kernel_flop` launch args, written with
+        `TORCHINDUCTOR_BENCHMARK_KERNEL=1` or `TORCHINDUCTOR_PROFILE_BANDWIDTH=1`; else null),
+        `stacks` (the kernel event's `stack` arg: the model stacks torch 2.14's
+        `inductor_trace_handler` writes with `TORCH_COMPILE_DEBUG_EXTEND=1`; else null).
+        Sorted by rank, start_ns, event_id.
     """
     n = nested.select("rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns", "args")
     is_gen = pl.col("name").str.contains(GENERATED_PATTERN)
@@ -125,19 +132,31 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         _take(ids, call_row, "graph_call_id"), _take(names, call_row, "_call"),
         _take(ids, region_row, "region_id"), _take(names, region_row, "_region"),
     ).join(uniq, on="name", how="left")
-    launcher_args = n.select("rank", pl.col("event_id").alias("launch_id"),
-                             pl.col("args").str.json_path_match("$.kernel_file").alias("kernel_file"))
-    ev = ev.join(launcher_args, on=["rank", "launch_id"], how="left") if ev.height else ev.with_columns(
-        kernel_file=pl.lit(None, pl.String))
+    launcher_args = n.select(
+        "rank", pl.col("event_id").alias("launch_id"),
+        pl.col("args").str.json_path_match("$.kernel_file").alias("kernel_file"),
+        (pl.col("args").str.json_path_match("$.kernel_num_gb").cast(pl.Float64, strict=False) * 1e9).round()
+        .cast(pl.Int64).alias("inductor_bytes"),
+        pl.col("args").str.json_path_match("$.kernel_flop").cast(pl.Float64, strict=False).round().cast(pl.Int64)
+        .alias("inductor_flops"))
+    own_args = n.select("rank", "event_id", pl.col("args").str.json_path_match("$.stack")
+                        .str.json_decode(pl.List(pl.String)).alias("stacks"))
+    if ev.height:
+        ev = ev.join(launcher_args, on=["rank", "launch_id"], how="left").join(own_args, on=["rank", "event_id"],
+                                                                                how="left")
+    else:
+        ev = ev.with_columns(kernel_file=pl.lit(None, pl.String), inductor_bytes=pl.lit(None, pl.Int64),
+                             inductor_flops=pl.lit(None, pl.Int64), stacks=pl.lit(None, pl.List(pl.String)))
     return ev.with_columns(
         compile_id=pl.col("_region").str.extract(r"(\d+/\d+)", 1),
         graph_hash=pl.col("_call").str.extract(r"## Call CompiledFxGraph (\S+) ##", 1),
     ).select("rank", "event_id", "name", "kernel", "backend", "kernel_kind", "fused_ops", "on_device", "start_ns",
-             "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file")
+             "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file",
+             "inductor_bytes", "inductor_flops", "stacks")
 
 
 EXTERN_COLUMNS = ["rank", "event_id", "name", "compile_id", "graph_call_id", "kernel", "handle", "start_ns", "dur_ns",
-                  "nodes", "pre_grad_ops", "modules", "sources"]
+                  "nodes", "pre_grad_ops", "modules", "sources", "read_bytes", "write_bytes", "bytes", "flops"]
 
 
 def _graph_calls(nested: pl.DataFrame) -> pl.DataFrame:
@@ -174,10 +193,12 @@ def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.
                                  "graph_call_id": pl.Int64, "kernel": pl.String, "handle": pl.Int64,
                                  "start_ns": pl.Int64, "dur_ns": pl.Int64, "nodes": pl.List(pl.String),
                                  "pre_grad_ops": pl.List(pl.String), "modules": pl.List(pl.String),
-                                 "sources": pl.List(pl.String)})
+                                 "sources": pl.List(pl.String), "read_bytes": pl.Int64, "write_bytes": pl.Int64,
+                                 "bytes": pl.Int64, "flops": pl.Int64})
     if provenance is None or not provenance.height:
         return empty
-    prov = provenance.filter(pl.col("kernel").str.starts_with("extern_kernels."))
+    prov = provenance.filter(pl.col("kernel").str.starts_with("extern_kernels.")).with_columns(
+        pl.lit(None, pl.Int64).alias(c) for c in _PERF if c not in provenance.columns)
     if prov["compile_id"].is_null().any():
         if prov["artifact"].n_unique() != 1:
             return empty  # several graphs without compile ids: no way to tell their calls apart
@@ -199,13 +220,22 @@ def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.
     lists = src.group_by("compile_id", "kernel", "handle").agg(
         pl.col("node").sort().alias("nodes"), pl.col("pre_grad_op").drop_nulls().unique().sort().alias("pre_grad_ops"),
         pl.col("module").drop_nulls().unique().sort().alias("modules"),
-        pl.col("source").drop_nulls().unique().sort().alias("sources"))
+        pl.col("source").drop_nulls().unique().sort().alias("sources"),
+        *[pl.col(f"kernel_{c}").first().alias(c) for c in ("read_bytes", "write_bytes", "flops")]).with_columns(
+        bytes=pl.col("read_bytes") + pl.col("write_bytes"))
     return matched.join(lists, on=["compile_id", "kernel", "handle"], how="left", nulls_equal=True).select(
         EXTERN_COLUMNS).sort("rank", "start_ns", "event_id")
 
 
-def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.DataFrame:
+#: the kernel-level perf model columns of the provenance (`proftab.io.inductor_graph`)
+_PERF = ["kernel_read_bytes", "kernel_write_bytes", "kernel_flops"]
+
+
+def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None, *, use_stacks: bool = False) -> pl.DataFrame:
     """One row per (kernel event, node): provenance nodes where they exist, else the fused ops (a guess).
+
+    `use_stacks`: a kernel without provenance that carries `stacks` (torch 2.14's trace handler)
+    gets one row per stack instead (its module and source line; node and ops null).
 
     Columns: rank, event_id, dur_ns, mapped, node, aten_op, pre_grad_op, module, source (`file:line`),
     source_code.
@@ -214,12 +244,13 @@ def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.Data
     mapped = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "node": pl.String,
                                   "aten_op": pl.String, "pre_grad_op": pl.String, "module": pl.String,
                                   "source": pl.String,
-                                  "source_code": pl.String})
+                                  "source_code": pl.String, **dict.fromkeys(_PERF, pl.Int64)})
     if provenance is not None and provenance.height:
         prov = provenance.with_columns(
             source=pl.when(pl.col("source_file").is_not_null())
             .then(pl.format("{}:{}", "source_file", "source_line")))
-        cols = ["node", "aten_op", "pre_grad_op", "module", "source", "source_code"]
+        prov = prov.with_columns(pl.lit(None, pl.Int64).alias(c) for c in _PERF if c not in prov.columns)
+        cols = ["node", "aten_op", "pre_grad_op", "module", "source", "source_code", *_PERF]
         by_id = prov.filter(pl.col("compile_id").is_not_null()).select("compile_id", "kernel", *cols)
         # mapping files without a compile id: per kernel name, the first artifact that has it
         first = (prov.filter(pl.col("compile_id").is_null()).select("artifact", "kernel").unique(maintain_order=True)
@@ -240,10 +271,34 @@ def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.Data
                        pl.format("aten::{}", "fused_ops").alias("aten_op"),
                        pl.format("aten::{}", "fused_ops").alias("pre_grad_op"),
                        pl.lit(None, pl.String).alias("module"), pl.lit(None, pl.String).alias("source"),
-                       pl.lit(None, pl.String).alias("source_code")))
+                       pl.lit(None, pl.String).alias("source_code"),
+                       *[pl.lit(None, pl.Int64).alias(c) for c in _PERF]))
+    if use_stacks and "stacks" in events.columns:
+        stacked = _stack_rows(events, done)
+        guessed = guessed.join(stacked.select("rank", "event_id").unique(), on=["rank", "event_id"], how="anti")
+        guessed = pl.concat([guessed, stacked.drop("mapped")])
     rows = pl.concat([mapped.with_columns(mapped=pl.lit(True)), guessed.with_columns(mapped=pl.lit(False))])
     return rows.join(base.select("rank", "event_id", "dur_ns"), on=["rank", "event_id"], how="left").sort(
-        "rank", "event_id", "node")
+        "rank", "event_id", "node", nulls_last=True)
+
+
+def _stack_rows(events: pl.DataFrame, done: pl.DataFrame) -> pl.DataFrame:
+    """Rows of kernels without provenance that carry `stacks`: one per stack, its module and `file:line`.
+
+    The module is `proftab.io.inductor.module_of_stack` of the stack (the path of `self.NAME(`
+    calls), the source the stack's innermost frame. Columns as `_node_rows` (node and ops null).
+    """
+    ev = events.join(done, on=["rank", "event_id"], how="anti").filter(pl.col("stacks").list.len() > 0).select(
+        "rank", "event_id", pl.col("stacks").alias("stack")).explode("stack")
+    uniq = ev["stack"].unique().drop_nulls().to_list()  # one parse per distinct stack text, not per event
+    found = [module_of_stack(t) for t in uniq]
+    table = pl.DataFrame({"stack": uniq, "module": [f[0] if f else None for f in found],
+                          "source": [f"{f[2]}:{f[1]}" if f else None for f in found]},
+                         schema={"stack": pl.String, "module": pl.String, "source": pl.String})
+    return ev.join(table, on="stack", how="left").select(
+        "rank", "event_id", pl.lit(None, pl.String).alias("node"), pl.lit(None, pl.String).alias("aten_op"),
+        pl.lit(None, pl.String).alias("pre_grad_op"), "module", "source", pl.lit(None, pl.String).alias("source_code"),
+        *[pl.lit(None, pl.Int64).alias(c) for c in _PERF], mapped=pl.lit(False))
 
 
 def _with_shares(rows: pl.DataFrame) -> pl.DataFrame:
@@ -277,9 +332,20 @@ def kernels(events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.
         pl.col("node").drop_nulls().alias("nodes"),
         pl.col("aten_op").drop_nulls().unique().sort().alias("aten_ops"),
         pl.col("module").drop_nulls().unique().sort().alias("modules"),
-        pl.col("source").drop_nulls().unique().sort().alias("sources"))
+        pl.col("source").drop_nulls().unique().sort().alias("sources"),
+        pl.col("kernel_read_bytes").first().alias("read_bytes"),
+        pl.col("kernel_write_bytes").first().alias("write_bytes"),
+        pl.col("kernel_flops").first().alias("flops"))
+    if "stacks" in events.columns:
+        from_stacks = _stack_rows(events, rows.filter(pl.col("mapped")).select("rank", "event_id").unique()).group_by(
+            "rank", "event_id").agg(pl.col("module").drop_nulls().unique().sort().alias("_m"),
+                                    pl.col("source").drop_nulls().unique().sort().alias("_s"))
+        agg = agg.join(from_stacks, on=["rank", "event_id"], how="left").with_columns(
+            modules=pl.when(pl.col("_m").list.len() > 0).then("_m").otherwise("modules"),
+            sources=pl.when(pl.col("_s").list.len() > 0).then("_s").otherwise("sources")).drop("_m", "_s")
     out = events.join(agg, on=["rank", "event_id"], how="left").with_columns(
-        pl.col("mapped").fill_null(False), pl.col("n_nodes").fill_null(0))
+        pl.col("mapped").fill_null(False), pl.col("n_nodes").fill_null(0),
+        bytes=pl.col("read_bytes") + pl.col("write_bytes"))
     return out.with_columns(guess=~pl.col("mapped")).select(KERNEL_COLUMNS)
 
 
@@ -316,7 +382,7 @@ def apportion(events: pl.DataFrame, provenance: pl.DataFrame | None = None, by: 
         msg = f"by must be one of {sorted(_KEYS)}, got {by!r}"
         raise UsageError(msg)
     keys = _KEYS[by]
-    rows = _with_shares(_node_rows(events, provenance))
+    rows = _with_shares(_node_rows(events, provenance, use_stacks=by in ("module", "source")))
     total = int(rows["share_ns"].sum()) if rows.height else 0
     return (rows.group_by(keys).agg(
         pl.col("share_ns").sum().cast(pl.Int64).alias("time_ns"),
@@ -465,7 +531,7 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
 
 def _module_shares(events: pl.DataFrame, provenance: pl.DataFrame | None, externs: pl.DataFrame | None) -> pl.DataFrame:
     """Per charge: rank, event_id, graph_call_id, module (null: unknown), on_device, share_ns (int64, exact sums)."""
-    rows = _with_shares(_node_rows(events, provenance)).join(
+    rows = _with_shares(_node_rows(events, provenance, use_stacks=True)).join(
         events.select("rank", "event_id", "on_device", "graph_call_id"), on=["rank", "event_id"], how="left").select(
         "rank", "event_id", "graph_call_id", "module", "on_device", "share_ns")
     if externs is None or not externs.height:
