@@ -487,3 +487,43 @@ def test_triton_launch_figures_and_torch214_kernel_stacks(tmp_path: Path) -> Non
     assert dict(zip(m["path"], m["device_self_ns"], strict=True)) == {"model": 0, "model.mlp": 0,
                                                                       "model.mlp.fc2": 8501, "model.head": 1500}
     assert m.filter(pl.col("path") == "model")["device_total_ns"].item() == 10001
+
+
+_GRAPH = '''class <lambda>(torch.nn.Module):
+    def forward(self, arg0_1: "bf16[4, 8, 16][128, 16, 1]cuda:0", arg1_1: "bf16[4, 16, 32][512, 32, 1]cuda:0", arg2_1: "f32[2, 3, 5, 5][75, 25, 5, 1]cpu", arg3_1: "f32[3, 6, 3, 3][54, 9, 3, 1]cpu", arg4_1: "f32[s0, 8][8, 1]cpu"):
+        # File: /m.py:1 in forward, code: y = x @ w
+        bmm: "bf16[4, 8, 32][256, 32, 1]cuda:0" = torch.ops.aten.bmm.default(arg0_1, arg1_1);  arg0_1 = None
+        view: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.reshape.default(bmm, [32, 32])
+        var_mean = torch.ops.aten.var_mean.correction(view, [1], correction = 0, keepdim = True)
+        getitem: "f32[32, 1][1, 1]cuda:0" = var_mean[0]
+        getitem_1: "f32[32, 1][1, 1]cuda:0" = var_mean[1];  var_mean = None
+        sub: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.sub.Tensor(view, getitem_1)
+        relu: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.relu.default(sub)
+        add: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.add.Tensor(relu, getitem)
+        mul: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.mul.Tensor(relu, 2)
+        convolution: "f32[2, 6, 7, 7][294, 49, 7, 1]cpu" = torch.ops.aten.convolution.default(arg2_1, arg3_1, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1)
+        abs_1: "f32[s0, 8][8, 1]cpu" = torch.ops.aten.abs.default(arg4_1)
+        return (add, mul, convolution, abs_1)
+'''
+
+
+def test_kernel_bytes_and_flops_on_a_synthetic_graph() -> None:
+    from proftab.io.inductor_graph import kernel_bytes, node_flops, parse_graph
+
+    g = parse_graph(_GRAPH)
+    assert g.inputs["arg4_1"].startswith("f32[s0") and g.outputs == ["add", "mul", "convolution", "abs_1"]
+    k_red = {"var_mean", "sub", "relu", "add"}             # reads the bmm output through a view
+    k_mul = {"relu", "sub", "mul"}                          # recomputes relu (and sub: so it reads getitem_1)
+    computed_by = {n: {"red"} for n in k_red} | {"mul": {"mul"}, "bmm": {"extern"}}
+    for n in ("relu", "sub"):
+        computed_by[n] = {"red", "mul"}
+    bf, f32 = 2, 4
+    # red: reads bmm (bf16 32x32), writes add (returned); relu is recomputed by `mul`, getitem_1 is read by it
+    assert kernel_bytes(g, k_red, computed_by, "red") == (32 * 32 * bf, 32 * 32 * bf + 32 * f32)
+    # mul: reads bmm + getitem_1 (the mean), writes mul
+    assert kernel_bytes(g, k_mul, computed_by, "mul") == (32 * 32 * bf + 32 * f32, 32 * 32 * bf)
+    assert kernel_bytes(g, {"abs_1"}, {}, "abs") == (None, None)  # a symbolic size: no figure
+    assert node_flops(g, "bmm") == 2 * 4 * 8 * 16 * 32
+    # transposed convolution: 2 * batch * numel(weight) * the input's spatial size (torch's conv_flop)
+    assert node_flops(g, "convolution") == 2 * 2 * (3 * 6 * 3 * 3) * (5 * 5)
+    assert node_flops(g, "relu") is None and node_flops(g, "missing") is None

@@ -10,7 +10,7 @@ provenance mapping names the nodes each kernel computes. From these:
   each buffer counted once at its size (numel x dtype size). View ops (`reshape`, `permute`...)
   are the buffer they view; a `getitem` of a multi-output node (`var_mean`) is its own buffer.
   A node another kernel recomputes is not written for it: a user reads a value from memory
-  only when its own kernel does not compute it.
+  only when its own kernel (any of them, when the user is recomputed) does not compute it.
 - **FLOPs** of `mm`, `addmm`, `bmm`, `baddbmm` (2·M·N·K per matrix) and `convolution`
   (2 · batch · numel(weight) · spatial size of the output, of the input when transposed),
   as torch's FLOP counter (`torch.utils.flop_counter`) counts them; other ops: none.
@@ -64,6 +64,9 @@ class Graph:
     nodes: dict[str, GraphNode] = field(default_factory=dict)
     inputs: dict[str, str] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
+    users: dict[str, set[str]] | None = None   # filled by `_users`
+    returned: set[str] = field(default_factory=set)
+    getitems: dict[str, list[str]] = field(default_factory=dict)   # multi-output node -> its getitem nodes
 
 
 def parse_graph(text: str) -> Graph:
@@ -142,6 +145,7 @@ def kernel_bytes(g: Graph, nodes: set[str], computed_by: dict[str, set[str]], ke
 
     `computed_by`: node -> the kernels computing it (from the mapping), to tell a value read
     from memory from one its user's kernel recomputes. None, None when a size is unknown.
+    O(size of the kernel's nodes and their arguments and users) after one O(graph) pass per graph.
     """
     mine = {n for n in nodes if n in g.nodes and g.nodes[n].op not in VIEW_OPS}
     reads: set[str] = set()
@@ -150,21 +154,15 @@ def kernel_bytes(g: Graph, nodes: set[str], computed_by: dict[str, set[str]], ke
             buf = _base(g, a)
             if _owner(g, buf) not in mine and buf not in mine:
                 reads.add(buf)
-    users: dict[str, set[str]] = {}
-    for node in g.nodes.values():
-        if node.op in VIEW_OPS:
-            continue
-        for a in node.args:
-            users.setdefault(_base(g, a), set()).add(node.name)
-    returned = {_base(g, o) for o in g.outputs}
+    users, returned = _users(g)
     writes: set[str] = set()
-    for buf, us in users.items():
-        if buf not in mine and _owner(g, buf) not in mine:
-            continue
+    for buf in {b for n in mine for b in (n, *g.getitems.get(n, ()))}:
+        us = users.get(buf, set())
         if g.nodes.get(buf) is not None and g.nodes[buf].vtype is None:
             continue  # a multi-output node: its getitems are the buffers
-        if buf in returned or any(u not in mine and kernel not in computed_by.get(u, set())
-                                  and not _recomputes(computed_by.get(u, set()), buf, computed_by) for u in us):
+        producers = computed_by.get(_owner(g, buf), set())
+        if buf in returned or any(_reads_from_memory(u, computed_by.get(u, set()), producers, mine, kernel)
+                                  for u in us):
             writes.add(buf)
     writes |= {b for b in returned if b in mine}
     sizes_r = [value_bytes(_vtype(g, b)) for b in sorted(reads)]
@@ -174,9 +172,29 @@ def kernel_bytes(g: Graph, nodes: set[str], computed_by: dict[str, set[str]], ke
     return sum(s for s in sizes_r if s is not None), sum(s for s in sizes_w if s is not None)
 
 
-def _recomputes(user_kernels: set[str], buf: str, computed_by: dict[str, set[str]]) -> bool:
-    """Every kernel of the user also computes `buf` (Inductor recomputed it there: no read from memory)."""
-    return bool(user_kernels) and user_kernels <= computed_by.get(buf, set())
+def _users(g: Graph) -> tuple[dict[str, set[str]], set[str]]:
+    """Buffer -> the non-view nodes using it (through views), and the returned buffers; computed once per graph."""
+    if g.users is None:
+        users: dict[str, set[str]] = {}
+        for node in g.nodes.values():
+            if node.op in VIEW_OPS:
+                continue
+            for a in node.args:
+                users.setdefault(_base(g, a), set()).add(node.name)
+            if node.op == "getitem" and node.args:
+                g.getitems.setdefault(node.args[0], []).append(node.name)
+        g.users = users
+        g.returned = {_base(g, o) for o in g.outputs}
+    return g.users, g.returned
+
+
+def _reads_from_memory(user: str, user_kernels: set[str], producers: set[str], mine: set[str], kernel: str) -> bool:
+    """`user` needs the buffer from memory: one of its kernels other than `kernel` does not compute the buffer
+    itself (`producers`: the kernels computing it; Inductor recomputes cheap values into several kernels), or it
+    is in no kernel at all and not in this one (an extern call, an unmapped node)."""
+    if not user_kernels:
+        return user not in mine
+    return any(k != kernel and k not in producers for k in user_kernels)
 
 
 def _split_args(text: str) -> list[str]:
