@@ -490,7 +490,7 @@ def test_triton_launch_figures_and_torch214_kernel_stacks(tmp_path: Path) -> Non
 
 
 _GRAPH = '''class <lambda>(torch.nn.Module):
-    def forward(self, arg0_1: "bf16[4, 8, 16][128, 16, 1]cuda:0", arg1_1: "bf16[4, 16, 32][512, 32, 1]cuda:0", arg2_1: "f32[2, 3, 5, 5][75, 25, 5, 1]cpu", arg3_1: "f32[3, 6, 3, 3][54, 9, 3, 1]cpu", arg4_1: "f32[s0, 8][8, 1]cpu"):
+    def forward(self, {SIGNATURE}):
         # File: /m.py:1 in forward, code: y = x @ w
         bmm: "bf16[4, 8, 32][256, 32, 1]cuda:0" = torch.ops.aten.bmm.default(arg0_1, arg1_1);  arg0_1 = None
         view: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.reshape.default(bmm, [32, 32])
@@ -501,10 +501,14 @@ _GRAPH = '''class <lambda>(torch.nn.Module):
         relu: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.relu.default(sub)
         add: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.add.Tensor(relu, getitem)
         mul: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.mul.Tensor(relu, 2)
-        convolution: "f32[2, 6, 7, 7][294, 49, 7, 1]cpu" = torch.ops.aten.convolution.default(arg2_1, arg3_1, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1)
+        convolution: "f32[2, 6, 7, 7][294, 49, 7, 1]cpu" = {CONV}
         abs_1: "f32[s0, 8][8, 1]cpu" = torch.ops.aten.abs.default(arg4_1)
         return (add, mul, convolution, abs_1)
-'''
+'''.format(
+    SIGNATURE=", ".join(['arg0_1: "bf16[4, 8, 16][128, 16, 1]cuda:0"', 'arg1_1: "bf16[4, 16, 32][512, 32, 1]cuda:0"',
+                         'arg2_1: "f32[2, 3, 5, 5][75, 25, 5, 1]cpu"', 'arg3_1: "f32[3, 6, 3, 3][54, 9, 3, 1]cpu"',
+                         'arg4_1: "f32[s0, 8][8, 1]cpu"']),
+    CONV="torch.ops.aten.convolution.default(arg2_1, arg3_1, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1)")
 
 
 def test_kernel_bytes_and_flops_on_a_synthetic_graph() -> None:
