@@ -327,12 +327,13 @@ def test_host_triton_launches_are_not_kernels_on_a_device_trace() -> None:
     assert tr.compiled.kernels().filter(~pl.col("on_device")).height == 0
 
 
-def test_modules_compiled_compares_module_by_module_with_the_eager_run() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_modules_compiled_compares_module_by_module_with_the_eager_run(version: str) -> None:
     # eager (with_stack: nn.Module frames, the model's names recorded beside it) vs compiled with provenance
-    d = COMPILED / "torch213"
+    d = COMPILED / version
     names = json.loads((d / "eager_stack.names.json").read_text())
     eager = pt.load(d / "eager_stack.pt.trace.json.gz").modules(names=names)
-    tr = _load("torch213")
+    tr = _load(version)
     comp = tr.modules(compiled=True)
     assert comp.equals(tr.modules.modules(compiled=True))
     # the same rule as by_module: each kernel's time split over its nodes, the extern calls on their node's module
