@@ -532,3 +532,16 @@ def test_kernel_bytes_and_flops_on_a_synthetic_graph() -> None:
     # transposed convolution: 2 * batch * numel(weight) * the input's spatial size (torch's conv_flop)
     assert node_flops(g, "convolution") == 2 * 2 * (3 * 6 * 3 * 3) * (5 * 5)
     assert node_flops(g, "relu") is None and node_flops(g, "missing") is None
+
+
+def test_absurd_shapes_give_no_figure_not_an_overflow() -> None:
+    from proftab.io.inductor_graph import kernel_bytes, node_flops, parse_graph
+
+    huge = "f32[99999999999, 99999999999][99999999999, 1]cpu"
+    g = parse_graph(f'''    def forward(self, arg0_1: "{huge}", arg1_1: "{huge}"):
+        mm: "{huge}" = torch.ops.aten.mm.default(arg0_1, arg1_1)
+        relu: "{huge}" = torch.ops.aten.relu.default(mm)
+        return (relu,)
+''')
+    assert node_flops(g, "mm") is None
+    assert kernel_bytes(g, {"relu"}, {"relu": {"k"}}, "k") == (None, None)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab.exceptions import TraceError
-from proftab.io.inductor_graph import kernel_bytes, node_flops, parse_graph
+from proftab.io.inductor_graph import fits_int64, kernel_bytes, node_flops, parse_graph
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -325,7 +325,7 @@ def _graph_rows(g: _Graph) -> list[dict[str, object]]:
         read_b, write_b = (None, None) if prep or not graph.nodes else kernel_bytes(graph, post_set, computed_by,
                                                                                     str(key))
         flops = [f for n in post_set if (f := node_flops(graph, n)) is not None]
-        kernel_flops = None if prep or not flops else sum(flops)
+        kernel_flops = None if prep or not flops else fits_int64(sum(flops))
         kernel, _, handle = str(key).rpartition(":")
         if not kernel or not handle.isdigit():
             kernel, handle = str(key), ""

@@ -25,7 +25,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["DTYPE_BYTES", "Graph", "GraphNode", "kernel_bytes", "node_flops", "parse_graph", "value_bytes"]
+__all__ = ["DTYPE_BYTES", "Graph", "GraphNode", "fits_int64", "kernel_bytes", "node_flops", "parse_graph",
+           "value_bytes"]
 
 #: bytes per element of the dtype prefixes FX prints in a value type (`f32[...]`)
 DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "u16": 2,
@@ -44,6 +45,12 @@ _CALL_RE = re.compile(r"^torch\.ops\.(?P<ns>\w+)\.(?P<op>\w+)\.\w+\((?P<args>.*)
 _GETITEM_RE = re.compile(r"^(?P<src>[A-Za-z_]\w*)\[(?P<i>\d+)\]$")
 _TYPE_RE = re.compile(r"^(?P<dtype>[a-z0-9]+)\[(?P<sizes>[^\]]*)\]")
 _IDENT_RE = re.compile(r"\b[A-Za-z_]\w*\b")
+_INT64_MAX = 2**63 - 1
+
+
+def fits_int64(value: int | None) -> int | None:
+    """`value`, or None when it does not fit an int64 column (a hostile or absurd shape)."""
+    return value if value is not None and 0 <= value <= _INT64_MAX else None
 
 
 @dataclass
@@ -169,7 +176,8 @@ def kernel_bytes(g: Graph, nodes: set[str], computed_by: dict[str, set[str]], ke
     sizes_w = [value_bytes(_vtype(g, b)) for b in sorted(writes)]
     if any(s is None for s in sizes_r + sizes_w):
         return None, None
-    return sum(s for s in sizes_r if s is not None), sum(s for s in sizes_w if s is not None)
+    read, written = (fits_int64(sum(s for s in sizes if s is not None)) for sizes in (sizes_r, sizes_w))
+    return (read, written) if read is not None and written is not None else (None, None)
 
 
 def _users(g: Graph) -> tuple[dict[str, set[str]], set[str]]:
@@ -228,7 +236,7 @@ def node_flops(g: Graph, name: str) -> int | None:
         if len(a) < 2 or len(b) < 2:
             return None
         batch = math.prod(a[:-2])
-        return 2 * batch * a[-2] * a[-1] * b[-1]
+        return fits_int64(2 * batch * a[-2] * a[-1] * b[-1])
     # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     if len(dims) < 2 or len(dims[0]) < 3:
         return None
@@ -236,4 +244,4 @@ def node_flops(g: Graph, name: str) -> int | None:
     parts = _split_args(node.arg_text)
     transposed = len(parts) > 6 and parts[6].strip() == "True"
     spatial = x[2:] if transposed else out[1][2:]
-    return 2 * x[0] * math.prod(w) * math.prod(spatial)
+    return fits_int64(2 * x[0] * math.prod(w) * math.prod(spatial))
