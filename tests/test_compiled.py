@@ -488,6 +488,8 @@ def test_triton_launch_figures_and_torch214_kernel_stacks(tmp_path: Path) -> Non
     assert dict(zip(m["path"], m["device_self_ns"], strict=True)) == {"model": 0, "model.mlp": 0,
                                                                       "model.mlp.fc2": 8501, "model.head": 1500}
     assert m.filter(pl.col("path") == "model")["device_total_ns"].item() == 10001
+    code, out, _err = _cli(["compiled", str(p), "--by", "kernels", "--plain"])  # the text view counts the stacks
+    assert code == 0 and "File" not in out and "57856" in out
 
 
 _GRAPH = '''class <lambda>(torch.nn.Module):
