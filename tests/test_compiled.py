@@ -457,7 +457,8 @@ def test_triton_launch_figures_and_torch214_kernel_stacks(tmp_path: Path) -> Non
     def launcher(name: str, ext: int, ts: int, gb: float, flop: int) -> dict[str, object]:
         return op(cat="cpu_op", name=name, ts=ts, dur=10, args={
             "External id": ext, "kernel_backend": "triton", "kernel_name": name, "kernel_file": f"/tmp/{name}.py",
-            "kernel_hash": "h", "kernel_num_gb": gb, "kernel_flop": flop})
+            "kernel_hash": "h", "kernel_num_gb": gb, "kernel_flop": flop,
+            "Input Dims": [[32, 128], [32, 128], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]})
 
     def kernel(name: str, ext: int, ts: float, dur: float, stacks: list[str]) -> dict[str, object]:
         return {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": name, "ts": ts, "dur": dur,
@@ -488,6 +489,12 @@ def test_triton_launch_figures_and_torch214_kernel_stacks(tmp_path: Path) -> Non
     assert dict(zip(m["path"], m["device_self_ns"], strict=True)) == {"model": 0, "model.mlp": 0,
                                                                       "model.mlp.fc2": 8501, "model.head": 1500}
     assert m.filter(pl.col("path") == "model")["device_total_ns"].item() == 10001
+    # tr.perf: the launchers take Inductor's figures (family `inductor`); the template is bounded by its bf16 peak
+    ops = tr.perf.ops(peaks="H100-SXM").sort("event_id")
+    assert ops.select("name", "family", "flops", "bytes", "peak_dtype").rows() == [
+        ("triton_poi_fused_gelu_0", "inductor", 0, 32768, None),
+        ("triton_tem_fused_addmm_1", "inductor", 524288, 57856, "bf16")]
+    assert ops["roofline_share"].is_not_null().all() and tr.perf.model_coverage()["modelled_share"].item() == 1.0
     code, out, _err = _cli(["compiled", str(p), "--by", "kernels", "--plain"])  # the text view counts the stacks
     assert code == 0 and "File" not in out and "57856" in out
 
@@ -547,3 +554,35 @@ def test_absurd_shapes_give_no_figure_not_an_overflow() -> None:
 ''')
     assert node_flops(g, "mm") is None
     assert kernel_bytes(g, {"relu"}, {"relu": {"k"}}, "k") == (None, None)
+
+
+def test_triton_kernel_with_provenance_gets_the_model_on_the_roofline(tmp_path: Path) -> None:
+    # synthetic: a device trace of one Triton kernel and a mapping file + post-grad graph for it
+    prov = tmp_path / "debug"
+    prov.mkdir()
+    (prov / MAPPINGS_FILE).write_text(json.dumps({"cppCodeToPost": {"triton_poi_fused_gelu_mul_0:1": ["gelu", "mul"]},
+                                                  "postToPre": {}}))
+    (prov / "fx_graph_transformed.py").write_text(
+        'class <lambda>(torch.nn.Module):\n'
+        '    def forward(self, arg0_1: "bf16[32, 128][128, 1]cuda:0"):\n'
+        '        # File: /m.py:5 in forward, code: return F.gelu(x) * 2\n'
+        '        gelu: "bf16[32, 128][128, 1]cuda:0" = torch.ops.aten.gelu.default(arg0_1)\n'
+        '        mul: "bf16[32, 128][128, 1]cuda:0" = torch.ops.aten.mul.Tensor(gelu, 2)\n'
+        '        return (mul,)\n')
+    name = "triton_poi_fused_gelu_mul_0"
+    ev = [{"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "ts": 0, "dur": 50},
+          {"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": name, "ts": 2, "dur": 10,
+           "args": {"External id": 3, "kernel_name": name, "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]}},
+          {"ph": "X", "pid": 1, "tid": 1, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 3, "dur": 5,
+           "args": {"External id": 3, "correlation": 13}},
+          {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": name, "ts": 30, "dur": 4,
+           "args": {"External id": 3, "correlation": 13, "device": 0, "stream": 7}}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    tr = pt.load(p, compile_provenance=prov)
+    k = tr.compiled.kernels().row(0, named=True)
+    assert k["mapped"] and k["on_device"] and k["sources"] == ["/m.py:5"]
+    assert (k["read_bytes"], k["write_bytes"], k["flops"], k["inductor_bytes"]) == (8192, 8192, None, None)
+    row = tr.perf.ops(peaks="H100-SXM").row(0, named=True)
+    assert (row["family"], row["flops"], row["bytes"], row["bound"]) == ("inductor", 0, 16384, "memory")
+    assert row["roofline_share"] == pytest.approx(16384 / (row["peak_tb_per_s"] * 1e3) / 4000)
