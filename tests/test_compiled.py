@@ -586,3 +586,17 @@ def test_triton_kernel_with_provenance_gets_the_model_on_the_roofline(tmp_path: 
     row = tr.perf.ops(peaks="H100-SXM").row(0, named=True)
     assert (row["family"], row["flops"], row["bytes"], row["bound"]) == ("inductor", 0, 16384, "memory")
     assert row["roofline_share"] == pytest.approx(16384 / (row["peak_tb_per_s"] * 1e3) / 4000)
+
+
+@needs_shared
+def test_xdit_flux_triton_trace_maps_every_kernel_from_the_trace_alone() -> None:
+    # public GPU trace (xDiT FLUX.1 inference, torch.compile'd blocks): no provenance, no launch figures, no stacks
+    tr = pt.load(SHARED_PUBLIC / "tracelens" / "inference__xdit_flux.1_aiter_sage__profile_trace_rank_0.json.gz")
+    k = tr.compiled.kernels()
+    assert k.height == 3796 and k["on_device"].all()
+    assert k["compile_id"].is_not_null().all() and k["graph_call_id"].is_not_null().all()
+    assert (k["fused_ops"].list.len() > 0).all() and k["guess"].all()
+    assert k["inductor_bytes"].is_null().all() and k["stacks"].is_null().all() and k["bytes"].is_null().all()
+    m = tr.modules(compiled=True)
+    assert m["path"].to_list() == ["model"] and m["device_self_ns"].item() == int(k["dur_ns"].sum())
+    assert m["unmapped_ns"].item() == int(k["dur_ns"].sum())

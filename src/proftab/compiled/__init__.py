@@ -110,9 +110,11 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
             .with_columns(launch_id=pl.lit(None, pl.Int64), on_device=pl.lit(False)))
     ev = pl.concat([host.select(device.columns), device]).sort("rank", "start_ns", "event_id")
     anchor_id = pl.coalesce("launch_id", pl.when(~pl.col("on_device")).then("event_id"))
-    parents = _parents(n)
+    # O(n) over the trace only when it has generated kernels (tr.perf asks every trace)
+    parents = _parents(n) if ev.height else np.empty(0, np.int64)
     start = row_positions(n["rank"].to_numpy(), n["event_id"].to_numpy(), ev["rank"].to_numpy(),
-                          ev.select(anchor_id.fill_null(-1)).to_series().to_numpy())
+                          ev.select(anchor_id.fill_null(-1)).to_series().to_numpy()) if ev.height else np.empty(
+        0, np.int64)
     names = n["name"]
     cats = n["cat"].cast(pl.String)
     is_call = (names.str.starts_with(CALL_PREFIX) & (cats == kinds.USER_ANNOTATION)).to_numpy()
@@ -132,14 +134,16 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         _take(ids, call_row, "graph_call_id"), _take(names, call_row, "_call"),
         _take(ids, region_row, "region_id"), _take(names, region_row, "_region"),
     ).join(uniq, on="name", how="left")
-    launcher_args = n.select(
+    launchers_of = ev.select("rank", pl.col("launch_id").alias("event_id")).drop_nulls().unique()
+    launcher_args = n.join(launchers_of, on=["rank", "event_id"], how="semi").select(  # only their args are parsed
         "rank", pl.col("event_id").alias("launch_id"),
         pl.col("args").str.json_path_match("$.kernel_file").alias("kernel_file"),
         (pl.col("args").str.json_path_match("$.kernel_num_gb").cast(pl.Float64, strict=False) * 1e9).round()
         .cast(pl.Int64).alias("inductor_bytes"),
         pl.col("args").str.json_path_match("$.kernel_flop").cast(pl.Float64, strict=False).round().cast(pl.Int64)
         .alias("inductor_flops"))
-    own_args = n.select("rank", "event_id", pl.col("args").str.json_path_match("$.stack")
+    own_args = n.join(ev.select("rank", "event_id"), on=["rank", "event_id"], how="semi").select(
+        "rank", "event_id", pl.col("args").str.json_path_match("$.stack")
                         .str.json_decode(pl.List(pl.String)).alias("stacks"))
     if ev.height:
         ev = ev.join(launcher_args, on=["rank", "launch_id"], how="left").join(own_args, on=["rank", "event_id"],
