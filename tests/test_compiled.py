@@ -325,3 +325,278 @@ def test_host_triton_launches_are_not_kernels_on_a_device_trace() -> None:
     host = tr.events.filter(pl.col("name").str.starts_with("triton_") & (pl.col("cat") == "cpu_op"))
     assert host.height == 48
     assert tr.compiled.kernels().filter(~pl.col("on_device")).height == 0
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_modules_compiled_compares_module_by_module_with_the_eager_run(version: str) -> None:
+    # eager (with_stack: nn.Module frames, the model's names recorded beside it) vs compiled with provenance
+    d = COMPILED / version
+    names = json.loads((d / "eager_stack.names.json").read_text())
+    eager = pt.load(d / "eager_stack.pt.trace.json.gz").modules(names=names)
+    tr = _load(version)
+    comp = tr.modules(compiled=True)
+    assert comp.equals(tr.modules.modules(compiled=True))
+    # the same rule as by_module: each kernel's time split over its nodes, the extern calls on their node's module
+    by_module = tr.compiled.by_module()
+    ext = tr.compiled.extern_kernels().explode("modules").group_by("modules").agg(pl.col("dur_ns").sum())
+    ext_of = dict(ext.iter_rows())
+    regions = int(tr.compiled.regions()["total_ns"].sum())
+    for row in comp.iter_rows(named=True):
+        rel = "" if row["path"] == "model" else row["path"].removeprefix("model.")
+        own = by_module.filter(pl.col("module") == rel)["time_ns"].sum() + ext_of.get(rel, 0)
+        if row["path"] == "model":  # the root also holds the regions' host time outside every charged kernel
+            assert row["host_total_ns"] == regions
+        else:
+            assert row["host_self_ns"] == own
+        below = comp.filter(pl.col("path").str.starts_with(row["path"] + ".") | (pl.col("path") == row["path"]))
+        assert row["host_total_ns"] == below["host_self_ns"].sum()
+    assert comp.filter(pl.col("path") == "model")["calls"].item() == 3
+    assert set(comp["path"]) == {"model", "model.block", "model.block.conv", "model.mlp", "model.mlp.norm",
+                                 "model.mlp.fc1", "model.mlp.fc2", "model.head"}
+    assert int(comp["unmapped_ns"].sum()) == 0
+    # kernel time (generated + extern) is all on modules below the root, or the root's own nodes
+    kernel_ns = int(tr.compiled.kernels()["dur_ns"].sum()) + int(tr.compiled.extern_kernels()["dur_ns"].sum())
+    root_nodes = by_module.filter(pl.col("module") == "")["time_ns"].sum()
+    assert int(comp.filter(pl.col("depth") == 1)["host_total_ns"].sum()) + root_nodes == kernel_ns
+    d = pt.diff(eager, comp)
+    both = d.filter(pl.col("status") != "removed")
+    assert set(both["name"]) == set(comp["path"])  # every compiled module meets its eager row
+    assert set(d.filter(pl.col("status") == "removed")["name"]) == {"model.block.act", "model.mlp.act"}
+    conv = d.filter(pl.col("name") == "model.block.conv").row(0, named=True)
+    assert conv["total_ns_a"] == eager.filter(pl.col("name") == "model.block.conv")["host_total_ns"].item()
+    assert conv["total_ns_b"] == comp.filter(pl.col("path") == "model.block.conv")["host_total_ns"].item()
+    with pytest.raises(UsageError, match="not one of each"):
+        pt.diff(eager, tr.key_averages())
+
+
+def test_modules_compiled_without_provenance_is_the_root_only() -> None:
+    tr = _load("torch213", "compiled", None)
+    comp = tr.modules(compiled=True, root="net")
+    assert comp["path"].to_list() == ["net"]
+    k = tr.compiled.kernels()
+    assert comp["unmapped_ns"].item() == int(k["dur_ns"].sum())
+    assert comp["host_total_ns"].item() == int(tr.compiled.regions()["total_ns"].sum())
+    code, out, _err = _cli(["modules", str(COMPILED / "torch213" / "provenance.pt.trace.json.gz"), "--compiled",
+                            "--compile-provenance", str(COMPILED / "torch213" / "provenance"), "--plain"])
+    assert code == 0 and "fc1" in out and "conv" in out
+
+
+def _inductor_per_kernel(version: str) -> tuple[dict[str, int], list[tuple[int, int | None]]]:
+    """Inductor's own bytes per generated kernel and (bytes, FLOPs) per extern call, from `inductor_metrics.json`.
+
+    A scheduler node belongs to the generated kernel whose provenance nodes hold all its FX origins;
+    a fused scheduler node counts once (its fused figure); extern nodes pair with the extern handles in order.
+    """
+    d = COMPILED / version / "provenance"
+    nodes = json.loads((d / "inductor_metrics.json").read_text())["scheduler_nodes"]
+    mapping = json.loads((d / MAPPINGS_FILE).read_text())["cppCodeToPost"]
+    kernels = {k.rpartition(":")[0]: set(v) for k, v in mapping.items() if not k.startswith("extern_kernels.")}
+    per_kernel: dict[str, int] = {}
+    seen: set[str] = set()
+    externs: list[tuple[int, int | None]] = []
+    for r in nodes:
+        if r["kind"] == "ExternKernelSchedulerNode":
+            externs.append((r["bytes"], r["flops"]))
+            continue
+        owners = [k for k, ns in kernels.items() if set(r["origins"]) <= ns]
+        assert len(owners) == 1, r
+        if r["node"] not in seen:
+            seen.add(r["node"])
+            per_kernel[owners[0]] = per_kernel.get(owners[0], 0) + r["fused_bytes"]
+    return per_kernel, externs
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_perf_models_against_inductors_own_figures(version: str) -> None:
+    tr = _load(version)
+    k = tr.compiled.kernels().unique("kernel").sort("kernel")
+    model = {r["kernel"]: r for r in k.iter_rows(named=True)}
+    inductor, externs = _inductor_per_kernel(version)
+    # extern calls (aten addmm / convolution): bytes and FLOPs equal Inductor's exactly
+    ext = tr.compiled.extern_kernels().unique("handle").sort("handle")
+    assert list(zip(ext["bytes"], ext["flops"], strict=True)) == externs == [
+        (16976, 147456), (57856, 524288), (57600, 524288)]
+    # one scheduler node in the kernel (GELU, pointwise): the same definition, the same bytes
+    gelu = model["cpp_fused_gelu_view_2"]
+    assert gelu["bytes"] == inductor["cpp_fused_gelu_view_2"] == 32768
+    assert (gelu["read_bytes"], gelu["write_bytes"]) == (128 * 32 * 4, 128 * 32 * 4)  # addmm out in, GELU out
+    # the layer-norm kernels by hand from the recorded shapes: conv out + x (f32[8, 4, 8, 8]) and the
+    # LayerNorm weight + bias (f32[64]) read, the normalized f32[8, 4, 64] written once
+    act, vec = 8 * 4 * 8 * 8 * 4, 64 * 4
+    ln1 = model["cpp_fused_add_native_layer_norm_relu_view_1"]
+    assert (ln1["read_bytes"], ln1["write_bytes"]) == (2 * act + 2 * vec, act)
+    ln2 = model["cpp_fused_add_mul_native_layer_norm_relu_view_3"]  # recomputes conv+relu+x, reads fc2's output
+    assert (ln2["read_bytes"], ln2["write_bytes"]) == (3 * act + 2 * vec, act)
+    # Inductor runs each as 3 scheduler nodes (stats pass, rstd, normalize pass): it counts the
+    # activations once per pass (the normalize pass re-reads them) and the mean/rstd buffers between them
+    # (4 x 32 floats); the model counts each buffer once
+    assert inductor["cpp_fused_add_native_layer_norm_relu_view_1"] == ln1["bytes"] + 2 * act + 4 * 32 * 4 == 41984
+    assert inductor["cpp_fused_add_mul_native_layer_norm_relu_view_3"] == ln2["bytes"] + 3 * act + 4 * 32 * 4 == 58368
+    # the conv's input-layout kernel computes no node of its own: no model
+    prep = model["cpp_fused_convolution_0"]
+    assert prep["bytes"] is None and prep["flops"] is None and inductor["cpp_fused_convolution_0"] == 17536
+    # no figure without provenance
+    assert _load(version, "compiled", None).compiled.kernels()["bytes"].is_null().all()
+
+
+_STACK_MLP = ('  File "/m/model.py", line 71, in forward\n    return self.head(self.mlp(y) * 0.5)\n'
+              '                     ^^^^^^^^^^^^^^^^^^\n  File "/m/model.py", line 60, in forward\n'
+              '    return x + self.fc2(self.act(self.fc1(self.norm(x))))\n'
+              '               ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n')
+_STACK_ROOT = ('  File "/m/model.py", line 71, in forward\n    return self.head(self.mlp(y) * 0.5)\n'
+               '           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n')
+
+
+def test_triton_launch_figures_and_torch214_kernel_stacks(tmp_path: Path) -> None:
+    # synthetic, to the formats torch writes: the Triton launcher's profiler args (`get_profiler_kwargs`:
+    # kernel_num_gb, kernel_flop with TORCHINDUCTOR_BENCHMARK_KERNEL=1) and the `stack` list torch 2.14's
+    # `inductor_trace_handler` puts on device kernels (TORCH_COMPILE_DEBUG_EXTEND=1)
+    def op(**k: object) -> dict[str, object]:
+        return {"ph": "X", "pid": 1, "tid": 1, **k}
+
+    def launcher(name: str, ext: int, ts: int, gb: float, flop: int) -> dict[str, object]:
+        return op(cat="cpu_op", name=name, ts=ts, dur=10, args={
+            "External id": ext, "kernel_backend": "triton", "kernel_name": name, "kernel_file": f"/tmp/{name}.py",
+            "kernel_hash": "h", "kernel_num_gb": gb, "kernel_flop": flop,
+            "Input Dims": [[32, 128], [32, 128], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]})
+
+    def kernel(name: str, ext: int, ts: float, dur: float, stacks: list[str]) -> dict[str, object]:
+        return {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": name, "ts": ts, "dur": dur,
+                "args": {"External id": ext, "correlation": 10 + ext, "device": 0, "stream": 7, "stack": stacks}}
+
+    ev = [op(cat="cpu_op", name="Torch-Compiled Region: 0/0", ts=0, dur=100),
+          op(cat="user_annotation", name="## Call CompiledFxGraph h ##", ts=1, dur=90),
+          launcher("triton_poi_fused_gelu_0", 3, 2, 3.2768e-05, 0),
+          op(cat="cuda_runtime", name="cudaLaunchKernel", ts=3, dur=5, args={"External id": 3, "correlation": 13}),
+          launcher("triton_tem_fused_addmm_1", 4, 20, 5.7856e-05, 524288),
+          op(cat="cuda_runtime", name="cudaLaunchKernel", ts=21, dur=5, args={"External id": 4, "correlation": 14}),
+          kernel("triton_poi_fused_gelu_0", 3, 30, 7.001, [_STACK_MLP]),
+          kernel("triton_tem_fused_addmm_1", 4, 40, 3, [_STACK_MLP, _STACK_ROOT])]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    tr = pt.load(p)
+    k = tr.compiled.kernels()
+    assert k["on_device"].all() and k["inductor_bytes"].to_list() == [32768, 57856]
+    assert k["inductor_flops"].to_list() == [0, 524288] and k["stacks"].list.len().to_list() == [1, 2]
+    # each innermost highlight is one whole `self.NAME(...)` call: the path ends in NAME (`module_of_stack`)
+    assert k["modules"].to_list() == [["mlp.fc2"], ["head", "mlp.fc2"]] and k["guess"].all()
+    assert k["sources"].to_list() == [["/m/model.py:60"], ["/m/model.py:60", "/m/model.py:71"]]
+    # by module / source: each kernel's time split over its stacks (7001 -> fc2; 3000 -> 1500 + 1500)
+    assert tr.compiled.by_module().select("module", "time_ns").rows() == [("mlp.fc2", 8501), ("head", 1500)]
+    assert tr.compiled.by_source().select("source", "time_ns").rows() == [("/m/model.py:60", 8501),
+                                                                          ("/m/model.py:71", 1500)]
+    m = tr.modules(compiled=True)
+    assert dict(zip(m["path"], m["device_self_ns"], strict=True)) == {"model": 0, "model.mlp": 0,
+                                                                      "model.mlp.fc2": 8501, "model.head": 1500}
+    assert m.filter(pl.col("path") == "model")["device_total_ns"].item() == 10001
+    # tr.perf: the launchers take Inductor's figures (family `inductor`); the template is bounded by its bf16 peak
+    ops = tr.perf.ops(peaks="H100-SXM").sort("event_id")
+    assert ops.select("name", "family", "flops", "bytes", "peak_dtype").rows() == [
+        ("triton_poi_fused_gelu_0", "inductor", 0, 32768, None),
+        ("triton_tem_fused_addmm_1", "inductor", 524288, 57856, "bf16")]
+    assert ops["roofline_share"].is_not_null().all() and tr.perf.model_coverage()["modelled_share"].item() == 1.0
+    code, out, _err = _cli(["compiled", str(p), "--by", "kernels", "--plain"])  # the text view counts the stacks
+    assert code == 0 and "File" not in out and "57856" in out
+
+
+_GRAPH = '''class <lambda>(torch.nn.Module):
+    def forward(self, {SIGNATURE}):
+        # File: /m.py:1 in forward, code: y = x @ w
+        bmm: "bf16[4, 8, 32][256, 32, 1]cuda:0" = torch.ops.aten.bmm.default(arg0_1, arg1_1);  arg0_1 = None
+        view: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.reshape.default(bmm, [32, 32])
+        var_mean = torch.ops.aten.var_mean.correction(view, [1], correction = 0, keepdim = True)
+        getitem: "f32[32, 1][1, 1]cuda:0" = var_mean[0]
+        getitem_1: "f32[32, 1][1, 1]cuda:0" = var_mean[1];  var_mean = None
+        sub: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.sub.Tensor(view, getitem_1)
+        relu: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.relu.default(sub)
+        add: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.add.Tensor(relu, getitem)
+        mul: "bf16[32, 32][32, 1]cuda:0" = torch.ops.aten.mul.Tensor(relu, 2)
+        convolution: "f32[2, 6, 7, 7][294, 49, 7, 1]cpu" = {CONV}
+        abs_1: "f32[s0, 8][8, 1]cpu" = torch.ops.aten.abs.default(arg4_1)
+        return (add, mul, convolution, abs_1)
+'''.format(
+    SIGNATURE=", ".join(['arg0_1: "bf16[4, 8, 16][128, 16, 1]cuda:0"', 'arg1_1: "bf16[4, 16, 32][512, 32, 1]cuda:0"',
+                         'arg2_1: "f32[2, 3, 5, 5][75, 25, 5, 1]cpu"', 'arg3_1: "f32[3, 6, 3, 3][54, 9, 3, 1]cpu"',
+                         'arg4_1: "f32[s0, 8][8, 1]cpu"']),
+    CONV="torch.ops.aten.convolution.default(arg2_1, arg3_1, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1)")
+
+
+def test_kernel_bytes_and_flops_on_a_synthetic_graph() -> None:
+    from proftab.io.inductor_graph import kernel_bytes, node_flops, parse_graph
+
+    g = parse_graph(_GRAPH)
+    assert g.inputs["arg4_1"].startswith("f32[s0") and g.outputs == ["add", "mul", "convolution", "abs_1"]
+    k_red = {"var_mean", "sub", "relu", "add"}             # reads the bmm output through a view
+    k_mul = {"relu", "sub", "mul"}                          # recomputes relu (and sub: so it reads getitem_1)
+    computed_by = {n: {"red"} for n in k_red} | {"mul": {"mul"}, "bmm": {"extern"}}
+    for n in ("relu", "sub"):
+        computed_by[n] = {"red", "mul"}
+    bf, f32 = 2, 4
+    # red: reads bmm (bf16 32x32), writes add (returned); relu is recomputed by `mul`, getitem_1 is read by it
+    assert kernel_bytes(g, k_red, computed_by, "red") == (32 * 32 * bf, 32 * 32 * bf + 32 * f32)
+    # mul: reads bmm + getitem_1 (the mean), writes mul
+    assert kernel_bytes(g, k_mul, computed_by, "mul") == (32 * 32 * bf + 32 * f32, 32 * 32 * bf)
+    assert kernel_bytes(g, {"abs_1"}, {}, "abs") == (None, None)  # a symbolic size: no figure
+    assert node_flops(g, "bmm") == 2 * 4 * 8 * 16 * 32
+    # transposed convolution: 2 * batch * numel(weight) * the input's spatial size (torch's conv_flop)
+    assert node_flops(g, "convolution") == 2 * 2 * (3 * 6 * 3 * 3) * (5 * 5)
+    assert node_flops(g, "relu") is None and node_flops(g, "missing") is None
+
+
+def test_absurd_shapes_give_no_figure_not_an_overflow() -> None:
+    from proftab.io.inductor_graph import kernel_bytes, node_flops, parse_graph
+
+    huge = "f32[99999999999, 99999999999][99999999999, 1]cpu"
+    g = parse_graph(f'''    def forward(self, arg0_1: "{huge}", arg1_1: "{huge}"):
+        mm: "{huge}" = torch.ops.aten.mm.default(arg0_1, arg1_1)
+        relu: "{huge}" = torch.ops.aten.relu.default(mm)
+        return (relu,)
+''')
+    assert node_flops(g, "mm") is None
+    assert kernel_bytes(g, {"relu"}, {"relu": {"k"}}, "k") == (None, None)
+
+
+def test_triton_kernel_with_provenance_gets_the_model_on_the_roofline(tmp_path: Path) -> None:
+    # synthetic: a device trace of one Triton kernel and a mapping file + post-grad graph for it
+    prov = tmp_path / "debug"
+    prov.mkdir()
+    (prov / MAPPINGS_FILE).write_text(json.dumps({"cppCodeToPost": {"triton_poi_fused_gelu_mul_0:1": ["gelu", "mul"]},
+                                                  "postToPre": {}}))
+    (prov / "fx_graph_transformed.py").write_text(
+        'class <lambda>(torch.nn.Module):\n'
+        '    def forward(self, arg0_1: "bf16[32, 128][128, 1]cuda:0"):\n'
+        '        # File: /m.py:5 in forward, code: return F.gelu(x) * 2\n'
+        '        gelu: "bf16[32, 128][128, 1]cuda:0" = torch.ops.aten.gelu.default(arg0_1)\n'
+        '        mul: "bf16[32, 128][128, 1]cuda:0" = torch.ops.aten.mul.Tensor(gelu, 2)\n'
+        '        return (mul,)\n')
+    name = "triton_poi_fused_gelu_mul_0"
+    ev = [{"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "ts": 0, "dur": 50},
+          {"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": name, "ts": 2, "dur": 10,
+           "args": {"External id": 3, "kernel_name": name, "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]}},
+          {"ph": "X", "pid": 1, "tid": 1, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 3, "dur": 5,
+           "args": {"External id": 3, "correlation": 13}},
+          {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": name, "ts": 30, "dur": 4,
+           "args": {"External id": 3, "correlation": 13, "device": 0, "stream": 7}}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    tr = pt.load(p, compile_provenance=prov)
+    k = tr.compiled.kernels().row(0, named=True)
+    assert k["mapped"] and k["on_device"] and k["sources"] == ["/m.py:5"]
+    assert (k["read_bytes"], k["write_bytes"], k["flops"], k["inductor_bytes"]) == (8192, 8192, None, None)
+    row = tr.perf.ops(peaks="H100-SXM").row(0, named=True)
+    assert (row["family"], row["flops"], row["bytes"], row["bound"]) == ("inductor", 0, 16384, "memory")
+    assert row["roofline_share"] == pytest.approx(16384 / (row["peak_tb_per_s"] * 1e3) / 4000)
+
+
+@needs_shared
+def test_xdit_flux_triton_trace_maps_every_kernel_from_the_trace_alone() -> None:
+    # public GPU trace (xDiT FLUX.1 inference, torch.compile'd blocks): no provenance, no launch figures, no stacks
+    tr = pt.load(SHARED_PUBLIC / "tracelens" / "inference__xdit_flux.1_aiter_sage__profile_trace_rank_0.json.gz")
+    k = tr.compiled.kernels()
+    assert k.height == 3796 and k["on_device"].all()
+    assert k["compile_id"].is_not_null().all() and k["graph_call_id"].is_not_null().all()
+    assert (k["fused_ops"].list.len() > 0).all() and k["guess"].all()
+    assert k["inductor_bytes"].is_null().all() and k["stacks"].is_null().all() and k["bytes"].is_null().all()
+    m = tr.modules(compiled=True)
+    assert m["path"].to_list() == ["model"] and m["device_self_ns"].item() == int(k["dur_ns"].sum())
+    assert m["unmapped_ns"].item() == int(k["dur_ns"].sum())

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["DIFF_COLUMNS", "diff"]
+__all__ = ["DIFF_COLUMNS", "diff", "is_module_table", "module_rows"]
 
 DIFF_COLUMNS = ["name", "device_type", "is_user_annotation", "status", "calls_a", "calls_b", "calls_delta",
                 "self_ns_a", "self_ns_b", "self_delta_ns", "self_rel", "total_ns_a", "total_ns_b",
@@ -35,12 +35,35 @@ DIFF_COLUMNS = ["name", "device_type", "is_user_annotation", "status", "calls_a"
 Source: TypeAlias = "Trace | pl.DataFrame | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
 
 
+def is_module_table(frame: pl.DataFrame) -> bool:
+    """`frame` is a module table (`tr.modules.modules()`, `compiled=True` too), not key_averages rows."""
+    return {"path", "host_self_ns", "host_total_ns"} <= set(frame.columns)
+
+
+def module_rows(table: pl.DataFrame) -> pl.DataFrame:
+    """A module table as key_averages-shaped rows: one per module (`name`, else `path`) and side.
+
+    The host row (`device_type` ``"CPU"``) has `host_self_ns` / `host_total_ns`; modules with
+    device time also get a row with `device_type` ``"device"`` and `device_self_ns` /
+    `device_total_ns`. `calls` are the module's calls.
+    """
+    key = pl.coalesce("name", "path") if "name" in table.columns else pl.col("path")
+    t = table.with_columns(_key=key)
+    host = t.select(pl.col("_key").alias("name"), device_type=pl.lit("CPU"), calls="calls",
+                    self_cpu_ns="host_self_ns", cpu_total_ns="host_total_ns",
+                    self_device_ns=pl.lit(0, pl.Int64), device_total_ns=pl.lit(0, pl.Int64))
+    dev = t.filter(pl.col("device_total_ns") != 0).select(
+        pl.col("_key").alias("name"), device_type=pl.lit("device"), calls="calls", self_cpu_ns=pl.lit(0, pl.Int64),
+        cpu_total_ns=pl.lit(0, pl.Int64), self_device_ns="device_self_ns", device_total_ns="device_total_ns")
+    return pl.concat([host, dev]).with_columns(is_user_annotation=pl.lit(False))
+
+
 def _rows(x: object, group_by_input_shape: bool) -> tuple[pl.DataFrame, int, int]:
     """key_averages rows of `x`, with its rank count and step count (0 when unknown)."""
     from proftab.trace import Trace
 
     if isinstance(x, pl.DataFrame):
-        return x, 1, 0
+        return (module_rows(x) if is_module_table(x) else x), 1, 0
     if not isinstance(x, Trace):
         from proftab.io.files import load
 
@@ -85,7 +108,10 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
     ----------
     a, b
         The baseline and the new run: `Trace`, key_averages `DataFrame`, or a path, glob,
-        directory or list for `pt.load`.
+        directory or list for `pt.load`. Two module tables (`tr.modules.modules()`, e.g. an
+        eager run's with `names=` and a compiled run's with `compiled=True`) compare module
+        by module instead: `name` is the module's `name` (else `path`), `device_type` is
+        ``"CPU"`` for host time and ``"device"`` for device time (`module_rows`).
     group_by_input_shape
         Match rows on input shapes too (Traces and paths only).
     normalize
@@ -128,6 +154,10 @@ def diff(a: object, b: object, *, group_by_input_shape: bool = False,
     by = {"self": "self_delta_ns", "total": "total_delta_ns", "calls": "calls_delta"}.get(sort)
     if by is None:
         msg = f"unknown sort {sort!r}; valid: 'self', 'total', 'calls'"
+        raise UsageError(msg)
+    tables = [isinstance(x, pl.DataFrame) and is_module_table(x) for x in (a, b)]
+    if tables[0] != tables[1]:
+        msg = "pt.diff compares two module tables or two key_averages sources, not one of each"
         raise UsageError(msg)
     ra, ranks_a, steps_a = _rows(a, group_by_input_shape)
     rb, ranks_b, steps_b = _rows(b, group_by_input_shape)

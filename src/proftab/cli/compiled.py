@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     if fmt != "text":
         write_frame(shown, fmt, args.output)
         return 0
+    if "stacks" in shown.columns:  # Python tracebacks: their count in the text view, the text in -o files
+        shown = shown.with_columns(shown["stacks"].list.len().alias("stacks"))
     prov = "provenance" if tr.compiled.provenance is not None else "no provenance: ops from kernel names (a guess)"
     title = f"proftab compiled  {', '.join(args.trace)}  ({prov})"
     write_text(title + "\n" + _text(shown) + f"{table.height:,} rows ({shown.height:,} shown)\n", args.output)

@@ -25,6 +25,7 @@ EXAMPLES = """\
   proftab modules trace.json.gz -o modules.csv  every column (also .json, .md, .parquet)
   proftab modules trace.json.gz --source user_annotation   record_function ranges as the tree
   proftab modules trace.json.gz --chart modules.html --metric device   icicle of the tree
+  proftab modules compiled.json.gz --compiled --compile-provenance debug_dir/   torch.compile kernel time per module
 """
 
 
@@ -37,6 +38,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", type=int, default=None, metavar="N", help="only ProfilerStep#N")
     p.add_argument("--source", choices=["auto", *SOURCES], default="auto",
                    help="module frames: nn.Module frames (auto when present), else user annotations")
+    p.add_argument("--compiled", action="store_true",
+                   help="torch.compile: generated-kernel time per module from Inductor's provenance "
+                        "(with --compile-provenance; docs/compiled.md)")
+    p.add_argument("--root", default="model", metavar="NAME",
+                   help="--compiled: the compiled module's name, the first path component (default: model)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="rows shown (default: all)")
     p.add_argument("--chart", metavar="FILE", default=None,
                    help="also write the module icicle (.html, .json; .png/.svg with vl-convert)")
@@ -55,12 +61,22 @@ def run(args: argparse.Namespace) -> int:
         raise ProftabError(msg)
     fmt = guess_format(args)
     tr = load_trace(args.trace, args)
-    table = tr.modules.modules(by=args.by, depth=args.depth, step=args.step, source=args.source)
+    if args.compiled:
+        if args.by != "path" or args.step is not None or args.source != "auto" or args.chart:
+            msg = "--compiled takes only --depth, --root, --limit and the output options"
+            raise ProftabError(msg)
+        table = tr.modules.modules(compiled=True, depth=args.depth, root=args.root)
+        if table.is_empty():
+            msg = f"no compiled regions or generated kernels in {', '.join(args.trace)}"
+            raise ProftabError(msg)
+    else:
+        table = tr.modules.modules(by=args.by, depth=args.depth, step=args.step, source=args.source)
     if table.is_empty():
         msg = (f"no module frames in {', '.join(args.trace)} (record with with_stack=True or with_modules=True, "
                "or use record_function ranges)")
         raise ProftabError(msg)
-    if args.source == "auto" and tr.modules.frame_source() == "user_annotation" and not args.quiet:
+    fell_back = not args.compiled and args.source == "auto" and tr.modules.frame_source() == "user_annotation"
+    if fell_back and not args.quiet:
         import sys
 
         print("proftab: note: no nn.Module frames (record with with_stack=True or with_modules=True): the rows are "

@@ -33,13 +33,15 @@ from proftab.api import register_trace_namespace
 from proftab.compiled._names import GENERATED_PATTERN, KIND_NAMES, kernel_name_columns, split_fused_ops
 from proftab.exceptions import UsageError
 from proftab.intervals.tree import nearest_ancestor, row_positions
-from proftab.io.inductor import PROVENANCE_TABLE
+from proftab.io.inductor import PROVENANCE_TABLE, module_of_stack
+from proftab.modules._table import MODULE_COLUMNS
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
 
 __all__ = ["EXTERN_COLUMNS", "KERNEL_COLUMNS", "KIND_NAMES", "PROVENANCE_TABLE", "REGION_COLUMNS", "Compiled",
-           "apportion", "extern_kernels", "kernel_events", "kernels", "key_averages", "regions", "split_fused_ops"]
+           "COMPILED_MODULE_EXTRA", "apportion", "extern_kernels", "kernel_events", "kernels", "key_averages",
+           "module_times", "regions", "split_fused_ops"]
 
 CALL_PREFIX = "## Call CompiledFxGraph"
 REGION_PREFIX = "Torch-Compiled Region"
@@ -47,7 +49,10 @@ _COMPILE_ID_RE = r"compile_id=(\d+/\d+)"
 
 KERNEL_COLUMNS = ["rank", "event_id", "name", "kernel", "backend", "kernel_kind", "on_device", "start_ns",
                   "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file",
-                  "fused_ops", "mapped", "guess", "n_nodes", "nodes", "aten_ops", "modules", "sources"]
+                  "inductor_bytes", "inductor_flops", "stacks", "fused_ops", "mapped", "guess", "n_nodes", "nodes",
+                  "aten_ops", "modules", "sources", "read_bytes", "write_bytes", "bytes", "flops"]
+#: columns of `module_times` (`tr.modules.modules(compiled=True)`): `proftab.modules.MODULE_COLUMNS` plus these
+COMPILED_MODULE_EXTRA = ["name", "unmapped_ns", "n_kernels"]
 REGION_COLUMNS = ["rank", "compile_id", "frame_id", "compile_index", "recompile", "compiled_in_trace", "n_calls",
                   "total_ns", "kernel_ns", "n_kernels", "graph_hashes"]
 
@@ -83,7 +88,12 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         `on_device`, `start_ns`, `dur_ns`, `launch_id` (the op that launched a device kernel),
         `compile_id` (`"0/0"` of the enclosing `Torch-Compiled Region`), `region_id` (its
         event_id), `graph_call_id` (event_id of the `## Call CompiledFxGraph ##` annotation),
-        `graph_hash`, `kernel_file` (Triton launch args). Sorted by rank, start_ns, event_id.
+        `graph_hash`, `kernel_file` (Triton launch args), `inductor_bytes` / `inductor_flops`
+        (Inductor's own `kernel_num_gb` x 1e9 / `kernel_flop` launch args, written with
+        `TORCHINDUCTOR_BENCHMARK_KERNEL=1` or `TORCHINDUCTOR_PROFILE_BANDWIDTH=1`; else null),
+        `stacks` (the kernel event's `stack` arg: the model stacks torch 2.14's
+        `inductor_trace_handler` writes with `TORCH_COMPILE_DEBUG_EXTEND=1`; else null).
+        Sorted by rank, start_ns, event_id.
     """
     n = nested.select("rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns", "args")
     is_gen = pl.col("name").str.contains(GENERATED_PATTERN)
@@ -100,9 +110,11 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
             .with_columns(launch_id=pl.lit(None, pl.Int64), on_device=pl.lit(False)))
     ev = pl.concat([host.select(device.columns), device]).sort("rank", "start_ns", "event_id")
     anchor_id = pl.coalesce("launch_id", pl.when(~pl.col("on_device")).then("event_id"))
-    parents = _parents(n)
+    # O(n) over the trace only when it has generated kernels (tr.perf asks every trace)
+    parents = _parents(n) if ev.height else np.empty(0, np.int64)
     start = row_positions(n["rank"].to_numpy(), n["event_id"].to_numpy(), ev["rank"].to_numpy(),
-                          ev.select(anchor_id.fill_null(-1)).to_series().to_numpy())
+                          ev.select(anchor_id.fill_null(-1)).to_series().to_numpy()) if ev.height else np.empty(
+        0, np.int64)
     names = n["name"]
     cats = n["cat"].cast(pl.String)
     is_call = (names.str.starts_with(CALL_PREFIX) & (cats == kinds.USER_ANNOTATION)).to_numpy()
@@ -122,19 +134,33 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         _take(ids, call_row, "graph_call_id"), _take(names, call_row, "_call"),
         _take(ids, region_row, "region_id"), _take(names, region_row, "_region"),
     ).join(uniq, on="name", how="left")
-    launcher_args = n.select("rank", pl.col("event_id").alias("launch_id"),
-                             pl.col("args").str.json_path_match("$.kernel_file").alias("kernel_file"))
-    ev = ev.join(launcher_args, on=["rank", "launch_id"], how="left") if ev.height else ev.with_columns(
-        kernel_file=pl.lit(None, pl.String))
+    launchers_of = ev.select("rank", pl.col("launch_id").alias("event_id")).drop_nulls().unique()
+    launcher_args = n.join(launchers_of, on=["rank", "event_id"], how="semi").select(  # only their args are parsed
+        "rank", pl.col("event_id").alias("launch_id"),
+        pl.col("args").str.json_path_match("$.kernel_file").alias("kernel_file"),
+        (pl.col("args").str.json_path_match("$.kernel_num_gb").cast(pl.Float64, strict=False) * 1e9).round()
+        .cast(pl.Int64).alias("inductor_bytes"),
+        pl.col("args").str.json_path_match("$.kernel_flop").cast(pl.Float64, strict=False).round().cast(pl.Int64)
+        .alias("inductor_flops"))
+    own_args = n.join(ev.select("rank", "event_id"), on=["rank", "event_id"], how="semi").select(
+        "rank", "event_id", pl.col("args").str.json_path_match("$.stack")
+                        .str.json_decode(pl.List(pl.String)).alias("stacks"))
+    if ev.height:
+        ev = ev.join(launcher_args, on=["rank", "launch_id"], how="left").join(own_args, on=["rank", "event_id"],
+                                                                                how="left")
+    else:
+        ev = ev.with_columns(kernel_file=pl.lit(None, pl.String), inductor_bytes=pl.lit(None, pl.Int64),
+                             inductor_flops=pl.lit(None, pl.Int64), stacks=pl.lit(None, pl.List(pl.String)))
     return ev.with_columns(
         compile_id=pl.col("_region").str.extract(r"(\d+/\d+)", 1),
         graph_hash=pl.col("_call").str.extract(r"## Call CompiledFxGraph (\S+) ##", 1),
     ).select("rank", "event_id", "name", "kernel", "backend", "kernel_kind", "fused_ops", "on_device", "start_ns",
-             "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file")
+             "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file",
+             "inductor_bytes", "inductor_flops", "stacks")
 
 
 EXTERN_COLUMNS = ["rank", "event_id", "name", "compile_id", "graph_call_id", "kernel", "handle", "start_ns", "dur_ns",
-                  "nodes", "pre_grad_ops", "modules", "sources"]
+                  "nodes", "pre_grad_ops", "modules", "sources", "read_bytes", "write_bytes", "bytes", "flops"]
 
 
 def _graph_calls(nested: pl.DataFrame) -> pl.DataFrame:
@@ -171,10 +197,12 @@ def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.
                                  "graph_call_id": pl.Int64, "kernel": pl.String, "handle": pl.Int64,
                                  "start_ns": pl.Int64, "dur_ns": pl.Int64, "nodes": pl.List(pl.String),
                                  "pre_grad_ops": pl.List(pl.String), "modules": pl.List(pl.String),
-                                 "sources": pl.List(pl.String)})
+                                 "sources": pl.List(pl.String), "read_bytes": pl.Int64, "write_bytes": pl.Int64,
+                                 "bytes": pl.Int64, "flops": pl.Int64})
     if provenance is None or not provenance.height:
         return empty
-    prov = provenance.filter(pl.col("kernel").str.starts_with("extern_kernels."))
+    prov = provenance.filter(pl.col("kernel").str.starts_with("extern_kernels.")).with_columns(
+        pl.lit(None, pl.Int64).alias(c) for c in _PERF if c not in provenance.columns)
     if prov["compile_id"].is_null().any():
         if prov["artifact"].n_unique() != 1:
             return empty  # several graphs without compile ids: no way to tell their calls apart
@@ -196,13 +224,22 @@ def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.
     lists = src.group_by("compile_id", "kernel", "handle").agg(
         pl.col("node").sort().alias("nodes"), pl.col("pre_grad_op").drop_nulls().unique().sort().alias("pre_grad_ops"),
         pl.col("module").drop_nulls().unique().sort().alias("modules"),
-        pl.col("source").drop_nulls().unique().sort().alias("sources"))
+        pl.col("source").drop_nulls().unique().sort().alias("sources"),
+        *[pl.col(f"kernel_{c}").first().alias(c) for c in ("read_bytes", "write_bytes", "flops")]).with_columns(
+        bytes=pl.col("read_bytes") + pl.col("write_bytes"))
     return matched.join(lists, on=["compile_id", "kernel", "handle"], how="left", nulls_equal=True).select(
         EXTERN_COLUMNS).sort("rank", "start_ns", "event_id")
 
 
-def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.DataFrame:
+#: the kernel-level perf model columns of the provenance (`proftab.io.inductor_graph`)
+_PERF = ["kernel_read_bytes", "kernel_write_bytes", "kernel_flops"]
+
+
+def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None, *, use_stacks: bool = False) -> pl.DataFrame:
     """One row per (kernel event, node): provenance nodes where they exist, else the fused ops (a guess).
+
+    `use_stacks`: a kernel without provenance that carries `stacks` (torch 2.14's trace handler)
+    gets one row per stack instead (its module and source line; node and ops null).
 
     Columns: rank, event_id, dur_ns, mapped, node, aten_op, pre_grad_op, module, source (`file:line`),
     source_code.
@@ -211,12 +248,13 @@ def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.Data
     mapped = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "node": pl.String,
                                   "aten_op": pl.String, "pre_grad_op": pl.String, "module": pl.String,
                                   "source": pl.String,
-                                  "source_code": pl.String})
+                                  "source_code": pl.String, **dict.fromkeys(_PERF, pl.Int64)})
     if provenance is not None and provenance.height:
         prov = provenance.with_columns(
             source=pl.when(pl.col("source_file").is_not_null())
             .then(pl.format("{}:{}", "source_file", "source_line")))
-        cols = ["node", "aten_op", "pre_grad_op", "module", "source", "source_code"]
+        prov = prov.with_columns(pl.lit(None, pl.Int64).alias(c) for c in _PERF if c not in prov.columns)
+        cols = ["node", "aten_op", "pre_grad_op", "module", "source", "source_code", *_PERF]
         by_id = prov.filter(pl.col("compile_id").is_not_null()).select("compile_id", "kernel", *cols)
         # mapping files without a compile id: per kernel name, the first artifact that has it
         first = (prov.filter(pl.col("compile_id").is_null()).select("artifact", "kernel").unique(maintain_order=True)
@@ -237,10 +275,34 @@ def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.Data
                        pl.format("aten::{}", "fused_ops").alias("aten_op"),
                        pl.format("aten::{}", "fused_ops").alias("pre_grad_op"),
                        pl.lit(None, pl.String).alias("module"), pl.lit(None, pl.String).alias("source"),
-                       pl.lit(None, pl.String).alias("source_code")))
+                       pl.lit(None, pl.String).alias("source_code"),
+                       *[pl.lit(None, pl.Int64).alias(c) for c in _PERF]))
+    if use_stacks and "stacks" in events.columns:
+        stacked = _stack_rows(events, done)
+        guessed = guessed.join(stacked.select("rank", "event_id").unique(), on=["rank", "event_id"], how="anti")
+        guessed = pl.concat([guessed, stacked.drop("mapped")])
     rows = pl.concat([mapped.with_columns(mapped=pl.lit(True)), guessed.with_columns(mapped=pl.lit(False))])
     return rows.join(base.select("rank", "event_id", "dur_ns"), on=["rank", "event_id"], how="left").sort(
-        "rank", "event_id", "node")
+        "rank", "event_id", "node", nulls_last=True)
+
+
+def _stack_rows(events: pl.DataFrame, done: pl.DataFrame) -> pl.DataFrame:
+    """Rows of kernels without provenance that carry `stacks`: one per stack, its module and `file:line`.
+
+    The module is `proftab.io.inductor.module_of_stack` of the stack (the path of `self.NAME(`
+    calls), the source the stack's innermost frame. Columns as `_node_rows` (node and ops null).
+    """
+    ev = events.join(done, on=["rank", "event_id"], how="anti").filter(pl.col("stacks").list.len() > 0).select(
+        "rank", "event_id", pl.col("stacks").alias("stack")).explode("stack")
+    uniq = ev["stack"].unique().drop_nulls().to_list()  # one parse per distinct stack text, not per event
+    found = [module_of_stack(t) for t in uniq]
+    table = pl.DataFrame({"stack": uniq, "module": [f[0] if f else None for f in found],
+                          "source": [f"{f[2]}:{f[1]}" if f else None for f in found]},
+                         schema={"stack": pl.String, "module": pl.String, "source": pl.String})
+    return ev.join(table, on="stack", how="left").select(
+        "rank", "event_id", pl.lit(None, pl.String).alias("node"), pl.lit(None, pl.String).alias("aten_op"),
+        pl.lit(None, pl.String).alias("pre_grad_op"), "module", "source", pl.lit(None, pl.String).alias("source_code"),
+        *[pl.lit(None, pl.Int64).alias(c) for c in _PERF], mapped=pl.lit(False))
 
 
 def _with_shares(rows: pl.DataFrame) -> pl.DataFrame:
@@ -274,9 +336,20 @@ def kernels(events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.
         pl.col("node").drop_nulls().alias("nodes"),
         pl.col("aten_op").drop_nulls().unique().sort().alias("aten_ops"),
         pl.col("module").drop_nulls().unique().sort().alias("modules"),
-        pl.col("source").drop_nulls().unique().sort().alias("sources"))
+        pl.col("source").drop_nulls().unique().sort().alias("sources"),
+        pl.col("kernel_read_bytes").first().alias("read_bytes"),
+        pl.col("kernel_write_bytes").first().alias("write_bytes"),
+        pl.col("kernel_flops").first().alias("flops"))
+    if "stacks" in events.columns:
+        from_stacks = _stack_rows(events, rows.filter(pl.col("mapped")).select("rank", "event_id").unique()).group_by(
+            "rank", "event_id").agg(pl.col("module").drop_nulls().unique().sort().alias("_m"),
+                                    pl.col("source").drop_nulls().unique().sort().alias("_s"))
+        agg = agg.join(from_stacks, on=["rank", "event_id"], how="left").with_columns(
+            modules=pl.when(pl.col("_m").list.len() > 0).then("_m").otherwise("modules"),
+            sources=pl.when(pl.col("_s").list.len() > 0).then("_s").otherwise("sources")).drop("_m", "_s")
     out = events.join(agg, on=["rank", "event_id"], how="left").with_columns(
-        pl.col("mapped").fill_null(False), pl.col("n_nodes").fill_null(0))
+        pl.col("mapped").fill_null(False), pl.col("n_nodes").fill_null(0),
+        bytes=pl.col("read_bytes") + pl.col("write_bytes"))
     return out.with_columns(guess=~pl.col("mapped")).select(KERNEL_COLUMNS)
 
 
@@ -313,7 +386,7 @@ def apportion(events: pl.DataFrame, provenance: pl.DataFrame | None = None, by: 
         msg = f"by must be one of {sorted(_KEYS)}, got {by!r}"
         raise UsageError(msg)
     keys = _KEYS[by]
-    rows = _with_shares(_node_rows(events, provenance))
+    rows = _with_shares(_node_rows(events, provenance, use_stacks=by in ("module", "source")))
     total = int(rows["share_ns"].sum()) if rows.height else 0
     return (rows.group_by(keys).agg(
         pl.col("share_ns").sum().cast(pl.Int64).alias("time_ns"),
@@ -460,6 +533,104 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
     return out.with_columns(upd).drop("_add", "_ext", "_on_dev")
 
 
+def _module_shares(events: pl.DataFrame, provenance: pl.DataFrame | None, externs: pl.DataFrame | None) -> pl.DataFrame:
+    """Per charge: rank, event_id, graph_call_id, module (null: unknown), on_device, share_ns (int64, exact sums)."""
+    rows = _with_shares(_node_rows(events, provenance, use_stacks=True)).join(
+        events.select("rank", "event_id", "on_device", "graph_call_id"), on=["rank", "event_id"], how="left").select(
+        "rank", "event_id", "graph_call_id", "module", "on_device", "share_ns")
+    if externs is None or not externs.height:
+        return rows
+    one_null = pl.lit([None], pl.List(pl.String))
+    ext = (externs.with_columns(module=pl.when(pl.col("modules").list.len() > 0).then("modules").otherwise(one_null))
+           .explode("module").with_columns(node=pl.col("module").fill_null(""))
+           .select("rank", "event_id", "graph_call_id", "module", "dur_ns", "node").pipe(_with_shares)
+           .with_columns(on_device=pl.lit(False)))
+    return pl.concat([rows, ext.select(rows.columns)])
+
+
+def module_times(events: pl.DataFrame, provenance: pl.DataFrame | None, externs: pl.DataFrame | None,
+                 nested: pl.DataFrame, *, root: str = "model") -> pl.DataFrame:
+    """Compiled time per nn.Module path: each kernel's time on its FX nodes' modules (`by_module`'s rule).
+
+    Parameters
+    ----------
+    events
+        `kernel_events(...)`.
+    provenance
+        `read_provenance(...)` or None (then every kernel's time is the root's: nothing maps).
+    externs
+        `extern_kernels(...)`: each matched extern call's duration, split equally over its
+        nodes' modules, is host time of those modules.
+    nested
+        `Trace.nested` (rank, event_id, name, dur_ns): the `Torch-Compiled Region` ops.
+    root
+        The compiled module's name: provenance paths (`mlp.fc1`, `""` for the root's own code)
+        become `root.mlp.fc1` / `root`, as `proftab.modules.instance_names(model, x)` names
+        the eager trace's instances (its default root is `"model"` too).
+
+    Returns
+    -------
+    pl.DataFrame
+        `proftab.modules.MODULE_COLUMNS` plus `COMPILED_MODULE_EXTRA`, one row per (rank, path),
+        sorted by host_total_ns descending. `host_self_ns` / `device_self_ns`: the kernel
+        shares of the module's own nodes (host: C++ kernels and extern calls; device: Triton
+        kernels). The root's `host_self_ns` also holds the host time of the compiled regions
+        outside every charged kernel (guards, the wrapper, unmatched ops: what eager counts as
+        the root's own time), so its `host_total_ns` is the regions' total. `*_total_ns`: Σ self
+        over the module and every path below it. `calls`: the `## Call CompiledFxGraph ##` calls
+        that ran the module's kernels (the root: the region calls). `unmapped_ns`: the part of
+        self time from kernels whose module is unknown (charged to the root). `name` = `path`
+        (so `pt.diff` matches it to an eager table's `name`). Backward columns are 0: compiled
+        backward graphs count as forward.
+    """
+    charges = _module_shares(events, provenance, externs)
+    full = (pl.when(pl.col("module").is_null() | (pl.col("module") == "")).then(pl.lit(root))
+            .otherwise(pl.format("{}.{}", pl.lit(root), pl.col("module"))))
+    charges = charges.with_columns(path=full, _unmapped=pl.col("module").is_null())
+    regions_ = nested.filter(pl.col("name").str.starts_with(REGION_PREFIX)).group_by("rank").agg(
+        pl.col("dur_ns").sum().cast(pl.Int64).alias("_region_ns"), pl.len().cast(pl.Int64).alias("_region_calls"))
+    own = charges.group_by("rank", "path").agg(
+        pl.col("share_ns").filter(~pl.col("on_device")).sum().cast(pl.Int64).alias("host_self_ns"),
+        pl.col("share_ns").filter(pl.col("on_device")).sum().cast(pl.Int64).alias("device_self_ns"),
+        pl.col("share_ns").filter(pl.col("_unmapped")).sum().cast(pl.Int64).alias("unmapped_ns"),
+        pl.struct("event_id").n_unique().cast(pl.Int64).alias("n_kernels"))
+    # every path and its ancestors (prefixes), so a module with no node of its own still has a row
+    paths = pl.concat([own.select("rank", "path"), regions_.select("rank", pl.lit(root).alias("path"))]).unique()
+    parts = paths.with_columns(_parts=pl.col("path").str.split("."))
+    anc = (parts.with_columns(_n=pl.int_ranges(1, pl.col("_parts").list.len() + 1)).explode("_n")
+           .select("rank", "path", anc=pl.col("_parts").list.head(pl.col("_n")).list.join(".")))
+    keys = anc.select("rank", pl.col("anc").alias("path")).unique()
+    host_charged = charges.filter(~pl.col("on_device")).group_by("rank").agg(
+        pl.col("share_ns").sum().cast(pl.Int64).alias("_charged"))
+    own = (keys.join(own, on=["rank", "path"], how="left").with_columns(
+        pl.col("host_self_ns", "device_self_ns", "unmapped_ns", "n_kernels").fill_null(0))
+        .join(regions_, on="rank", how="left").join(host_charged, on="rank", how="left")
+        .with_columns(host_self_ns=pl.when(pl.col("path") == root).then(
+            pl.col("host_self_ns") + (pl.col("_region_ns").fill_null(0) - pl.col("_charged").fill_null(0)).clip(0))
+            .otherwise("host_self_ns")))
+    sub = anc.join(own.select("rank", pl.col("path"), "host_self_ns", "device_self_ns"), on=["rank", "path"])
+    totals = sub.group_by("rank", pl.col("anc").alias("path")).agg(
+        pl.col("host_self_ns").sum().cast(pl.Int64).alias("host_total_ns"),
+        pl.col("device_self_ns").sum().cast(pl.Int64).alias("device_total_ns"))
+    calls_of = (anc.join(charges.select("rank", "path", "graph_call_id"), on=["rank", "path"])
+                .group_by("rank", pl.col("anc").alias("path")).agg(
+                    pl.col("graph_call_id").drop_nulls().n_unique().cast(pl.Int64).alias("calls")))
+    out = (own.join(totals, on=["rank", "path"], how="left").join(calls_of, on=["rank", "path"], how="left")
+           .with_columns(calls=pl.when(pl.col("path") == root).then(
+               pl.max_horizontal(pl.col("calls").fill_null(0), pl.col("_region_calls").fill_null(0)))
+               .otherwise(pl.col("calls").fill_null(0)),
+               depth=(pl.col("path").str.count_matches(r"\.")).cast(pl.Int64),
+               instance=pl.col("path").str.extract(r"([^.]*)$", 1), type=pl.lit(None, pl.String),
+               parent=pl.when(pl.col("path").str.contains(r"\.")).then(pl.col("path").str.replace(r"\.[^.]*$", "")),
+               name=pl.col("path")))
+    zero = [c for c in ("bwd_calls", "bwd_host_total_ns", "bwd_host_self_ns", "bwd_device_total_ns",
+                        "bwd_device_self_ns", "recompute_calls", "recompute_ns", "recompute_device_ns", "ops")]
+    out = out.with_columns(pl.lit(0, pl.Int64).alias(c) for c in zero).with_columns(
+        pl.col("host_total_ns", "device_total_ns").fill_null(0))
+    return out.select(*MODULE_COLUMNS, *COMPILED_MODULE_EXTRA).sort(
+        ["host_total_ns", "device_total_ns", "rank", "path"], descending=[True, True, False, False])
+
+
 @register_trace_namespace("compiled")
 class Compiled:
     """`tr.compiled`: torch.compile's generated kernels mapped to regions, FX nodes, ops, modules, source lines.
@@ -521,6 +692,11 @@ class Compiled:
         """The aten ops the generated code calls (`extern_kernels.addmm`) with their FX nodes (`extern_kernels`)."""
         nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns"])
         return extern_kernels(nested, self.provenance)
+
+    def modules(self, root: str = "model") -> pl.DataFrame:
+        """Compiled kernel time per nn.Module path, as `tr.modules.modules()` lays it out (`module_times`)."""
+        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "dur_ns"])
+        return module_times(self.events(), self.provenance, self.extern_kernels(), nested, root=root)
 
     def key_averages(self) -> pl.DataFrame:
         """`tr.key_averages()` with generated kernels counted as their aten ops (for `pt.diff`)."""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab.exceptions import TraceError
+from proftab.io.inductor_graph import fits_int64, kernel_bytes, node_flops, parse_graph
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -58,6 +59,10 @@ PROVENANCE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "source_function": pl.String,
     "source_code": pl.String,
     "module": pl.String,              # nn.Module path (`mlp.fc1`), "" for the root module, null when unknown
+    "node_flops": pl.Int64,           # GEMM / convolution FLOPs of the node (`inductor_graph.node_flops`), else null
+    "kernel_read_bytes": pl.Int64,    # the kernel's modelled reads (`inductor_graph.kernel_bytes`), per kernel
+    "kernel_write_bytes": pl.Int64,   # ... and writes; null: no model (sizes unknown, a prep kernel of an extern op)
+    "kernel_flops": pl.Int64,         # Σ node_flops of the kernel's nodes; null when none has FLOPs or a prep kernel
 }
 
 _FILE_RE = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>[^,]+), code: (?P<code>.*)$")
@@ -306,8 +311,21 @@ def _graph_rows(g: _Graph) -> list[dict[str, object]]:
         raise TraceError(msg, path=g.artifact)
     nodes = _post_grad_nodes(g.post_grad)
     pre_nodes = _pre_grad_nodes(g.pre_grad)
+    graph = parse_graph(g.post_grad)
+    computed_by: dict[str, set[str]] = {}
+    for key, post in code_to_post.items():
+        for n in post:
+            computed_by.setdefault(str(n), set()).add(str(key))
+    extern_nodes = {str(n) for key, post in code_to_post.items() if str(key).startswith("extern_kernels.")
+                    for n in post}
     rows: list[dict[str, object]] = []
     for key, post in code_to_post.items():
+        post_set = {str(n) for n in post}
+        prep = not str(key).startswith("extern_kernels.") and post_set <= extern_nodes  # an extern op's input prep
+        read_b, write_b = (None, None) if prep or not graph.nodes else kernel_bytes(graph, post_set, computed_by,
+                                                                                    str(key))
+        flops = [f for n in post_set if (f := node_flops(graph, n)) is not None]
+        kernel_flops = None if prep or not flops else fits_int64(sum(flops))
         kernel, _, handle = str(key).rpartition(":")
         if not kernel or not handle.isdigit():
             kernel, handle = str(key), ""
@@ -333,7 +351,8 @@ def _graph_rows(g: _Graph) -> list[dict[str, object]]:
                 "pre_grad_nodes": pre, "pre_grad_op": pre_op,
                 "source_file": source[0] if source else None, "source_line": source[1] if source else None,
                 "source_function": source[2] if source else None, "source_code": source[3] if source else None,
-                "module": module,
+                "module": module, "node_flops": node_flops(graph, node),
+                "kernel_read_bytes": read_b, "kernel_write_bytes": write_b, "kernel_flops": kernel_flops,
             })
     return rows
 

@@ -97,8 +97,15 @@ class ModulesNamespace:
             lambda: assign(self._nested(), self.tree(source).drop("step"), self.links()))
         return out
 
+    def __call__(self, by: By = "path", *, depth: int | None = None, step: int | None = None,
+                 source: Source = "auto", names: Mapping[str, str] | None = None, compiled: bool = False,
+                 root: str = "model") -> pl.DataFrame:
+        """`tr.modules(...)` is `tr.modules.modules(...)`."""
+        return self.modules(by, depth=depth, step=step, source=source, names=names, compiled=compiled, root=root)
+
     def modules(self, by: By = "path", *, depth: int | None = None, step: int | None = None,
-                source: Source = "auto", names: Mapping[str, str] | None = None) -> pl.DataFrame:
+                source: Source = "auto", names: Mapping[str, str] | None = None, compiled: bool = False,
+                root: str = "model") -> pl.DataFrame:
         """Host and device time per module path (or `by="type"`), forward and backward.
 
         Parameters
@@ -114,7 +121,23 @@ class ModulesNamespace:
         names
             Instance name -> the model's name (`instance_names(model, x)`): adds `name`
             (`by="path"` only).
+        compiled
+            torch.compile runs: the compiled kernel time per module path from Inductor's
+            provenance (kernel -> FX node -> module, each kernel's time split equally over its
+            nodes as `tr.compiled.by_module()`), laid out like this table, with `name` = `path`
+            so `pt.diff(eager_table, compiled_table)` compares module by module
+            (`proftab.compiled.module_times`; docs/compiled.md). `by="path"` only; no `step`,
+            `source` or `names`.
+        root
+            With `compiled`: the name of the compiled module, the first path component
+            (`proftab.modules.instance_names`' default root is `"model"` too).
         """
+        if compiled:
+            if by != "path" or step is not None or names is not None or source != "auto":
+                msg = "compiled=True takes only depth and root (by='path', no step, source or names)"
+                raise ProftabError(msg)
+            table: pl.DataFrame = self._trace.compiled.modules(root=root)
+            return table if depth is None else table.filter(pl.col("depth") <= depth)
         frames = self.tree(source).drop("step")
         acts = self._activities()
         out = modules(frames, self.assigned(source), self.links(), acts, self._nested(), by=by, step=step)

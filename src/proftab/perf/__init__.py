@@ -18,6 +18,9 @@ Free functions over frames:
 * `lost(ops, n)`: the ops with the most time lost to the roofline.
 * `model_coverage(ops)`: share of device time in ops with a model (one row).
 * `resolved_peaks_frame(peaks)`: the resolved peak rates as one row.
+* `generated_figures(kernels)`: torch.compile's generated device kernels' FLOPs and bytes per
+  launching op (`tr.compiled.kernels()`), which `ops(generated=)` gives to their launcher rows
+  (family `inductor`).
 
 `tr.perf.ops()`, `tr.perf.summary()`, `tr.perf.lost()`, `tr.perf.model_coverage()`, `tr.perf.device_peaks()`,
 `tr.perf.roofline()` (chart) wrap them; peaks come from the trace's `deviceProperties`
@@ -36,7 +39,15 @@ from proftab import kinds
 from proftab.api import register_trace_namespace
 from proftab.exceptions import ProftabError
 from proftab.intervals.tree import nearest_ancestor, row_positions
-from proftab.perf.models import _COLLECTIVE_RE, FAMILIES, MATRIX_FAMILIES, OP_FAMILY, kernel_math, model_ops
+from proftab.perf.models import (
+    _COLLECTIVE_RE,
+    FAMILIES,
+    MATRIX_FAMILIES,
+    OP_FAMILY,
+    inductor_rows,
+    kernel_math,
+    model_ops,
+)
 from proftab.perf.peaks import PEAKS, match_peaks
 
 if TYPE_CHECKING:
@@ -87,7 +98,8 @@ def _owners(host: pl.DataFrame, act: pl.DataFrame) -> pl.DataFrame:
 
 
 def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | None = None, *,
-        rank_peaks: Mapping[int, dict[str, Any] | None] | None = None) -> pl.DataFrame:
+        rank_peaks: Mapping[int, dict[str, Any] | None] | None = None,
+        generated: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per host op that owns device time, with its perf model (module docstring).
 
     Parameters
@@ -102,6 +114,10 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
     rank_peaks
         Peak rates per rank (a multi-rank trace of different devices), used instead of `peaks`;
         a rank missing from it uses `peaks`. The `peak_device` column names each row's device.
+    generated
+        torch.compile's generated kernels with a figure (`generated_figures`): `rank`,
+        `event_id` (the launching op), `flops`, `bytes`. A launcher row with no model of its
+        own (family `other`) takes them as family `inductor` (docs/compiled.md).
     """
     cols = [c for c in HOST_COLUMNS if c in nested.columns]
     host = nested.select(cols).filter(kinds.is_host())
@@ -114,6 +130,8 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
     rows = host.with_row_index("_owner").with_columns(pl.col("_owner").cast(pl.Int64)).join(
         per.with_columns(pl.col("_owner").cast(pl.Int64)), on="_owner", how="inner").sort("_owner")
     out = model_ops(rows.drop("_owner", "parent_id", "cat", "start_ns"))
+    if generated is not None and generated.height:
+        out = inductor_rows(out, generated)
     # a matrix op whose kernels name their math mode (TF32 tensor cores on fp32 data, HMMA, MFMA)
     # is bounded by that mode's peak, not its input dtype's
     out = out.with_columns(peak_dtype=pl.when(pl.col("family").is_in(MATRIX_FAMILIES)
@@ -129,6 +147,29 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
         out = _rates(out, peaks)
     return out.drop("input_dims", "input_type", "input_strides", "concrete_inputs", "in_msg_nelems",
                                    "dtype", strict=False)
+
+
+#: generated-kernel kinds whose FLOPs Inductor counts as 0 (its `estimate_flops` counts GEMMs and convolutions only)
+_NO_FLOP_KINDS = ("pointwise", "reduction", "persistent_reduction")
+
+
+def generated_figures(kernels: pl.DataFrame) -> pl.DataFrame | None:
+    """Per launching op of generated device kernels: `flops`, `bytes` (None when no kernel has a figure).
+
+    `tr.compiled.kernels()` rows: Inductor's own `inductor_bytes` / `inductor_flops` (launch
+    args) where present, else the provenance model (`bytes`, `flops`); a pointwise or
+    reduction kernel with bytes and no FLOP figure has 0 FLOPs, as Inductor counts them.
+    """
+    k = kernels.filter(pl.col("on_device") & pl.col("launch_id").is_not_null())
+    if not k.height:
+        return None
+    k = k.with_columns(_b=pl.coalesce("inductor_bytes", "bytes")).with_columns(
+        _f=pl.coalesce("inductor_flops", "flops", pl.when(pl.col("_b").is_not_null() & pl.col("kernel_kind").is_in(
+            _NO_FLOP_KINDS)).then(pl.lit(0, pl.Int64))))
+    out = k.filter(pl.col("_b").is_not_null() & pl.col("_f").is_not_null()).group_by(
+        "rank", pl.col("launch_id").alias("event_id")).agg(pl.col("_f").sum().alias("flops"),
+                                                          pl.col("_b").sum().alias("bytes"))
+    return out if out.height else None
 
 
 def _kernel_math(owned: pl.DataFrame) -> pl.DataFrame:
@@ -294,7 +335,8 @@ class PerfNamespace:
 
         def compute() -> pl.DataFrame:
             nested = self._trace.collect("nested", columns=[c for c in HOST_COLUMNS if c in self._columns()])
-            return ops(nested, self._trace.device.activities(), resolved, rank_peaks=per_rank)
+            return ops(nested, self._trace.device.activities(), resolved, rank_peaks=per_rank,
+                       generated=generated_figures(self._trace.compiled.kernels()))
         out: pl.DataFrame = self._trace.cached(key, compute)
         return out
 

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import polars as pl
 
-__all__ = ["FAMILIES", "KERNEL_MATH_PATTERNS", "MATRIX_FAMILIES", "OP_FAMILY", "kernel_math", "model_ops"]
+__all__ = ["FAMILIES", "KERNEL_MATH_PATTERNS", "MATRIX_FAMILIES", "OP_FAMILY", "inductor_rows", "kernel_math",
+           "model_ops"]
 
 FAMILIES = ("gemm", "attention", "conv", "elementwise", "normalization", "reduction", "softmax", "embedding",
-            "copy", "collective", "other")
+            "copy", "collective", "inductor", "other")
 
 #: bytes per element of torch's dtype names (`Input type`) and the normalized dtype name
 _DTYPES: dict[str, tuple[int, str]] = {
@@ -493,6 +494,29 @@ def kernel_math(name: pl.Expr) -> pl.Expr:
     for dtype, pattern in reversed(KERNEL_MATH_PATTERNS):
         out = pl.when(name.str.contains(pattern)).then(pl.lit(dtype)).otherwise(out)
     return out
+
+
+def inductor_rows(out: pl.DataFrame, generated: pl.DataFrame) -> pl.DataFrame:
+    """`model_ops` rows that launch torch.compile's generated kernels take their figures (family `inductor`).
+
+    `generated`: `rank`, `event_id` (the launching op), `flops`, `bytes`. Only rows without a
+    model of their own (family `other`) change; `peak_dtype` is the launcher's first tensor
+    argument's dtype (`Input type`), as a matrix op's, for kernels with FLOPs (templates).
+    """
+    g = generated.select("rank", "event_id", pl.col("flops").alias("_gf"), pl.col("bytes").alias("_gb"))
+    out = out.join(g, on=["rank", "event_id"], how="left")
+    is_gen = (pl.col("family") == "other") & pl.col("_gb").is_not_null()
+    first = (pl.col("input_type").cast(pl.String).str.extract_all(r'"([^"]*)"').list.eval(
+        pl.element().str.strip_chars('"')).list.eval(pl.element().filter(pl.element() != "Scalar")).list.first()
+        if "input_type" in out.columns else pl.lit(None, pl.String))
+    dtype = first.replace_strict({k: v[1] for k, v in _DTYPES.items()}, default=None, return_dtype=pl.String)
+    out = out.with_columns(_dt=dtype).with_columns(
+        family=pl.when(is_gen).then(pl.lit("inductor")).otherwise("family"),
+        flops=pl.when(is_gen).then("_gf").otherwise("flops"),
+        bytes=pl.when(is_gen).then("_gb").otherwise("bytes"),
+        peak_dtype=pl.when(is_gen & (pl.col("_gf") > 0)).then(_peak_dtype("_dt", matrix=True, conv=False))
+        .when(is_gen).then(pl.lit(None, pl.String)).otherwise("peak_dtype"))
+    return out.drop("_gf", "_gb", "_dt")
 
 
 def model_ops(ops: pl.DataFrame) -> pl.DataFrame:

@@ -6,6 +6,12 @@ The model has a conv block (Conv2d, ReLU, residual), then LayerNorm, GELU and a 
 Each variant runs in its own process (Inductor reads its environment variables at import):
 
 - `eager`: the model uncompiled (the reference for `pt.diff`).
+- `eager_stack`: the same with `with_stack=True` (the Python tracer writes `nn.Module: <Class>_<N>`
+  frames, the eager side of `tr.modules.modules()`), plus `eager_stack.names.json`, the model's
+  attribute names of the tracer's instances (`proftab.modules.instance_names(model, x)`).
+- `metrics`: no trace; compiles the model with `inductor_metrics` logging on and writes
+  Inductor's own per-scheduler-node figures (`get_read_write_buffers_sizes()`, `estimate_flops()`,
+  the FX origins) to OUTDIR/provenance/inductor_metrics.json (the check of proftab's perf models).
 - `compiled`: `torch.compile(model)` with TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1, so each
   generated C++ kernel is a profiler event (`graph_0_cpp_fused_...`); no provenance artifacts.
 - `provenance`: the same plus TORCH_COMPILE_DEBUG=1 (provenance_tracking_level >= 1 and
@@ -78,10 +84,14 @@ def child(variant: str, out: str) -> None:
 
     model = Model().eval()
     x = torch.randn(8, 4, 8, 8)
-    run = model if variant == "eager" else torch.compile(model, dynamic=False if variant == "breaks" else None)
+    if variant == "metrics":
+        record_inductor_metrics(model, x, out)
+        return
+    eager = variant in ("eager", "eager_stack")
+    run = model if eager else torch.compile(model, dynamic=False if variant == "breaks" else None)
     with torch.no_grad():
         run(x)  # warm-up (compiles)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=False,
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=variant == "eager_stack",
                      with_modules=True) as prof:
             for _ in range(3):
                 with record_function("step"):
@@ -89,11 +99,57 @@ def child(variant: str, out: str) -> None:
             if variant == "breaks":
                 with record_function("step"):
                     run(torch.randn(4, 4, 8, 8))
+    if variant == "eager_stack":
+        import json
+
+        try:
+            from proftab.modules import instance_names
+        except ImportError:  # an interpreter without proftab's dependencies: the names are the same for any torch
+            print("proftab not importable: eager_stack.names.json not written (copy another version's)")
+        else:
+            with open(os.path.join(out, "eager_stack.names.json"), "w") as fh:
+                json.dump(instance_names(model, x), fh, indent=1, sort_keys=True)
     path = os.path.join(out, f"{variant}.pt.trace.json")
     prof.export_chrome_trace(path)
     with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     os.remove(path)
+
+
+def record_inductor_metrics(model: object, x: object, out: str) -> None:
+    """Inductor's own bytes / FLOPs per scheduler node, as its `inductor_metrics` log computes them.
+
+    `GraphLowering.count_bytes` (called when the `inductor_metrics` log is on) sums each scheduler
+    node's `get_read_write_buffers_sizes()`; it is wrapped here to keep, per node, that figure,
+    `estimate_flops()` and the post-grad FX nodes it came from (`origins`), so each node can be
+    matched to the kernel whose provenance names those nodes.
+    """
+    import json
+
+    import torch
+    from torch._inductor import graph as inductor_graph
+
+    torch._logging.set_logs(inductor_metrics=True)
+    rows: list[dict[str, object]] = []
+    original = inductor_graph.GraphLowering.count_bytes
+
+    def count_bytes(self):  # type: ignore[no-untyped-def]
+        for node in self.scheduler.nodes:
+            for sub in node.get_nodes():
+                rows.append({"node": node.get_name(), "sub": sub.get_name(), "kind": type(sub).__name__,
+                             "bytes": int(sub.get_read_write_buffers_sizes()),
+                             "fused_bytes": int(node.get_read_write_buffers_sizes()),
+                             "flops": sub.estimate_flops(),
+                             "origins": sorted(o.name for o in sub.node.origins) if sub.node is not None else []})
+        return original(self)
+
+    inductor_graph.GraphLowering.count_bytes = count_bytes
+    with torch.no_grad():
+        torch.compile(model)(x)  # type: ignore[operator]
+    dest = os.path.join(out, "provenance")
+    os.makedirs(dest, exist_ok=True)
+    with open(os.path.join(dest, "inductor_metrics.json"), "w") as fh:
+        json.dump({"torch": torch.__version__, "scheduler_nodes": rows}, fh, indent=1)
 
 
 KEPT_ARTIFACTS = ("inductor_provenance_tracking_node_mappings", "inductor_provenance_tracking_kernel_stack_traces",
