@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from proftab.exceptions import ProftabError, ProftabWarning, TraceError
+from proftab.exceptions import ProftabError, ProftabWarning, SkippedFileWarning, TraceError
 from proftab.io import parquet as _pq
 from proftab.io.atomic import MANIFEST, _is_dataset, atomic_dir
 from proftab.meta import files_frame
@@ -179,7 +179,8 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         (``"tcp://host:8786"``) or ``"local"`` (a LocalCluster); None: a local process pool.
     on_error
         ``"raise"``: a file that fails fails the conversion (nothing is written);
-        ``"skip"``: it is left out, with its error in the status table.
+        ``"skip"``: it is left out, with its error in the status table, and a
+        `SkippedFileWarning` (its ``path`` attribute: the file) is emitted once per such file.
     resume
         Reuse the ranks of an existing dataset at `out` whose source file (path and size) is
         unchanged and converted fine; convert only the other files, then replace `out`. Also
@@ -280,8 +281,9 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         shutil.rmtree(ckpt, ignore_errors=True)
     for res in results:  # on_error="skip": name every file left out
         if res.get("status") == "failed":
-            warnings.warn(f"skipped {res['path']}: {res['error']} (not in {out}; its _status.parquet says why)",
-                          ProftabWarning, stacklevel=2)
+            warnings.warn(SkippedFileWarning(
+                f"skipped {res['path']}: {res['error']} (not in {out}; its _status.parquet says why)",
+                str(res["path"])), stacklevel=2)
     return out
 
 
