@@ -6,7 +6,8 @@
 * `steps`: per-step stacked bars of self time by op.
 
 Each returns an `altair` chart: display it in a notebook, or `save(chart, "out.html")`
-(``.html``, ``.json`` Vega-Lite spec; ``.png`` / ``.svg`` with `vl-convert-python`).
+(``.html``, ``.json`` Vega-Lite spec; ``.png`` / ``.svg`` with `vl-convert-python`); the chart's
+own ``chart.save("out.html")`` writes the same offline page (`offline_chart`).
 Altair is imported only when a chart is made (the ``plot`` extra: ``pip install '.[plot]'`` from a checkout).
 """
 
@@ -28,7 +29,7 @@ from proftab.steps import step_windows
 if TYPE_CHECKING:
     from proftab.trace import Trace
 
-__all__ = ["KINDS", "icicle", "save", "steps", "timeline", "top_ops"]
+__all__ = ["KINDS", "icicle", "offline_chart", "save", "steps", "timeline", "top_ops"]
 
 #: chart kinds by name (the `proftab plot KIND` words)
 KINDS = ("top", "timeline", "tree", "steps", "roofline", "critical-path")
@@ -57,7 +58,92 @@ def category_scale(categories: list[str]) -> Any:
 
 
 def _alt() -> Any:
-    return import_optional("altair", extra="plot", what="plotting")
+    """The altair every proftab chart is built with: altair itself, except that its chart
+    constructors (`Chart`, `layer`, `hconcat`, ...) make charts whose own ``.save("x.html")`` is
+    offline (`offline_chart`)."""
+    global _OFFLINE_ALT  # noqa: PLW0603 - built once, on the first chart
+    if _OFFLINE_ALT is None:
+        _OFFLINE_ALT = _OfflineAltair(import_optional("altair", extra="plot", what="plotting"))
+    return _OFFLINE_ALT
+
+
+#: altair's top-level chart classes and the functions that compose charts into one of them
+_CHART_CLASSES = ("Chart", "LayerChart", "HConcatChart", "VConcatChart", "ConcatChart", "FacetChart", "RepeatChart")
+_CHART_FUNCTIONS = ("layer", "hconcat", "vconcat", "concat", "repeat")
+_OFFLINE_ALT: Any = None
+_OFFLINE_CLASSES: dict[type, type] = {}
+
+
+class _OfflineSave:
+    """Mixin of the charts proftab returns: altair's ``.save`` with HTML offline by default.
+
+    ``chart.save("x.html")`` writes the page of `to_html`: Vega, Vega-Lite and vega-embed
+    inline (vl-convert's bundle, cached), no CDN. ``inline=False`` keeps altair's CDN page;
+    every other format and option is altair's own `save`. Charts composed with ``+``, ``|``
+    and ``&`` stay offline.
+    """
+
+    def save(self, fp: Any, format: str | None = None, *args: Any, inline: bool | None = None,  # noqa: A002
+             **kwargs: Any) -> None:
+        fmt = format
+        if fmt is None and isinstance(fp, str | os.PathLike):
+            fmt = os.path.splitext(os.fspath(fp))[1].lstrip(".").lower()
+        if fmt != "html" or inline is False:
+            super().save(fp, format, *args, inline=bool(inline), **kwargs)  # type: ignore[misc]
+        elif args or kwargs:  # altair's own options (embed_options, versions): its inline page
+            super().save(fp, format, *args, inline=True, **kwargs)  # type: ignore[misc]
+        elif isinstance(fp, str | os.PathLike):
+            with open(fp, "w", encoding="utf-8") as fh:
+                fh.write(to_html(self))
+        else:
+            fp.write(to_html(self))
+
+    def __add__(self, other: Any) -> Any:
+        return offline_chart(super().__add__(other))  # type: ignore[misc]
+
+    def __or__(self, other: Any) -> Any:
+        return offline_chart(super().__or__(other))  # type: ignore[misc]
+
+    def __and__(self, other: Any) -> Any:
+        return offline_chart(super().__and__(other))  # type: ignore[misc]
+
+
+def _offline_class(cls: type) -> type:
+    sub = _OFFLINE_CLASSES.get(cls)
+    if sub is None:
+        sub = type(cls.__name__, (_OfflineSave, cls), {"__module__": cls.__module__, "__doc__": cls.__doc__})
+        _OFFLINE_CLASSES[cls] = sub
+    return sub
+
+
+def offline_chart(chart: Any) -> Any:
+    """`chart` (an altair top-level chart) made to save HTML offline (`_OfflineSave`); in place.
+
+    Its copies (``.properties()``, ``.interactive()``, ...) keep the class, so they do too.
+    """
+    alt = _alt()._module
+    if isinstance(chart, _OfflineSave) or not isinstance(chart, alt.TopLevelMixin):
+        return chart
+    object.__setattr__(chart, "__class__", _offline_class(type(chart)))  # altair's __setattr__ sets a spec key
+    return chart
+
+
+class _OfflineAltair:
+    """altair, with `_CHART_CLASSES` and `_CHART_FUNCTIONS` making offline-saving charts."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if name in _CHART_CLASSES:
+            value = _offline_class(value)
+        elif name in _CHART_FUNCTIONS:
+            def compose(*a: Any, _f: Any = value, **k: Any) -> Any:
+                return offline_chart(_f(*a, **k))
+            value = compose
+        setattr(self, name, value)  # looked up once
+        return value
 
 
 def _data(df: pl.DataFrame) -> Any:
