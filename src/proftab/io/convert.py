@@ -62,7 +62,7 @@ def _convert_one(path: str, position: int, rank: int | None, salvage: bool, stag
         tables = _pq._split_by_rank(tr)[ft.rank]
         if progress:
             progress.show("writing")
-        sha, size = _pq.sha256_file(local), os.path.getsize(local)
+        sha, size = ft.source_sha256, os.path.getsize(local)  # hashed while it was read
         rows = _pq._write_rank(Path(staging), ft.rank, tables, ft.meta,
                            _pq._files_row(files_frame({ft.rank: ft.meta}), ft.rank, sha, size))
         if key_averages:

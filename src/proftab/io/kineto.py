@@ -21,7 +21,7 @@ import polars as pl
 from proftab import schema
 from proftab.exceptions import ProftabWarning, TraceError
 from proftab.io import _kineto
-from proftab.io.decompress import GzipDamage, raw_chunks, threaded
+from proftab.io.decompress import FileDigest, GzipDamage, raw_chunks, threaded
 from proftab.io.kineto_counters import counters_table
 from proftab.schema import ArgKind, Flag
 
@@ -56,6 +56,8 @@ class FileTables:
     rejected: pl.DataFrame
     accounting: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
+    source_sha256: str | None = None
+    """sha256 of the file's bytes as read (null for a trace that was not a file)"""
 
 
 # ----------------------------------------------------------------------------- reading
@@ -66,10 +68,12 @@ def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
 
     Reading stops at the scanner's first fatal error (a garbage gzip bomb is not decompressed
     to its end). A damaged gzip stream raises TraceError, or with `salvage` keeps what
-    decompressed (`res["gzip_error"]` holds the message).
+    decompressed (`res["gzip_error"]` holds the message). `res["source_sha256"]`: the sha256 of
+    the file's bytes, hashed as they are read (on the reading thread, beside decompression).
     """
     parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
-    chunks = threaded(raw_chunks(path))
+    digest = FileDigest()
+    chunks = threaded(raw_chunks(path, digest))
     damage = None
     try:
         for chunk in chunks:
@@ -85,6 +89,7 @@ def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
         chunks.close()
     res: dict[str, Any] = parser.finish()
     res["gzip_error"] = None if damage is None else damage.message
+    res["source_sha256"] = digest.hexdigest(path)
     return res
 
 
@@ -554,4 +559,7 @@ def read_kineto(path: str | os.PathLike[str], *, salvage: bool = False, position
     except OSError as exc:
         msg = f"cannot read the file ({exc.strerror or exc})"
         raise TraceError(msg, path=path) from None
-    return build_tables(res, path, salvage=salvage, position=position, rank=rank)
+    sha = res.pop("source_sha256")  # build_tables consumes res
+    tables = build_tables(res, path, salvage=salvage, position=position, rank=rank)
+    tables.source_sha256 = sha
+    return tables

@@ -78,11 +78,13 @@ def sha256_file(path: str | os.PathLike[str]) -> str | None:
 # ----------------------------------------------------------------------------- writing
 
 
-def _source_info(meta: dict[str, Any]) -> tuple[str | None, int | None]:
+def _source_info(meta: dict[str, Any], loaded_sha: str | None = None) -> tuple[str | None, int | None]:
+    """The source file's sha256 and size: the sha256 `pt.load` computed while reading it (the
+    bytes the tables came from), else the file's now; (None, None) when the file is gone."""
     src = meta.get("source_file")
     if not isinstance(src, str) or not os.path.isfile(src):
-        return None, None
-    return sha256_file(src), os.path.getsize(src)
+        return loaded_sha, None
+    return loaded_sha or sha256_file(src), os.path.getsize(src)
 
 
 def _files_row(files: pl.DataFrame, rank: int, sha: str | None, size: int | None) -> pl.DataFrame:
@@ -189,7 +191,7 @@ def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = F
         infos, rows = {}, {}
         for r in trace.files["rank"].to_list():
             meta = file_meta(trace.files, r)
-            sha, size = _source_info(meta)
+            sha, size = _source_info(meta, trace.files.filter(pl.col("rank") == r)["source_sha256"][0])
             rows[r] = _write_rank(tmp, r, per_rank[r], meta, _files_row(trace.files, r, sha, size))
             infos[r] = {"source_file": meta.get("source_file"), "source_sha256": sha, "source_bytes": size}
         if trace.files.height == 1:
