@@ -82,6 +82,7 @@ class FileDigest:
         """the reader fed every byte up to the end of the file"""
 
     def update(self, data: bytes) -> None:
+        """Feed the next block of the file."""
         self._h.update(data)  # hashlib releases the GIL for blocks over 2 KiB
         self.n_bytes += len(data)
 
