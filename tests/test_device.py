@@ -713,7 +713,7 @@ def test_free_functions_run_on_a_users_own_frames() -> None:
     assert device.idle(acts, events)["idle_ns"].sum() == b["window_ns"] - b["busy_ns"] - (15_000 - 10_000)
     assert device.unattributed(acts)["name"].to_list() == ["orphan"]
     d = device.diagnostics(events, pl.DataFrame(schema={"rank": pl.Int32, "cat": pl.String, "id": pl.Int64,
-                                                        "pid": pl.Int64, "tid": pl.Int64, "ts_ns": pl.Int64}),
+                                                        "pid": pl.Int64, "tid": pl.Int64, "start_ns": pl.Int64}),
                            acts, dev, margins, files).row(0, named=True)
     assert (d["activities"], d["external_id"], d["graph_launch"], d["no_launch"]) == (4, 1, 2, 1)
 

@@ -91,7 +91,7 @@ def test_generic_chrome_phases(tmp_path: Path) -> None:
     assert json.loads(inner["args"]) == {"k": 1}
     assert json.loads(inner["extra"]) == {"end_args": {"result": "ok"}}
     assert (ev.filter(pl.col("name") == "x")["flags"].item() & pt.Flag.DUR_MISSING) != 0
-    assert tr.instants.select("name", "ts_ns", "scope").rows() == [("mark", 3000, "t"), ("global", 3250, "g")]
+    assert tr.instants.select("name", "start_ns", "scope").rows() == [("mark", 3000, "t"), ("global", 3250, "g")]
     assert sorted(tr.counters.select("series", "value").rows()) == [("free", 2.5), ("used", 10.0)]
     assert tr.flows.select("ph", "id", "bp").rows() == [("s", 9, None), ("f", 9, "e")]
     assert tr.threads.filter(pl.col("tid") == 3).select("process_name", "thread_name", "thread_sort_index").rows() \

@@ -29,8 +29,6 @@ EXEMPT_COLUMNS: dict[tuple[str, str], str] = {
     ("key_averages", "device_avg_ns"): "torch's key_averages average (a float mean, as torch reports it)",
     ("ranks.key_averages", "cpu_avg_ns"): "torch's key_averages average",
     ("ranks.key_averages", "device_avg_ns"): "torch's key_averages average",
-    ("memory.events", "ts_ns"): "the stored instants table's point-in-time column (a dataset schema change)",
-    ("memory.timeline", "ts_ns"): "the stored instants table's point-in-time column (a dataset schema change)",
 }
 #: column names exempt in every frame, with the reason
 EXEMPT_NAMES: dict[str, str] = {
@@ -92,7 +90,7 @@ def _problems(where: str, df: pl.DataFrame) -> list[str]:
             bad = "not snake_case"
         elif (frame, col) in _OLD:
             bad = f"renamed: use {RENAMED_COLUMNS[frame][col]}"
-        elif col in ("ns", "duration_ns", "arrival_skew_ns", "roofline_pct"):
+        elif col in ("ns", "duration_ns", "arrival_skew_ns", "roofline_pct", "ts_ns"):
             bad = "an old name (docs/schema.md: renamed)"
         elif col.endswith("_ns") and dtype != pl.Int64:
             bad = f"*_ns must be Int64, is {dtype}"
@@ -169,3 +167,20 @@ def test_deprecated_members_warn_and_keep_the_old_shape(traces: dict[str, pt.Tra
         old = with_old_names(summary, "perf.summary")
     assert old["roofline_pct"].equals(summary["roofline_share"], check_names=False)
     assert old["compute_bound"].equals(summary["n_compute_bound"], check_names=False)
+
+
+def test_the_trace_tables_and_memory_frames_name_a_point_in_time_start_ns(traces: dict[str, pt.Trace]) -> None:
+    """Issue 25.9: memory's `ts_ns` beside the events' `start_ns` for the same thing (the trace's `ts`).
+    Every stored table and memory frame now says `start_ns`; `ts_ns` is an old name."""
+    cnn, gpu = traces["cnn"], traces["gpu"]
+    frames = {"instants": cnn.instants, "flows": gpu.flows, "counters": gpu.counters,
+              "memory.events": cnn.memory.events(), "memory.timeline": cnn.memory.timeline()}
+    for name, df in frames.items():
+        assert "start_ns" in df.columns and "ts_ns" not in df.columns, name
+        assert df.schema["start_ns"] == pl.Int64, name
+        assert not _problems(f"cnn:{name}", df), name
+        assert RENAMED_COLUMNS[name] == {"ts_ns": "start_ns"}
+    assert cnn.instants.height > 1000 and gpu.flows.height > 0
+    with pytest.warns(DeprecationWarning, match="ts_ns -> start_ns"):
+        old = with_old_names(cnn.memory.timeline(), "memory.timeline")
+    assert old["ts_ns"].equals(old["start_ns"], check_names=False)

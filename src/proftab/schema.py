@@ -13,8 +13,8 @@ import polars as pl
 #: a column dtype as the tables declare it (a dtype class such as `pl.Int64`, or an instance)
 DType = pl.DataType | type[pl.DataType]
 
-__all__ = ["EVENT_COLUMNS", "RENAMED_COLUMNS", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS", "ArgKind", "Flag",
-           "with_old_names"]
+__all__ = ["EVENT_COLUMNS", "RENAMED_COLUMNS", "STORED_RENAMES", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS", "ArgKind",
+           "Flag", "stored_renames", "with_old_names"]
 
 
 class Flag(enum.IntFlag):
@@ -145,7 +145,7 @@ EVENT_COLUMNS: dict[str, DType] = {
 
 INSTANT_COLUMNS: dict[str, DType] = {
     **_COMMON,
-    "ts_ns": pl.Int64,
+    "start_ns": pl.Int64,
     "scope": pl.Categorical,
     "device_type": pl.Int64,
     "device": pl.Int64,
@@ -162,7 +162,7 @@ INSTANT_COLUMNS: dict[str, DType] = {
 FLOW_COLUMNS: dict[str, DType] = {
     **_COMMON,
     "ph": pl.Categorical,
-    "ts_ns": pl.Int64,
+    "start_ns": pl.Int64,
     "id": pl.Int64,
     "id_text": pl.String,
     "bp": pl.Categorical,
@@ -171,7 +171,7 @@ FLOW_COLUMNS: dict[str, DType] = {
 
 COUNTER_COLUMNS: dict[str, DType] = {
     **_COMMON,
-    "ts_ns": pl.Int64,
+    "start_ns": pl.Int64,
     "series": pl.String,
     "value": pl.Float64,
 }
@@ -247,8 +247,23 @@ FILES_COLUMNS: dict[str, DType] = {
     "schema_version": pl.Int32,
     "meta_json": pl.String,
 }
-#: version of proftab's table schema (the Parquet dataset layout)
-SCHEMA_VERSION = 1
+#: version of proftab's table schema (the Parquet dataset layout); 2: `ts_ns` -> `start_ns` (issue 25)
+SCHEMA_VERSION = 2
+#: stored-table columns renamed at each schema version: a dataset of an older version is read with
+#: them renamed (`proftab.io.parquet.scan`), so datasets written before still scan
+STORED_RENAMES: dict[int, dict[str, dict[str, str]]] = {
+    2: {"instants": {"ts_ns": "start_ns"}, "flows": {"ts_ns": "start_ns"}, "counters": {"ts_ns": "start_ns"}},
+}
+
+
+def stored_renames(version: int) -> dict[str, dict[str, str]]:
+    """Per table, the renames that bring a dataset of schema `version` to `SCHEMA_VERSION`."""
+    out: dict[str, dict[str, str]] = {}
+    for v in sorted(STORED_RENAMES):
+        if v > version:
+            for table, m in STORED_RENAMES[v].items():
+                out.setdefault(table, {}).update(m)
+    return out
 #: the table under which a dataset stores its default `key_averages()` (io.parquet, proftab.torch)
 STORED_KEY_AVERAGES = "key_averages"
 
@@ -266,6 +281,13 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "memory.peak": {"reserved_at_peak": "reserved_at_peak_bytes", "max_reserved": "max_reserved_bytes",
                     "blocks_at_peak": "n_blocks_at_peak", "events": "n_events"},
     "ranks.collective_instances": {"arrival_skew_ns": "start_skew_ns"},
+    # a point in time on the trace's axis is start_ns, as in events (stored tables: schema version 2)
+    "instants": {"ts_ns": "start_ns"},
+    "flows": {"ts_ns": "start_ns"},
+    "counters": {"ts_ns": "start_ns"},
+    "memory.events": {"ts_ns": "start_ns"},
+    "memory.timeline": {"ts_ns": "start_ns"},
+    "memory.snapshot.trace": {"ts_ns": "start_ns"},
 }
 
 

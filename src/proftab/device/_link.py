@@ -529,7 +529,7 @@ def diagnostics(events: pl.DataFrame, flows: pl.DataFrame, activities: pl.DataFr
     events
         All events (`EVENT_COLUMNS`).
     flows
-        Flow events: `rank`, `cat`, `id`, `pid`, `tid`, `ts_ns` (the `ac2g` ones are used).
+        Flow events: `rank`, `cat`, `id`, `pid`, `tid`, `start_ns` (the `ac2g` ones are used).
     activities, device_events, margins
         The intermediate frames of the same events (`activities`, `device_events`,
         `annotation_margins`).
@@ -605,7 +605,7 @@ def _ac2g_check(flows: pl.DataFrame, events: pl.DataFrame, acts: pl.DataFrame) -
     fl = flows.filter((pl.col("cat").cast(pl.String) == "ac2g") & pl.col("id").is_not_null())
     if fl.is_empty():
         return pl.DataFrame(schema={"rank": pl.Int32, "ac2g_checked": pl.Int64, "ac2g_agree": pl.Int64})
-    ends = fl.select("rank", pl.col("id").alias("correlation"), "pid", "tid", pl.col("ts_ns").alias("_t")).unique()
+    ends = fl.select("rank", pl.col("id").alias("correlation"), "pid", "tid", pl.col("start_ns").alias("_t")).unique()
     launch = events.select("rank", pl.col("event_id").alias("launch_id"), pl.col("pid").alias("_lp"),
                                  pl.col("tid").alias("_lt"))
     a = acts.filter(pl.col("launch_id").is_not_null()).select(

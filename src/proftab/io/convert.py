@@ -288,8 +288,8 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
 
 
 def _source_key(path: str, size: int, rank: int | None, salvage: bool) -> str:
-    """A file's identity for the resume checkpoint: path, size, rank and salvage."""
-    return hashlib.sha256(json.dumps([path, size, rank, salvage]).encode()).hexdigest()[:16]
+    """A file's identity for the resume checkpoint: path, size, rank, salvage and the schema version."""
+    return hashlib.sha256(json.dumps([path, size, rank, salvage, _pq.SCHEMA_VERSION]).encode()).hexdigest()[:16]
 
 
 def _run_local(calls: list[tuple[Any, ...]], done: Any, max_workers: int | None) -> None:
@@ -329,6 +329,8 @@ def _run_local(calls: list[tuple[Any, ...]], done: Any, max_workers: int | None)
 def _reusable(out: Path, paths: list[str], sizes: list[int], ranks: Sequence[int] | None) -> dict[int, dict[str, Any]]:
     """Files of `paths` that the dataset at `out` already holds, converted fine, from the same bytes."""
     manifest = _pq.read_manifest(out)
+    if manifest.get("schema_version") != _pq.SCHEMA_VERSION:  # an older layout: convert every file again
+        return {}
     by_source = {(r.get("source_file"), r.get("source_bytes")): r for r in manifest["ranks"]}
     reuse: dict[int, dict[str, Any]] = {}
     for i, (p, n) in enumerate(zip(paths, sizes, strict=True)):

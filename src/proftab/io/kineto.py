@@ -68,8 +68,8 @@ def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
 
     Reading stops at the scanner's first fatal error (a garbage gzip bomb is not decompressed
     to its end). A damaged gzip stream raises TraceError, or with `salvage` keeps what
-    decompressed (`res["gzip_error"]` holds the message). `res["source_sha256"]`: the sha256 of
-    the file's bytes, hashed as they are read (on the reading thread, beside decompression).
+    decompressed (`res["gzip_error"]` holds the message). `res["digest"]`: the file's
+    `FileDigest`, fed as it was read (on the reading thread, beside decompression).
     """
     parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
     digest = FileDigest()
@@ -89,7 +89,7 @@ def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
         chunks.close()
     res: dict[str, Any] = parser.finish()
     res["gzip_error"] = None if damage is None else damage.message
-    res["source_sha256"] = digest.hexdigest(path)
+    res["digest"] = digest
     return res
 
 
@@ -482,9 +482,9 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
         events = events.sort("event_id")
     events = canonical_json_columns(_ensure(events, schema.EVENT_COLUMNS))
 
-    instants = _ensure(small.filter(kind == _K_INSTANT).rename({"ts": "ts_ns", "s": "scope"}),
+    instants = _ensure(small.filter(kind == _K_INSTANT).rename({"ts": "start_ns", "s": "scope"}),
                        schema.INSTANT_COLUMNS)
-    flows = _ensure(small.filter(kind == _K_FLOW).rename({"ts": "ts_ns"}), schema.FLOW_COLUMNS)
+    flows = _ensure(small.filter(kind == _K_FLOW).rename({"ts": "start_ns"}), schema.FLOW_COLUMNS)
     counters, bad_counter_values = counters_table(small.filter(kind == _K_COUNTER))
     if bad_counter_values:
         notes.append(f"{path}: {bad_counter_values} counter values are not numbers (left out of Trace.counters)")
@@ -559,7 +559,7 @@ def read_kineto(path: str | os.PathLike[str], *, salvage: bool = False, position
     except OSError as exc:
         msg = f"cannot read the file ({exc.strerror or exc})"
         raise TraceError(msg, path=path) from None
-    sha = res.pop("source_sha256")  # build_tables consumes res
+    digest: FileDigest = res.pop("digest")
     tables = build_tables(res, path, salvage=salvage, position=position, rank=rank)
-    tables.source_sha256 = sha
+    tables.source_sha256 = digest.hexdigest(path)  # only for a file that loads: the unread rest is read now
     return tables

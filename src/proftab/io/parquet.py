@@ -268,8 +268,9 @@ def check_manifest(manifest: object, mpath: str) -> None:
     if not isinstance(manifest, dict):
         msg = f"a JSON {type(manifest).__name__}, not an object"
         raise bad(msg)
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        msg = f"schema_version {manifest.get('schema_version')!r}, expected {SCHEMA_VERSION}"
+    version = manifest.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+        msg = f"schema_version {version!r}, expected 1 to {SCHEMA_VERSION}"
         raise bad(msg)
     ranks = manifest.get("ranks")
     if not isinstance(ranks, list) or not ranks:
@@ -352,6 +353,7 @@ def validate_dataset(root: Path, manifest: object) -> None:
 
     check_manifest(manifest, str(root / MANIFEST))
     required = _required_columns()
+    renames = schema.stored_renames(cast("dict[str, Any]", manifest)["schema_version"])
     for entry in cast("dict[str, Any]", manifest)["ranks"]:
         rank, rows = entry["rank"], entry["rows"]
         for table in TABLES:
@@ -367,7 +369,8 @@ def validate_dataset(root: Path, manifest: object) -> None:
             except (OSError, ValueError) as exc:
                 msg = f"damaged dataset part file ({exc})"
                 raise TraceError(msg, path=str(part)) from None
-            missing = required[table] - set(md.schema.names)
+            names = [renames.get(table, {}).get(n, n) for n in md.schema.names]  # an older dataset's names
+            missing = required[table] - set(names)
             if missing:
                 msg = f"dataset part file lacks columns {sorted(missing)}"
                 raise TraceError(msg, path=str(part))
@@ -375,7 +378,8 @@ def validate_dataset(root: Path, manifest: object) -> None:
                 msg = f"dataset part file has {md.num_rows} rows, the manifest says {rows[table]}"
                 raise TraceError(msg, path=str(part))
             try:
-                types = pl.from_arrow(md.schema.to_arrow_schema().empty_table()).schema  # type: ignore[union-attr]
+                empty = cast("pl.DataFrame", pl.from_arrow(md.schema.to_arrow_schema().empty_table()))
+                types = empty.rename(renames.get(table, {}), strict=False).schema
             except Exception as exc:  # noqa: BLE001 - a type polars cannot read is damage too
                 msg = f"dataset part file has unreadable column types ({type(exc).__name__}: {str(exc)[:200]})"
                 raise TraceError(msg, path=str(part)) from None
@@ -403,12 +407,14 @@ def _dataset_trace(root: str, manifest: dict[str, Any], *, frame: Callable[[list
     `source` names the dataset in errors and in `Trace.source`.
     """
     ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
+    renames = schema.stored_renames(int(manifest.get("schema_version", SCHEMA_VERSION)))  # a dataset written before
 
     def parts(table: str) -> list[str]:
         return [f"{root}/{table}/rank={r}/part-0.parquet" for r in ranks]
 
     def lazy(table: str) -> pl.LazyFrame:
-        return frame(parts(table), table)
+        lf = frame(parts(table), table)
+        return lf.rename(renames[table]) if table in renames else lf
 
     nested = lazy("events")
     tables: dict[str, pl.LazyFrame] = {name: lazy(name) for name in TRACE_TABLES if name != "events"}

@@ -42,7 +42,7 @@ def peak_summary(tl: pl.DataFrame, allocs: pl.DataFrame) -> pl.DataFrame:
     """
     extra = [pl.col("step").get(pl.col("live").arg_max()).alias("step")] if "step" in tl.columns else []
     summary = tl.sort([*DEVICE_KEYS, "seq"]).group_by(_DEVICE, maintain_order=True).agg(
-        pl.col("ts_ns").get(pl.col("live").arg_max()).alias("peak_ns"),
+        pl.col("start_ns").get(pl.col("live").arg_max()).alias("peak_ns"),
         pl.col("seq").get(pl.col("live").arg_max()).alias("peak_seq"),
         pl.col("live").max().alias("peak_bytes"),
         pl.col("reserved").get(pl.col("live").arg_max()).alias("reserved_at_peak_bytes"),
