@@ -40,7 +40,7 @@ def test_every_activity_counts_once(h100: pt.Trace) -> None:
     act = h100.device.activities().filter(pl.col("op_id").is_not_null() & pl.col("kind").cast(pl.String).is_in(
         ["kernel", "memcpy", "memset"]))
     assert o["device_ns"].sum() == act["dur_ns"].sum()
-    assert o["kernels"].sum() == act.height
+    assert o["n_kernels"].sum() == act.height
     assert o["event_id"].n_unique() == o.height
     assert set(o["family"]) <= {"gemm", "attention", "conv", "elementwise", "normalization", "reduction", "softmax",
                                 "embedding", "copy", "collective", "other"}

@@ -343,7 +343,7 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
     nested = tr.collect("nested")
     tree = icicle_layout(call_tree(nested if python else without_python(nested), device=device, max_depth=max_depth))
     data = tree.filter((pl.col("depth") <= max_depth) & (pl.col("total_share") >= min_share)).select(
-        "name", "depth", "calls", "x0", "x1",
+        "name", "depth", "n_calls", "x0", "x1",
         (pl.col("self_ns") / 1e6).alias("self_ms"),
         pl.col("total_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("total"),
         pl.col("self_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("self"),
@@ -355,7 +355,7 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
         x=alt.X("x0:Q", axis=None, scale=alt.Scale(domain=[0, 1])), x2="x1:Q",
         y=alt.Y("depth:O", title="depth"),
         color=alt.Color("self_ms:Q", title="self (ms)", scale=alt.Scale(scheme="oranges")),
-        tooltip=["path:N", "calls:Q", "self:N", "total:N"],
+        tooltip=["path:N", "n_calls:Q", "self:N", "total:N"],
     )
     text = base.mark_text(align="left", dx=3, fontSize=10).encode(x="x0:Q", y=alt.Y("depth:O"), text="text:N")
     return (rect + text).properties(width=_ICICLE_WIDTH, height=alt.Step(22))

@@ -275,12 +275,17 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
                               **{f"{b}": f"{b}_ns" for b in ("cpu_bound", "gpu_compute_bound",
                                                               "gpu_communication_bound", "gpu_memcpy_bound",
                                                               "launch_overhead", "sync")}},
-    "perf.ops": {"roofline_pct": "roofline_share", "peak_tb_s": "peak_tb_per_s"},
+    "perf.ops": {"roofline_pct": "roofline_share", "peak_tb_s": "peak_tb_per_s", "kernels": "n_kernels"},
     "perf.summary": {"roofline_pct": "roofline_share", "compute_bound": "n_compute_bound", "ops": "n_ops"},
     "perf.lost": {"roofline_pct": "roofline_share"},
     "memory.peak": {"reserved_at_peak": "reserved_at_peak_bytes", "max_reserved": "max_reserved_bytes",
                     "blocks_at_peak": "n_blocks_at_peak", "events": "n_events"},
     "ranks.collective_instances": {"arrival_skew_ns": "start_skew_ns"},
+    # counts are n_* (torch's key_averages keeps torch's `calls`)
+    "modules.modules": {"calls": "n_calls", "bwd_calls": "n_bwd_calls", "recompute_calls": "n_recompute_calls",
+                        "ops": "n_ops"},
+    "tree.call_tree": {"calls": "n_calls"},
+    "tree.bottom_up": {"calls": "n_calls"},
     # a point in time on the trace's axis is start_ns, as in events (stored tables: schema version 2)
     "instants": {"ts_ns": "start_ns"},
     "flows": {"ts_ns": "start_ns"},

@@ -8,7 +8,7 @@ Free functions over frames:
   row to `aten::addmm`), or to its launching op when no enclosing op has one; so each
   activity counts once and the rows' `device_ns` add up to the attributed device time.
   Columns: `rank`, `event_id`, `name`, `family`, the parsed parameters, `flops`, `bytes`,
-  `device_ns` (Σ durations of the op's activities), `kernels`, `tflops_per_s`, `tb_per_s`,
+  `device_ns` (Σ durations of the op's activities), `n_kernels` (its activities), `tflops_per_s`, `tb_per_s`,
   `flops_per_byte`, `peak_dtype`, `peak_tflops`, `peak_tb_per_s`, `bound` (compute | memory),
   `roofline_share` (the roofline time `max(flops / peak, bytes / bandwidth)` over `device_ns`:
   1.0 is on the roofline; a fraction, formerly `roofline_pct`) and
@@ -112,7 +112,7 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
         ["kernel", "memcpy", "memset"]))
     owned = _owners(host, act) if not act.is_empty() and not host.is_empty() else act.with_columns(
         _owner=pl.lit(0, pl.Int64)).clear()
-    per = owned.group_by("_owner").agg(device_ns=pl.col("dur_ns").sum(), kernels=pl.len().cast(pl.Int64))
+    per = owned.group_by("_owner").agg(device_ns=pl.col("dur_ns").sum(), n_kernels=pl.len().cast(pl.Int64))
     per = per.join(_kernel_math(owned), on="_owner", how="left")
     rows = host.with_row_index("_owner").with_columns(pl.col("_owner").cast(pl.Int64)).join(
         per.with_columns(pl.col("_owner").cast(pl.Int64)), on="_owner", how="inner").sort("_owner")
