@@ -50,6 +50,10 @@ DEPRECATED = {"perf.coverage", "perf.peaks"}
 DICT_RETURNS = {"perf.rank_peaks": "a lookup of each rank's peak rates by rank (the input of perf.ops)"}
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+#: count columns named by what they count before issue 25 (now n_*); torch's key_averages keeps `calls`
+_BARE_COUNTS = {"calls", "kernels", "activities", "total_activities", "count", "gaps", "negative", "annotations",
+                "collectives", "last_arrivals", "allocations", "retained_blocks", "ops", "bwd_calls",
+                "recompute_calls", "margin_evidence", "ext_rejected", "shared_correlation", "clamped"}
 _OLD = {(frame, old) for frame, m in RENAMED_COLUMNS.items() for old in m}
 
 
@@ -100,6 +104,8 @@ def _problems(where: str, df: pl.DataFrame) -> list[str]:
             bad = f"*_id must be an integer, is {dtype}"
         elif col.startswith("n_") and not dtype.is_integer():
             bad = f"n_* counts must be integers, is {dtype}"
+        elif col in _BARE_COUNTS and dtype.is_integer() and not frame.endswith("key_averages"):
+            bad = "a count named by what it counts: name it n_* (torch's key_averages alone keeps calls)"
         elif col.endswith("_bound") and dtype.is_integer() and not col.startswith("n_"):
             bad = "reads like a flag but is a count: name it n_*"
         elif col == "share" or col.endswith("_share"):

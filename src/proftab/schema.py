@@ -252,7 +252,9 @@ SCHEMA_VERSION = 2
 #: stored-table columns renamed at each schema version: a dataset of an older version is read with
 #: them renamed (`proftab.io.parquet.scan`), so datasets written before still scan
 STORED_RENAMES: dict[int, dict[str, dict[str, str]]] = {
-    2: {"instants": {"ts_ns": "start_ns"}, "flows": {"ts_ns": "start_ns"}, "counters": {"ts_ns": "start_ns"}},
+    2: {"instants": {"ts_ns": "start_ns"}, "flows": {"ts_ns": "start_ns"}, "counters": {"ts_ns": "start_ns"},
+        # the per-rank summaries `convert` stores (proftab.io.summaries)
+        "summary_comm": {"collectives": "n_collectives"}, "summary_device": {"activities": "n_activities"}},
 }
 
 
@@ -286,6 +288,22 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
                         "ops": "n_ops"},
     "tree.call_tree": {"calls": "n_calls"},
     "tree.bottom_up": {"calls": "n_calls"},
+    "device.summary": {"activities": "n_activities"},
+    "device.busy": {"activities": "n_activities"},
+    "device.kernel_categories": {"activities": "n_activities"},
+    "device.annotations": {"activities": "n_activities"},
+    "device.ops": {"activities": "n_activities", "total_activities": "n_total_activities"},
+    "device.launch_delay": {"activities": "n_activities", "negative": "n_negative"},
+    "device.idle_breakdown": {"gaps": "n_gaps"},
+    "device.copy_summary": {"count": "n_copies"},
+    "device.margins": {"annotations": "n_annotations", "margin_evidence": "n_margin_evidence"},
+    "device.diagnostics": {c: f"n_{c}" for c in ("activities", "external_id", "containment", "annotation",
+                                                 "device_external_id", "graph_capture", "graph_launch", "no_launch",
+                                                 "no_op", "ext_rejected", "shared_correlation", "clamped",
+                                                 "ac2g_checked", "ac2g_agree", "margin_evidence")},
+    "memory.growth": {"allocations": "n_allocations", "retained_blocks": "n_retained_blocks"},
+    "ranks.collective_times": {"collectives": "n_collectives"},
+    "ranks.rank_step_comm": {"collectives": "n_collectives", "last_arrivals": "n_last_arrivals"},
     # a point in time on the trace's axis is start_ns, as in events (stored tables: schema version 2)
     "instants": {"ts_ns": "start_ns"},
     "flows": {"ts_ns": "start_ns"},

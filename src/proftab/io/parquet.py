@@ -426,7 +426,7 @@ def _dataset_trace(root: str, manifest: dict[str, Any], *, frame: Callable[[list
     for name in manifest.get("summaries", []):  # plain names (check_manifest)
         present = [p for p in parts(name) if exists(p)]
         if len(present) == len(ranks):  # a summary is used only when every rank has it
-            tables[name] = frame(present, name)
+            tables[name] = frame(present, name).rename(renames[name]) if name in renames else frame(present, name)
     if exists(f"{root}/{STATUS}"):
         tables["status"] = frame([f"{root}/{STATUS}"], "status")
     files = collect_checked(lazy("meta"), source, "meta").select(list(META_COLUMNS))
