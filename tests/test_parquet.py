@@ -349,3 +349,32 @@ def test_resume_does_not_reuse_ranks_of_an_older_layout(tmp_path: Path) -> None:
     st = pt.scan(out).collect("status")
     assert st["status"].to_list() == ["ok"]  # converted, not "resumed"
     assert json.loads((out / "_proftab.json").read_text())["schema_version"] == 2
+
+
+def _downgrade_to_v1(root: Path) -> None:
+    """Rewrite a dataset in the version-1 layout: the renamed stored columns back to their old names."""
+    from proftab.schema import STORED_RENAMES
+
+    for table, renames in STORED_RENAMES[2].items():
+        for part in sorted((root / table).glob("rank=*/part-0.parquet")):
+            t = pq.read_table(part)
+            back = {new: old for old, new in renames.items()}
+            pq.write_table(t.rename_columns([back.get(c, c) for c in t.column_names]), part)
+    manifest = json.loads((root / "_proftab.json").read_text())
+    manifest["schema_version"] = 1
+    (root / "_proftab.json").write_text(json.dumps(manifest))
+
+
+def test_a_converted_version_1_dataset_keeps_its_stored_summaries_usable(tmp_path: Path) -> None:
+    """gloo4 converted (with the per-rank summaries), rewritten in the version-1 layout: the stored
+    `summary_comm` (`collectives`) and `summary_device` (`activities`) read with today's names, and
+    the cross-rank tables equal the JSON's."""
+    ranks = sorted((ROOT / "tests" / "data" / "gloo4").glob("rank-*.json.gz"))
+    out = pt.convert([str(p) for p in ranks], tmp_path / "g.pq", progress=False)
+    _downgrade_to_v1(Path(out))
+    assert "collectives" in pq.read_schema(Path(out) / "summary_comm" / "rank=0" / "part-0.parquet").names
+    old, new = pt.scan(out), pt.load(ranks)
+    assert "summary_comm" in old.tables and "n_collectives" in old.collect("summary_comm").columns
+    assert "n_activities" in old.collect("summary_device").columns
+    assert_frame_equal(old.ranks.rank_step_comm(), new.ranks.rank_step_comm())
+    assert_frame_equal(old.collect("flows"), new.collect("flows"), check_dtypes=False)
