@@ -654,3 +654,27 @@ def test_copies_in_the_roofline_chart_and_cli(tmp_path: Path) -> None:
     assert "memcpy HtoD" in block and "host_link" in block and "memset" in block
     rc, _ = _run(["perf", str(ALEXNET_A100), "--chart", str(tmp_path / "r.json"), "-q"])
     assert rc == 0 and "hconcat" in json.loads((tmp_path / "r.json").read_text())
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_perf_on_a_terminal_keeps_each_rows_key(monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    """Issue 25.10 walk: at 120 columns the family table dropped its `family` column (a row of numbers
+    without its name); the key of each table (family, copy) is never dropped, other columns are, and
+    the table says which."""
+    rich_console = pytest.importorskip("rich.console")
+    import proftab.cli._common as common
+
+    out = io.StringIO()
+
+    def console(args: object, stream: object = None) -> object:
+        return rich_console.Console(file=out, width=width, force_terminal=True, color_system=None)
+    monkeypatch.setattr(common, "rich_console", console)
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(["perf", str(ALEXNET_A100), "-q"]) == 0
+    text = out.getvalue()
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    header = next(line for line in text.splitlines() if "n_ops" in line)
+    assert "family" in header
+    copies = text.split("copies on the bandwidth roofline", 1)[1]
+    assert "copy" in next(line for line in copies.splitlines() if "n_copies" in line)
+    assert "memcpy HtoD" in copies and f"columns not shown at width {width}" in text

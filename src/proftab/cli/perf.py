@@ -61,9 +61,13 @@ def _cols(df: pl.DataFrame) -> list[Col]:
 
     drop = {"modelled_ns": 1, "flops": 2, "bytes": 3, "peak_tb_per_s": 4, "peak_tflops": 5, "event_id": 6,
             "family": 7, "n_compute_bound": 8, "bound": 9, "tb_per_s": 10, "tflops_per_s": 11,
-            "moved_bytes": 2, "op_name": 5, "peak_device": 1, "ceiling": 7, "lost_ns": 6}
+            "moved_bytes": 2, "op_name": 5, "peak_device": 1, "ceiling": 7, "lost_ns": 6,
+            # then, on a narrow terminal, everything but the key, the time and the roofline share
+            "n_above_peak": 12, "above_peak": 13, "peak_dtype": 14, "n_ops": 15, "n_copies": 15, "share": 16,
+            "rank": 17, "note": 18}
     cut = "name" if "name" in df.columns else "note" if "note" in df.columns else "family"
-    return [Col(c, drop=drop.get(c), cut=c == cut)
+    key = "name" if "name" in df.columns else "copy" if "copy" in df.columns else "family"
+    return [Col(c, drop=None if c == key else drop.get(c), cut=c == cut)  # the row's key is never dropped
             for c in df.columns]
 
 
