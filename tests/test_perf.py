@@ -678,3 +678,12 @@ def test_perf_on_a_terminal_keeps_each_rows_key(monkeypatch: pytest.MonkeyPatch,
     copies = text.split("copies on the bandwidth roofline", 1)[1]
     assert "copy" in next(line for line in copies.splitlines() if "n_copies" in line)
     assert "memcpy HtoD" in copies and f"columns not shown at width {width}" in text
+
+
+def test_copies_option_on_a_trace_without_copies_says_so() -> None:
+    """`--copies` that would print an empty table is a usage error (exit 2), as the issue's item 12 asks."""
+    path = DATA / "public" / "large_integer_trace__rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz"
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(["perf", str(path), "--copies"]) == 2
+    assert "--copies:" in err.getvalue() and "has no memcpy / memset to rate" in err.getvalue()

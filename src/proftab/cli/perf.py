@@ -126,6 +126,12 @@ def _frame(args: argparse.Namespace) -> tuple[pl.DataFrame, list[str], list[Bloc
     copies = tr.perf.copies(args.peaks)
     copy_note = _copies_note(copies, tr)
     if args.copies:
+        if copies.is_empty():
+            from proftab.exceptions import UsageError
+
+            msg = (f"--copies: {', '.join(args.trace)} has no memcpy / memset to rate (its device time is kernels); "
+                   "the families' table is `proftab perf` without --copies")
+            raise UsageError(msg)
         return copies, [f"peaks: {device}", *([copy_note] if copy_note else [])], []
     cov = tr.perf.model_coverage(args.peaks).row(0, named=True)
     share = "" if cov["modelled_share"] is None else f"{cov['modelled_share'] * 100:.1f}%"
