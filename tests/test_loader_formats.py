@@ -253,7 +253,9 @@ def test_source_sha256_is_the_files_sha256_at_load(tmp_path: Path, monkeypatch: 
     plain = tmp_path / "plain.json"
     plain.write_bytes(gzip.decompress(gz.read_bytes()))
     for p in (gz, plain):
-        assert pt.load(p).files["source_sha256"].to_list() == [_sha(p)]
+        files = pt.load(p).files
+        assert files["source_sha256"].to_list() == [_sha(p)]
+        assert files["source_bytes"].to_list() == [p.stat().st_size]  # the bytes hashed, as in a dataset
     ranks = sorted((DATA / "gloo4").glob("rank-*.json.gz"))
     assert pt.load(ranks).files.sort("rank")["source_sha256"].to_list() == [_sha(p) for p in ranks]
     # reading that stops early (a truncated gzip stream, salvaged; a scanner that gives up on a

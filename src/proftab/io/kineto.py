@@ -58,6 +58,8 @@ class FileTables:
     warnings: list[str] = field(default_factory=list)
     source_sha256: str | None = None
     """sha256 of the file's bytes as read (null for a trace that was not a file)"""
+    source_bytes: int | None = None
+    """the file's size on disk (the bytes `source_sha256` is of)"""
 
 
 # ----------------------------------------------------------------------------- reading
@@ -562,4 +564,5 @@ def read_kineto(path: str | os.PathLike[str], *, salvage: bool = False, position
     digest: FileDigest = res.pop("digest")
     tables = build_tables(res, path, salvage=salvage, position=position, rank=rank)
     tables.source_sha256 = digest.hexdigest(path)  # only for a file that loads: the unread rest is read now
+    tables.source_bytes = digest.n_bytes if tables.source_sha256 is not None else None
     return tables
