@@ -67,7 +67,9 @@ def _cols(df: pl.DataFrame) -> list[Col]:
             "rank": 17, "note": 18}
     cut = "name" if "name" in df.columns else "note" if "note" in df.columns else "family"
     key = "name" if "name" in df.columns else "copy" if "copy" in df.columns else "family"
-    return [Col(c, drop=None if c == key else drop.get(c), cut=c == cut)  # the row's key is never dropped
+    copies = "copy" in df.columns  # a copy's bytes are sizes (as moved_bytes), not a model's estimate
+    return [Col(c, kind="bytes" if copies and c == "bytes" else None,
+                drop=None if c == key else drop.get(c), cut=c == cut)  # the row's key is never dropped
             for c in df.columns]
 
 
