@@ -44,7 +44,7 @@ def row(path: Path) -> dict | None:
     un = int(s["unattributed_ns"].sum())
     modes = ",".join(sorted(set(d["external_id_mode"])))
     margins = ",".join(sorted({f"{a}/{b}" + ("" if e else "*") for a, b, e in
-                               zip(d["margin_start_ns"], d["margin_dur_ns"], d["margin_evidence"], strict=True)}))
+                               zip(d["margin_start_ns"], d["margin_dur_ns"], d["n_margin_evidence"], strict=True)}))
     n = {k: int(d[k].sum()) for k in device.LINKS}
     return {
         "trace": f"{path.parent.name}/{path.name.removesuffix('.json.gz')}",

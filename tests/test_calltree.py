@@ -48,7 +48,7 @@ def test_call_tree_matches_parent_walk_oracle(path: Path) -> None:
     tr = pt.load(path)
     ct = tr.tree.call_tree()
     oracle = _paths_by_walk(tr.nested)
-    got = {tuple(p): (c, s) for p, c, s in ct.select("path", "calls", "self_ns").iter_rows()}
+    got = {tuple(p): (c, s) for p, c, s in ct.select("path", "n_calls", "self_ns").iter_rows()}
     assert got == {p: (len(v), sum(v)) for p, v in oracle.items()}
     # totals: Σ self over the subtree; roots add up to all host self time (= busy time per thread)
     assert ct.filter(pl.col("depth") == 0)["total_ns"].sum() == _host(tr.nested)["self_ns"].sum()
@@ -64,7 +64,7 @@ def test_call_tree_matches_parent_walk_oracle(path: Path) -> None:
 def test_call_tree_real_structure_train_cnn() -> None:
     ct = pt.load(CNN).tree.call_tree()
     root = ct.row(0, named=True)
-    assert root["name"] == "ProfilerStep*" and root["calls"] == 4 and root["total_share"] == 1.0
+    assert root["name"] == "ProfilerStep*" and root["n_calls"] == 4 and root["total_share"] == 1.0
     phases = ct.filter(pl.col("depth") == 1)["name"].to_list()
     assert phases[:3] == ["forward", "backward", "optimizer_step"]  # record_function phases, heaviest first
     assert (ct["dur_ns"] == ct["total_ns"]).all()  # train_cnn nests properly
@@ -102,7 +102,7 @@ def test_synthetic_overrun_recursion_threads(tmp_path: Path) -> None:
     tr = pt.load(_write(ev, tmp_path / "t.json.gz"))
     ct = tr.tree.call_tree()
     rows = {tuple(p): (c, s, t, d) for p, c, s, t, d in
-            ct.select("path", "calls", "self_ns", "total_ns", "dur_ns").iter_rows()}
+            ct.select("path", "n_calls", "self_ns", "total_ns", "dur_ns").iter_rows()}
     us = 1000
     assert rows[("a",)] == (2, (100 - 50 - 20) * us + 30 * us, (100 + 40 - 20) * us + 30 * us, 130 * us)
     assert rows[("a", "a")] == (1, 40 * us, 50 * us, 50 * us)          # recursion is its own path

@@ -87,13 +87,26 @@ def test_extra_requirements_come_from_the_metadata() -> None:
     assert _extra_requirements("no-such-extra") == []
 
 
-def test_source_sha256_is_in_datasets_as_the_readme_says(tmp_path: Path) -> None:
+def test_source_sha256_is_filled_at_load_as_the_readme_says(tmp_path: Path) -> None:
+    """Before: null after `pt.load` though the README listed it (only datasets had it)."""
     import hashlib
 
     import proftab as pt
 
-    assert "sha256 in a dataset: pt.scan" in (ROOT / "README.md").read_text()
-    tr = pt.load(H100)
-    assert tr.files["source_sha256"].to_list() == [None]  # a loaded JSON file: not hashed (a second read)
+    assert "its sha256 (hashed while read)" in (ROOT / "README.md").read_text()
+    want = hashlib.sha256(H100.read_bytes()).hexdigest()
+    assert pt.load(H100).files["source_sha256"].to_list() == [want]
     ds = pt.convert(str(H100), tmp_path / "ds", progress=False)
-    assert pt.scan(ds).files["source_sha256"].to_list() == [hashlib.sha256(H100.read_bytes()).hexdigest()]
+    assert pt.scan(ds).files["source_sha256"].to_list() == [want]
+
+
+def test_the_cli_synopsis_lists_every_subcommand() -> None:
+    """docs/cli.md's synopsis omitted `critical-path` (issue 25.13), then compiled, findings, report, mcp."""
+    import re
+
+    from proftab.cli import commands
+
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    start = doc.index("```")
+    synopsis = doc[start:doc.index("```", start + 3)]
+    assert [n for n in commands() if not re.search(rf"^proftab {re.escape(n)}\b", synopsis, re.M)] == []

@@ -97,7 +97,7 @@ def test_gloo_straggler_is_the_data_loading_rank(gloo: pt.Trace) -> None:
     assert (firsts["data_excess_ns"] > 25_000_000).all()
     per = gloo.ranks.rank_step_comm()
     r3 = per.filter(pl.col("rank") == 3)
-    assert (r3["last_arrivals"] >= 1).all() and (r3["cause"] == "data loading").all()
+    assert (r3["n_last_arrivals"] >= 1).all() and (r3["cause"] == "data loading").all()
     # rank 3 made the others wait longest in every step
     worst = per.sort("delay_ns", descending=True).group_by("step").first().sort("step")
     assert worst["rank"].to_list() == [3, 3, 3, 3]

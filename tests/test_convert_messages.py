@@ -13,6 +13,7 @@ import pytest
 
 import proftab as pt
 from proftab.cli import main
+from proftab.exceptions import SkippedFileWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 GLOO4 = sorted((ROOT / "tests" / "data" / "gloo4").glob("rank-*.json.gz"))
@@ -31,13 +32,22 @@ def bad_dir(tmp_path: Path) -> Path:
 
 def test_keep_going_names_the_skipped_file_and_check_reports_it(
         bad_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Before: convert --keep-going printed only "wrote", check said "clean: nothing found" (exit 0
-    under --strict too) and summary showed rank 0 alone without a word."""
+    """Before: convert --keep-going printed only "wrote" and exited 0, check said "clean: nothing found"
+    (exit 0 under --strict too) and summary showed rank 0 alone without a word. Now convert exits 1
+    (as make -k) after writing the rest, naming the skipped file; -q keeps that line and the status."""
     out = tmp_path / "bad.pq"
-    assert main(["convert", str(bad_dir), str(out), "--keep-going"]) == 0
+    assert main(["convert", str(bad_dir), str(out), "--keep-going"]) == 1
     err = capsys.readouterr().err
     assert f"proftab: warning: skipped {bad_dir / GLOO4[1].name}: TraceError" in err
-    assert "truncated" in err and f"proftab: wrote {out}" in err
+    assert "truncated" in err
+    assert f"proftab: wrote {out} without 1 skipped file(s): {bad_dir / GLOO4[1].name}" in err
+    with pytest.warns(pt.ProftabWarning, match="a rank is missing"):
+        assert pt.scan(out).files["rank"].to_list() == [0]  # what could be written was
+    assert main(["convert", str(bad_dir), str(tmp_path / "q.pq"), "--keep-going", "-q"]) == 1
+    assert capsys.readouterr().err.strip() == \
+        f"proftab: wrote {tmp_path / 'q.pq'} without 1 skipped file(s): {bad_dir / GLOO4[1].name}"
+    assert main(["convert", str(bad_dir / GLOO4[0].name), str(tmp_path / "ok.pq"), "--keep-going"]) == 0
+    assert "skipped" not in capsys.readouterr().err
     assert main(["check", str(out)]) == 0
     cap = capsys.readouterr()
     assert f"found: missing_file 1 (not in the dataset: {bad_dir / GLOO4[1].name})" in cap.out
@@ -52,9 +62,11 @@ def test_keep_going_names_the_skipped_file_and_check_reports_it(
 
 
 def test_the_python_api_warns_too(bad_dir: Path, tmp_path: Path) -> None:
-    with pytest.warns(pt.ProftabWarning, match=f"skipped .*{GLOO4[1].name}") as rec:
+    with pytest.warns(SkippedFileWarning, match=f"skipped .*{GLOO4[1].name}") as rec:
         ds = pt.convert(bad_dir, tmp_path / "d.pq", on_error="skip", progress=False)
-    assert len([w for w in rec if "skipped" in str(w.message)]) == 1
+    skipped = [w.message for w in rec if isinstance(w.message, SkippedFileWarning)]
+    assert [m.path for m in skipped] == [str(bad_dir / GLOO4[1].name)]
+    assert isinstance(skipped[0], pt.ProftabWarning)
     with pytest.warns(pt.ProftabWarning, match="a rank is missing") as rec:
         tr = pt.scan(ds)
         tr.key_averages()

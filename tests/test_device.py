@@ -171,7 +171,7 @@ def test_guard_rejects_external_id_on_another_thread(tmp_path: Path) -> None:
     assert links(tr)[by_id(tr, "k0")] == ("external_id", a)
     assert links(tr)[by_id(tr, "k1")] == ("containment", a)
     d = tr.device.diagnostics().row(0, named=True)
-    assert (d["external_id_mode"], d["ext_rejected"], d["external_id"], d["containment"]) == ("op", 1, 1, 1)
+    assert (d["external_id_mode"], d["n_ext_rejected"], d["n_external_id"], d["n_containment"]) == ("op", 1, 1, 1)
 
 
 def test_annotation_no_op_no_launch_and_device_external_id(tmp_path: Path) -> None:
@@ -207,7 +207,7 @@ def test_shared_correlation_and_negative_duration(tmp_path: Path) -> None:
     a = by_id(tr, "aten::a")
     assert links(tr)[by_id(tr, "k")] == ("external_id", a)
     d = tr.device.diagnostics().row(0, named=True)
-    assert (d["shared_correlation"], d["clamped"], d["activities"]) == (1, 1, 2)
+    assert (d["n_shared_correlation"], d["n_clamped"], d["n_activities"]) == (1, 1, 2)
     acts = tr.device.activities()
     assert acts.filter(pl.col("name") == "neg")["dur_ns"][0] == 0
     assert tr.device.self_time().filter(pl.col("event_id") == a)["self_device_ns"][0] == 1_000
@@ -276,10 +276,10 @@ def test_annotation_margin_is_read_from_the_data(tmp_path: Path, shift: int, add
     tr = write(tmp_path, events)
     assert (tr.files["time_resolution_ns"][0] == 1000) == (res == 1000)
     m = tr.device.margins().row(0, named=True)
-    assert (m["margin_start_ns"], m["margin_dur_ns"], m["margin_evidence"]) == (shift, add, 1)
+    assert (m["margin_start_ns"], m["margin_dur_ns"], m["n_margin_evidence"]) == (shift, add, 1)
     a = tr.device.annotations().row(0, named=True)
     assert (a["start_ns"], a["dur_ns"]) == (k0, k1 + 20_000 - k0)
-    assert (a["activities"], a["activity_ns"], a["busy_ns"]) == (2, 40_000, 40_000)
+    assert (a["n_activities"], a["activity_ns"], a["busy_ns"]) == (2, 40_000, 40_000)
     assert a["host_id"] == by_id(tr, "ProfilerStep#3")
     # key_averages' device row of the annotation uses the undone duration; it stays out of the total
     ka = tr.key_averages()
@@ -293,7 +293,7 @@ def test_annotation_without_evidence_uses_the_format_default(tmp_path: Path) -> 
     k = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 50, "dur": 1}  # integer µs
     tr = write(tmp_path, [ann, k])
     m = tr.device.margins().row(0, named=True)
-    assert (m["margin_start_ns"], m["margin_dur_ns"], m["margin_evidence"]) == (1000, 1000, 0)
+    assert (m["margin_start_ns"], m["margin_dur_ns"], m["n_margin_evidence"]) == (1000, 1000, 0)
 
 
 # --------------------------------------------------------------------------- property tests
@@ -534,7 +534,7 @@ def test_h100_bert_table_shows_cuda_columns_and_total() -> None:
     total_us = raw["dur_ns"].sum() / 1000
     assert f"Self CUDA time total: {total_us:.3f}us" in text
     d = tr.device.diagnostics().row(0, named=True)
-    assert d["external_id"] == d["activities"] and d["ac2g_agree"] == d["ac2g_checked"] == d["activities"]
+    assert d["n_external_id"] == d["n_activities"] and d["n_ac2g_agree"] == d["n_ac2g_checked"] == d["n_activities"]
     # the kernel of aten::mm-like ops hangs under the op that launched it, nowhere else
     ops = tr.device.ops()
     step = ops.filter(pl.col("name").str.starts_with("ProfilerStep#"))
@@ -553,7 +553,7 @@ def test_rocm_trace_uses_torch_device_naming() -> None:
 def test_alexnet_correlation_ids_that_collide_with_ops_are_not_used() -> None:
     tr = load(PUBLIC / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
     d = tr.device.diagnostics().row(0, named=True)
-    assert d["external_id_mode"] == "correlation" and d["external_id"] == 0
+    assert d["external_id_mode"] == "correlation" and d["n_external_id"] == 0
     ev = tr.events
     rt = ev.filter(pl.col("cat").cast(pl.String) == "cuda_runtime")
     ops = ev.filter(pl.col("cat").cast(pl.String) == "cpu_op")
@@ -584,10 +584,10 @@ def test_two_rank_files_keep_ranks_apart() -> None:
 def test_int_us_annotation_margin_on_a_real_trace() -> None:
     tr = load(PUBLIC / "with_gpu_user_annotation__step_based_trace_2543932.json.gz")
     m = tr.device.margins().row(0, named=True)
-    assert (m["margin_start_ns"], m["margin_dur_ns"], m["margin_evidence"]) == (1000, 1000, m["annotations"])
+    assert (m["margin_start_ns"], m["margin_dur_ns"], m["n_margin_evidence"]) == (1000, 1000, m["n_annotations"])
     a = tr.device.annotations()
     assert (a["dur_ns"] == a["raw_dur_ns"] - 1000).all() and (a["start_ns"] == a["raw_start_ns"] + 1000).all()
-    assert (a["activities"] > 0).all() and (a["busy_ns"] <= a["dur_ns"]).all()
+    assert (a["n_activities"] > 0).all() and (a["busy_ns"] <= a["dur_ns"]).all()
 
 
 def test_kernel_categories_on_real_names() -> None:
@@ -622,7 +622,7 @@ def test_analyses_on_h100_bert_small() -> None:
     tr = load(H100)
     b = tr.device.busy(by="device").row(0, named=True)
     raw = tr.events.filter(pl.col("cat").cast(pl.String).is_in(["kernel", "gpu_memcpy", "gpu_memset"]))
-    assert b["activities"] == raw.height and b["sum_ns"] == raw["dur_ns"].sum()
+    assert b["n_activities"] == raw.height and b["sum_ns"] == raw["dur_ns"].sum()
     assert b["busy_ns"] + b["idle_ns"] == b["window_ns"] == raw["end_ns"].max() - raw["start_ns"].min()
     tw = tr.device.busy(by="device", window="trace").row(0, named=True)
     assert tw["window_ns"] >= b["window_ns"] and tw["busy_ns"] == b["busy_ns"]
@@ -632,7 +632,7 @@ def test_analyses_on_h100_bert_small() -> None:
     assert kc["sum_ns"].sum() == b["sum_ns"] and abs(kc["sum_share"].sum() - 1) < 1e-12
     ld = tr.device.launch_delay().row(0, named=True)
     delays = tr.device.activities()["launch_delay_ns"]
-    assert (ld["min_ns"], ld["max_ns"], ld["activities"]) == (delays.min(), delays.max(), delays.len())
+    assert (ld["min_ns"], ld["max_ns"], ld["n_activities"]) == (delays.min(), delays.max(), delays.len())
     assert ld["min_ns"] <= ld["p50_ns"] <= ld["p90_ns"] <= ld["p99_ns"] <= ld["max_ns"]
     cs = tr.device.copy_summary()
     assert cs["bytes"].sum() == raw.filter(pl.col("cat").cast(pl.String) == "gpu_memcpy")["bytes"].sum()
@@ -713,9 +713,9 @@ def test_free_functions_run_on_a_users_own_frames() -> None:
     assert device.idle(acts, events)["idle_ns"].sum() == b["window_ns"] - b["busy_ns"] - (15_000 - 10_000)
     assert device.unattributed(acts)["name"].to_list() == ["orphan"]
     d = device.diagnostics(events, pl.DataFrame(schema={"rank": pl.Int32, "cat": pl.String, "id": pl.Int64,
-                                                        "pid": pl.Int64, "tid": pl.Int64, "ts_ns": pl.Int64}),
+                                                        "pid": pl.Int64, "tid": pl.Int64, "start_ns": pl.Int64}),
                            acts, dev, margins, files).row(0, named=True)
-    assert (d["activities"], d["external_id"], d["graph_launch"], d["no_launch"]) == (4, 1, 2, 1)
+    assert (d["n_activities"], d["n_external_id"], d["n_graph_launch"], d["n_no_launch"]) == (4, 1, 2, 1)
 
 
 def test_free_functions_equal_the_namespace_on_a_real_trace() -> None:
@@ -775,8 +775,8 @@ def test_invariants_on_every_public_gpu_trace() -> None:
 def test_trace_diff_control_attributes_through_containment() -> None:
     tr = pt.load(SHARED_PUBLIC / "hta" / "trace_diff__control__control.json.gz")
     d = tr.device.diagnostics().row(0, named=True)
-    assert d["external_id_mode"] == "correlation" and d["external_id"] == 0
-    assert d["unattributed_ns"] == 0 and d["containment"] > 9000
+    assert d["external_id_mode"] == "correlation" and d["n_external_id"] == 0
+    assert d["unattributed_ns"] == 0 and d["n_containment"] > 9000
 
 
 @needs_shared
@@ -796,7 +796,7 @@ def test_margins_of_every_kineto_era_in_the_corpus() -> None:
             "with_gpu_user_annotation__step_based_trace_2543932.json.gz": (1000, 1000)}
     for name, margin in want.items():
         m = pt.load(SHARED_PUBLIC / "hta" / name).device.margins().row(0, named=True)
-        assert (m["margin_start_ns"], m["margin_dur_ns"]) == margin and m["margin_evidence"] == m["annotations"]
+        assert (m["margin_start_ns"], m["margin_dur_ns"]) == margin and m["n_margin_evidence"] == m["n_annotations"]
 
 
 @needs_shared

@@ -25,7 +25,7 @@ def _json_side(tr: pt.Trace) -> pl.DataFrame:
         "name", (pl.col("start_ns") + base).alias("start"), (pl.col("end_ns") + base).alias("end"),
         pl.col("finished").fill_null(True))
     ins = tr.instants.filter(pl.col("name").is_in(["[memory]", "[OutOfMemory]"])).select(
-        "name", (pl.col("ts_ns") + base).alias("start"), (pl.col("ts_ns") + base).alias("end"),
+        "name", (pl.col("start_ns") + base).alias("start"), (pl.col("start_ns") + base).alias("end"),
         pl.lit(True).alias("finished"))
     return pl.concat([ev, ins])
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import proftab as pt
-from tests.conftest import BUNDLED, PUBLIC, TORCH213
+from tests.conftest import BUNDLED, DATA, PUBLIC, TORCH213
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -91,7 +91,7 @@ def test_generic_chrome_phases(tmp_path: Path) -> None:
     assert json.loads(inner["args"]) == {"k": 1}
     assert json.loads(inner["extra"]) == {"end_args": {"result": "ok"}}
     assert (ev.filter(pl.col("name") == "x")["flags"].item() & pt.Flag.DUR_MISSING) != 0
-    assert tr.instants.select("name", "ts_ns", "scope").rows() == [("mark", 3000, "t"), ("global", 3250, "g")]
+    assert tr.instants.select("name", "start_ns", "scope").rows() == [("mark", 3000, "t"), ("global", 3250, "g")]
     assert sorted(tr.counters.select("series", "value").rows()) == [("free", 2.5), ("used", 10.0)]
     assert tr.flows.select("ph", "id", "bp").rows() == [("s", 9, None), ("f", 9, "e")]
     assert tr.threads.filter(pl.col("tid") == 3).select("process_name", "thread_name", "thread_sort_index").rows() \
@@ -235,3 +235,50 @@ def test_round_trip_random_events(tmp_path_factory: pytest.TempPathFactory, evs:
              e["pid"] if isinstance(e["pid"], str) else None, e["tid"], e["ext"]) for e in evs]
     assert got == want
     assert (tr.events["flags"] & int(pt.Flag.TS_ROUNDED)).sum() == 0
+
+
+# ----------------------------------------------------------------------------- source_sha256 (issue 25.13)
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def test_source_sha256_is_the_files_sha256_at_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: `files["source_sha256"]` was null after `pt.load` (the README lists it); now the loader
+    hashes the file's bytes (compressed, as on disk) while reading them."""
+    gz = BUNDLED / "h100_bert_small.pt.trace.json.gz"
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    for p in (gz, plain):
+        files = pt.load(p).files
+        assert files["source_sha256"].to_list() == [_sha(p)]
+        assert files["source_bytes"].to_list() == [p.stat().st_size]  # the bytes hashed, as in a dataset
+    ranks = sorted((DATA / "gloo4").glob("rank-*.json.gz"))
+    assert pt.load(ranks).files.sort("rank")["source_sha256"].to_list() == [_sha(p) for p in ranks]
+    # reading that stops early (a truncated gzip stream, salvaged; a scanner that gives up on a
+    # plain file) still hashes the whole file: the unread rest is read for the digest
+    from proftab.io import decompress
+
+    raw = gz.read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(raw[: len(raw) * 2 // 3])
+    with pytest.warns(pt.ProftabWarning):
+        assert pt.load(cut, salvage=True).files["source_sha256"].to_list() == [_sha(cut)]
+    monkeypatch.setattr(decompress, "CHUNK", 4096)  # small reads: the reader stops well before the end
+    ev = json.dumps({"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}).encode()
+    stops = tmp_path / "stops.json"
+    stops.write_bytes(b'{"traceEvents": [' + b", ".join([ev] * 100) + b"]} @" + b"x" * (1 << 20))
+    fed: list[tuple[bool, int]] = []
+    real = decompress.FileDigest.hexdigest
+    monkeypatch.setattr(decompress.FileDigest, "hexdigest",
+                        lambda self, path: fed.append((self.at_end, self.n_bytes)) or real(self, path))
+    with pytest.warns(pt.ProftabWarning, match="unexpected data after the end"):
+        tr = pt.load(stops, salvage=True)
+    assert tr.events.height == 100 and tr.files["source_sha256"].to_list() == [_sha(stops)]
+    assert fed[0][0] is False and fed[0][1] < stops.stat().st_size // 4  # the scanner stopped the reading
+    # a dataset keeps the hash of the bytes its tables came from
+    ds = pt.load(gz).to_parquet(tmp_path / "ds.pq")
+    assert pt.scan(ds).files["source_sha256"].to_list() == [_sha(gz)]

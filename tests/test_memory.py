@@ -284,7 +284,7 @@ def _instants(rows: list[tuple[int, int, int]]) -> pl.DataFrame:
     cols = {c: pl.Series(c, [None] * n, dtype=dt) for c, dt in schema.INSTANT_COLUMNS.items()}
     cols.update(event_id=pl.Series(range(n), dtype=pl.Int64), rank=pl.Series([0] * n, dtype=pl.Int32),
                 pid=pl.Series([1] * n, dtype=pl.Int64), tid=pl.Series([1] * n, dtype=pl.Int64),
-                name=pl.Series(["[memory]"] * n), ts_ns=pl.Series([10 * i for i in range(n)], dtype=pl.Int64),
+                name=pl.Series(["[memory]"] * n), start_ns=pl.Series([10 * i for i in range(n)], dtype=pl.Int64),
                 device_type=pl.Series([1] * n, dtype=pl.Int64),
                 device=pl.Series([d for _, _, d in rows], dtype=pl.Int64),
                 addr=pl.Series([a for a, _, _ in rows], dtype=pl.Int64),
@@ -428,7 +428,7 @@ def test_memory_chart_axis_in_adaptive_units() -> None:
     small = tl.with_columns(pl.col("live").clip(upper_bound=16), pl.col("reserved").clip(upper_bound=16))
     from proftab.memory._chart import memory_chart
 
-    t0 = tl.group_by("rank").agg(pl.col("ts_ns").min().alias("t0"))
+    t0 = tl.group_by("rank").agg(pl.col("start_ns").min().alias("t0"))
     peak = tr.memory.peak().with_columns(pl.lit(16, pl.Int64).alias("peak_bytes"))
     spec = json.dumps(memory_chart(small, peak, pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64,
                                                                      "start_ns": pl.Int64, "end_ns": pl.Int64}),

@@ -35,7 +35,7 @@ def _snapshot_dict(tr: pt.Trace) -> dict[str, Any]:
                 "time_us": ts // 1000 - OFFSET_US,
                 "frames": [{"filename": "model.py", "line": 10 + i % 3, "name": "forward"},
                            {"filename": "train.py", "line": 99, "name": "<module>"}]}
-               for i, (a, b, ts) in enumerate(mem.select("addr", "bytes", "ts_ns").iter_rows())]
+               for i, (a, b, ts) in enumerate(mem.select("addr", "bytes", "start_ns").iter_rows())]
     entries.insert(0, {"action": "segment_alloc", "addr": 1 << 40, "size": 2 << 20, "stream": 7,
                        "time_us": entries[0]["time_us"] - 5, "frames": []})
     entries.append({"action": "oom", "size": 1 << 34, "device_free": 12345, "stream": 7,
@@ -82,7 +82,7 @@ def test_snapshot_aligns_to_the_trace_and_joins_its_ops(trace: pt.Trace, tmp_pat
     actions = snap.trace.filter(pl.col("action").is_in(["alloc", "free_requested"]))
     # every alloc / free is matched to the very [memory] event it was made from
     assert actions["event_id"].to_list() == mem["event_id"].to_list()
-    assert (actions["ts_ns"] - mem["ts_ns"]).abs().max() < 1000
+    assert (actions["start_ns"] - mem["start_ns"]).abs().max() < 1000
     ops = trace.memory.ops().filter(pl.col("event_id").is_in(mem["event_id"].implode()))
     assert actions["op"].to_list() == ops["op"].to_list()
     assert actions["op"].null_count() == 0

@@ -95,7 +95,7 @@ def _check_table(tr: pt.Trace) -> pl.DataFrame:
     ev = tr.collect("events")
     ref = _ref_frames(ev)
     m = tr.modules.modules()
-    fwd_paths = set(m.filter(pl.col("recompute_calls") == 0)["path"].to_list())
+    fwd_paths = set(m.filter(pl.col("n_recompute_calls") == 0)["path"].to_list())
     # each module's total = the union of its frames' spans (forward frames, by the python links)
     spans: dict[str, list] = {}
     for f in ref:
@@ -104,7 +104,7 @@ def _check_table(tr: pt.Trace) -> pl.DataFrame:
     checked = [p for p in fwd_paths if p in spans]
     assert checked, "no module path checked"
     assert {p: got[p] for p in checked} == {p: _union(spans[p]) for p in checked}
-    assert {p: len(spans[p]) for p in checked} == {p: got_c for p, got_c in m.select("path", "calls").iter_rows()
+    assert {p: len(spans[p]) for p in checked} == {p: got_c for p, got_c in m.select("path", "n_calls").iter_rows()
                                                    if p in checked}
     # children <= parent, and a parent's total = its self + its children's totals
     kids = m.filter(pl.col("parent").is_not_null()).join(
@@ -119,9 +119,9 @@ def _check_table(tr: pt.Trace) -> pl.DataFrame:
     assert (par["host_total_ns"] == par["host_self_ns"] + par["host_total_ns_kids"]).all()
     # every op inside a module frame is counted once, in the innermost module
     ref_ops = _ref_innermost_ops(ev, ref)
-    got_ops = dict(m.select("path", "ops").iter_rows())
+    got_ops = dict(m.select("path", "n_ops").iter_rows())
     assert {p: got_ops[p] for p in checked} == {p: ref_ops.get(p, 0) for p in checked}
-    assert m["ops"].sum() == tr.modules.modules(by="type")["ops"].sum()
+    assert m["n_ops"].sum() == tr.modules.modules(by="type")["n_ops"].sum()
     return m
 
 
@@ -142,9 +142,9 @@ def test_bundled_bert_tree_and_table() -> None:
     root = m.filter(pl.col("depth") == 0).row(0, named=True)
     assert 0 < root["device_total_ns"] <= acts["dur_ns"].clip(0).sum()
     assert m["device_self_ns"].sum() == root["device_total_ns"]
-    assert m["bwd_calls"].sum() == 0 and m["bwd_host_total_ns"].sum() == 0
+    assert m["n_bwd_calls"].sum() == 0 and m["bwd_host_total_ns"].sum() == 0
     by_type = tr.modules.modules(by="type")
-    assert by_type.filter(pl.col("type") == "Linear")["calls"].item() == 26
+    assert by_type.filter(pl.col("type") == "Linear")["n_calls"].item() == 26
     assert by_type["device_self_ns"].sum() == m["device_self_ns"].sum()
     assert tr.modules.modules(depth=1)["depth"].max() == 1
 
@@ -158,8 +158,8 @@ def test_checkpoint_recompute_and_steps() -> None:
     # a recomputation keeps the module's path: every recomputed path was also run forward
     assert set(rec["path"]) <= set(fwd["path"])
     m = _check_table(tr)
-    wrapped = m.filter(pl.col("recompute_calls") > 0)
-    assert (wrapped["recompute_calls"] == wrapped["calls"]).all()
+    wrapped = m.filter(pl.col("n_recompute_calls") > 0)
+    assert (wrapped["n_recompute_calls"] == wrapped["n_calls"]).all()
     # every backward op links to a forward op named after it (XxxBackward0 <-> aten::xxx)
     links = tr.modules.links().filter(pl.col("sequence_number").is_not_null())
     assert links["fwd_id"].null_count() == 0
@@ -171,7 +171,7 @@ def test_checkpoint_recompute_and_steps() -> None:
         "maxpool2dwithindices"}
     # steps: each step has its own calls, which add up
     per_step = [tr.modules.modules(step=s) for s in (15, 16, 17)]
-    assert sum(p["calls"].sum() for p in per_step) == m["calls"].sum()
+    assert sum(p["n_calls"].sum() for p in per_step) == m["n_calls"].sum()
     assert sum(p["bwd_host_self_ns"].sum() for p in per_step) == m["bwd_host_self_ns"].sum()
     with pytest.raises(ProftabError, match="no step"):
         tr.modules.modules(step=99)
@@ -191,7 +191,7 @@ def test_user_annotation_fallback() -> None:
         own = ann.filter(pl.col("name") == name)
         assert total == _union(list(own.select("start_ns", "end_ns").iter_rows())), path
     # the backward ops of the phases' ops are charged to the phase that ran their forward op
-    assert m.filter(pl.col("path") == "forward.block1")["bwd_calls"].item() > 0
+    assert m.filter(pl.col("path") == "forward.block1")["n_bwd_calls"].item() > 0
     assert tr.modules.tree(source="nn.Module").is_empty()
 
 
@@ -290,7 +290,7 @@ def test_recorded_trace_backward_links() -> None:
             assert per_layer[layer, node] == 2, (layer, node)
     m = tr.modules.modules()
     leaf = m.filter(pl.col("type").is_in(["Linear", "LayerNorm", "GELU", "Embedding"]))
-    assert (leaf["bwd_calls"] >= 2).all() and (leaf["bwd_host_self_ns"] > 0).all()
+    assert (leaf["n_bwd_calls"] >= 2).all() and (leaf["bwd_host_self_ns"] > 0).all()
     # backward_of: an op nested in a backward op names the forward op and the layer's path
     one = outer.filter(pl.col("name").str.ends_with("AddmmBackward0")).row(0, named=True)
     inner = ev.filter(pl.col("parent_id") == one["event_id"])["event_id"][0]
@@ -332,7 +332,7 @@ def test_torch213_llama_with_modules() -> None:
     m = _check_table(tr)
     frames = tr.modules.tree()
     assert frames.filter(pl.col("type") == "LlamaDecoderLayer")["instance"].n_unique() >= 2
-    assert m.filter(pl.col("type") == "LlamaDecoderLayer")["calls"].min() > 1
+    assert m.filter(pl.col("type") == "LlamaDecoderLayer")["n_calls"].min() > 1
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -352,7 +352,7 @@ def test_cli_modules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["modules", str(RECORDED), "--by", "type", "-o", str(csv)]) == 0
     got = pl.read_csv(csv)
     assert got.columns == [c for c in MODULE_COLUMNS if c not in ("path", "parent", "depth", "instance")]
-    assert got.filter(pl.col("type") == "Linear")["calls"].item() == 10
+    assert got.filter(pl.col("type") == "Linear")["n_calls"].item() == 10
     assert main(["modules", str(BUNDLED / "train_cnn.pt.trace.json.gz"), "--source", "nn.Module"]) == 2
     assert "no module frames" in capsys.readouterr().err
     assert main(["modules", str(BERT), "--by", "type", "--depth", "1"]) == 2
@@ -422,7 +422,7 @@ def test_recorded_reentrant_checkpoint() -> None:
         assert len(blocks) == 1   # one checkpoint = one block
     m = tr.modules.modules()
     blk = m.filter(pl.col("type") == "Block")
-    assert (blk["recompute_calls"] == 1).all() and (blk["bwd_calls"] == 1).all()
+    assert (blk["n_recompute_calls"] == 1).all() and (blk["n_bwd_calls"] == 1).all()
     _check_table(tr)
 
 
@@ -475,7 +475,7 @@ def test_record_function_fallback_ddp_all_reduce_is_a_call(capsys: pytest.Captur
     tr = pt.load(path)
     assert tr.modules.frame_source() == "user_annotation"
     row = tr.modules.modules().filter(pl.col("path") == "nccl:all_reduce").row(0, named=True)
-    assert row["calls"] == 15 and row["recompute_calls"] == 0 and row["recompute_device_ns"] == 0
+    assert row["n_calls"] == 15 and row["n_recompute_calls"] == 0 and row["recompute_device_ns"] == 0
     assert row["device_total_ns"] > 40_000_000 and row["host_total_ns"] > 0
     assert (tr.modules.tree()["phase"] == "forward").all()
     assert main(["modules", str(path)]) == 0

@@ -302,3 +302,79 @@ def test_multi_rank_dataset_has_no_stored_key_averages(tmp_path: Path) -> None:
     out = pt.convert([str(p) for p in PAIR], tmp_path / "pair", progress=False)
     assert not (out / "key_averages.parquet").exists()
     assert_frame_equal(pt.scan(out).key_averages(), _load(PAIR).key_averages())
+
+
+# ----------------------------------------------------------------------------- schema version 1 (issue 25)
+
+V1 = ROOT / "tests" / "data" / "dataset_v1" / "train_cnn.pq"
+
+
+def test_a_dataset_written_before_the_rename_still_scans(tmp_path: Path) -> None:
+    """`tests/data/dataset_v1` was written by proftab before schema version 2: its instants, flows and
+    counters store `ts_ns`. It scans with the old name mapped to `start_ns`, and answers as the JSON."""
+    assert json.loads((V1 / "_proftab.json").read_text())["schema_version"] == 1
+    assert "ts_ns" in pq.read_schema(V1 / "instants" / "rank=0" / "part-0.parquet").names
+    old, new = pt.scan(V1), pt.load(CNN)
+    for table in ("instants", "flows", "counters"):
+        got = old.collect(table)
+        assert "start_ns" in got.columns and "ts_ns" not in got.columns
+        assert_frame_equal(got.select(new.collect(table).columns), new.collect(table), check_dtypes=False)
+    assert old.collect("instants").height == 1358 and old.collect("flows").height == 104
+    assert_frame_equal(old.memory.timeline(), new.memory.timeline())
+    assert_frame_equal(old.memory.peak(), new.memory.peak())
+    # the CLI reads it too, and check finds nothing wrong with it
+    from proftab.cli import main
+
+    assert main(["memory", str(V1), "--table", "peak", "--format", "csv", "-o", str(tmp_path / "p.csv")]) == 0
+    assert pl.read_csv(tmp_path / "p.csv")["peak_bytes"].to_list() == new.memory.peak()["peak_bytes"].to_list()
+    assert main(["check", "--strict", str(V1)]) == 0
+    # a newly written dataset is schema version 2 and stores start_ns
+    ds_new = new.to_parquet(tmp_path / "v2.pq")
+    assert json.loads((ds_new / "_proftab.json").read_text())["schema_version"] == 2
+    assert "start_ns" in pq.read_schema(ds_new / "instants" / "rank=0" / "part-0.parquet").names
+
+
+def test_resume_does_not_reuse_ranks_of_an_older_layout(tmp_path: Path) -> None:
+    """`convert --resume` over a version-1 dataset converts every file again (no mixed layouts)."""
+    import shutil
+
+    out = tmp_path / "d.pq"
+    shutil.copytree(V1, out)
+    src = tmp_path / "train_cnn.pt.trace.json.gz"
+    src.write_bytes(CNN.read_bytes())
+    manifest = json.loads((out / "_proftab.json").read_text())
+    manifest["ranks"][0]["source_file"], manifest["ranks"][0]["source_bytes"] = str(src), src.stat().st_size
+    (out / "_proftab.json").write_text(json.dumps(manifest))
+    pt.convert(src, out, resume=True, progress=False)
+    st = pt.scan(out).collect("status")
+    assert st["status"].to_list() == ["ok"]  # converted, not "resumed"
+    assert json.loads((out / "_proftab.json").read_text())["schema_version"] == 2
+
+
+def _downgrade_to_v1(root: Path) -> None:
+    """Rewrite a dataset in the version-1 layout: the renamed stored columns back to their old names."""
+    from proftab.schema import STORED_RENAMES
+
+    for table, renames in STORED_RENAMES[2].items():
+        for part in sorted((root / table).glob("rank=*/part-0.parquet")):
+            t = pq.read_table(part)
+            back = {new: old for old, new in renames.items()}
+            pq.write_table(t.rename_columns([back.get(c, c) for c in t.column_names]), part)
+    manifest = json.loads((root / "_proftab.json").read_text())
+    manifest["schema_version"] = 1
+    (root / "_proftab.json").write_text(json.dumps(manifest))
+
+
+def test_a_converted_version_1_dataset_keeps_its_stored_summaries_usable(tmp_path: Path) -> None:
+    """gloo4 converted (with the per-rank summaries), rewritten in the version-1 layout: the stored
+    `summary_comm` (`collectives`) and `summary_device` (`activities`) read with today's names, and
+    the cross-rank tables equal the JSON's."""
+    ranks = sorted((ROOT / "tests" / "data" / "gloo4").glob("rank-*.json.gz"))
+    out = pt.convert([str(p) for p in ranks], tmp_path / "g.pq", progress=False)
+    _downgrade_to_v1(Path(out))
+    assert "collectives" in pq.read_schema(Path(out) / "summary_comm" / "rank=0" / "part-0.parquet").names
+    old, new = pt.scan(out), pt.load(ranks)
+    assert "summary_comm" in old.tables and "n_collectives" in old.collect("summary_comm").columns
+    assert "n_activities" in old.collect("summary_device").columns
+    assert_frame_equal(old.ranks.rank_step_comm(), new.ranks.rank_step_comm())
+    assert_frame_equal(old.collect("flows"), new.collect("flows"), check_dtypes=False)

@@ -40,7 +40,7 @@ def test_every_activity_counts_once(h100: pt.Trace) -> None:
     act = h100.device.activities().filter(pl.col("op_id").is_not_null() & pl.col("kind").cast(pl.String).is_in(
         ["kernel", "memcpy", "memset"]))
     assert o["device_ns"].sum() == act["dur_ns"].sum()
-    assert o["kernels"].sum() == act.height
+    assert o["n_kernels"].sum() == act.height
     assert o["event_id"].n_unique() == o.height
     assert set(o["family"]) <= {"gemm", "attention", "conv", "elementwise", "normalization", "reduction", "softmax",
                                 "embedding", "copy", "collective", "other"}
@@ -264,7 +264,9 @@ def test_cli_perf_plain_and_csv(h100: pt.Trace) -> None:
     assert rc == 0
     assert text.splitlines()[0].startswith("proftab perf: ")
     assert text.splitlines()[1].split()[:4] == ["family", "n_ops", "device", "share"]  # *_ns cells carry the unit
-    assert "peaks: H100-SXM" in text.splitlines()[-1]
+    families = text.split("\n\ncopies on the bandwidth roofline")[0]  # then the copies' table
+    assert "peaks: H100-SXM" in families.splitlines()[-1]
+    assert "memcpy DtoH" in text.split("copies on the bandwidth roofline")[1]
     rc, text = _run(["perf", str(H100), "--by", "name", "--format", "csv"])
     assert rc == 0
     got = pl.read_csv(text.encode())
@@ -337,7 +339,8 @@ def test_equal_to_tracelens_run_now(trace: Path) -> None:
 def test_roofline_chart(h100: pt.Trace) -> None:
     pytest.importorskip("altair")
     spec = h100.plot.roofline().to_dict()
-    layers = spec["layer"]
+    assert len(spec["hconcat"]) == 2  # the ops' roofline, the copies' bandwidth roofline (one DtoH copy)
+    layers = spec["hconcat"][0]["layer"]
     assert len(layers) == 4  # points, the device's roofs, the compute ceilings' labels, the memory slope's label
     def values(layer: dict) -> list[dict]:
         data = layer["data"]
@@ -547,3 +550,140 @@ def test_multi_rank_peaks_per_rank(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(tr.perf.ops("H100-SXM")["peak_device"]) == {"H100-SXM"}
     assert main(["perf", str(H100), str(MI300), "--ranks", "0,1"]) == 0
     assert "peaks: rank 0 H100-SXM, rank 1 MI300X" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- copies on the roofline (issue 25.11)
+
+ALEXNET_A100 = DATA / "public" / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+PUBLIC_MI300 = DATA / "public" / "mi300__resnet_act_checkpoint.json.gz"
+
+
+def test_copies_are_rated_against_their_ceiling() -> None:
+    """Real A100 trace (tests/data): each HtoD against the host link (PCIe Gen4, one direction,
+    0.032 TB/s), each memset against HBM (1.555 TB/s); the rates recomputed from the raw copies."""
+    tr = pt.load(ALEXNET_A100)
+    raw = tr.device.copies()
+    c = tr.perf.copies()
+    assert c.height == raw.height == 19
+    assert c["event_id"].to_list() == raw["event_id"].to_list()
+    assert c.group_by("copy").len().sort("copy").rows() == [("memcpy HtoD", 16), ("memset", 3)]
+    assert set(c.filter(pl.col("copy") == "memcpy HtoD")["peak_tb_per_s"]) == {0.032}
+    assert set(c.filter(pl.col("copy") == "memset")["peak_tb_per_s"]) == {1.555}
+    assert c.filter(pl.col("copy") == "memset")["ceiling"].unique().to_list() == ["hbm"]
+    assert c.filter(pl.col("copy") == "memcpy HtoD")["ceiling"].unique().to_list() == ["host_link"]
+    for row in c.iter_rows(named=True):  # every number from the raw bytes and ns
+        want = row["bytes"] / row["dur_ns"] / 1e3
+        assert row["moved_bytes"] == row["bytes"] and row["tb_per_s"] == pytest.approx(want, rel=1e-12)
+        assert row["roofline_share"] == pytest.approx(want / row["peak_tb_per_s"], rel=1e-12)
+        assert row["above_peak"] is (row["roofline_share"] > 1) and row["note"] is None
+    s = tr.perf.copy_summary()
+    htod = s.filter(pl.col("copy") == "memcpy HtoD").row(0, named=True)
+    part = c.filter(pl.col("copy") == "memcpy HtoD")
+    assert htod["n_copies"] == 16 and htod["bytes"] == part["bytes"].sum() and htod["dur_ns"] == part["dur_ns"].sum()
+    assert htod["tb_per_s"] == pytest.approx(part["bytes"].sum() / part["dur_ns"].sum() / 1e3)
+    assert htod["roofline_share"] == pytest.approx(htod["tb_per_s"] / 0.032)
+    assert s["share"].sum() == pytest.approx(1.0)
+    # a device the table has no host-link rate for: null, with the reason
+    gcd = pt.load(ALEXNET_A100).perf.copies("MI250X-GCD")
+    htod_gcd = gcd.filter(pl.col("copy") == "memcpy HtoD")
+    assert htod_gcd["roofline_share"].is_null().all()
+    assert set(htod_gcd["note"]) == {"the peaks table has no host-link rate for MI250X-GCD"}
+    assert gcd.filter(pl.col("copy") == "memset")["peak_tb_per_s"].unique().to_list() == [1.6]
+
+
+def test_dtod_counts_read_and_write_and_unknown_devices_say_why() -> None:
+    """DtoD moves each byte twice through HBM (read + write); MI300X trace (tests/data)."""
+    tr = pt.load(PUBLIC_MI300)
+    d = tr.perf.copies().filter((pl.col("copy") == "memcpy DtoD") & pl.col("bytes").is_not_null())
+    assert d.height > 0 and (d["moved_bytes"] == 2 * d["bytes"]).all()
+    assert (d["peak_tb_per_s"] == 5.3).all() and (d["ceiling"] == "hbm").all()
+    no_bytes = tr.perf.copies().filter(pl.col("bytes").is_null())
+    assert no_bytes.height > 0 and no_bytes["roofline_share"].is_null().all()
+    assert set(no_bytes["note"]) == {"the trace records no bytes for this copy"}
+    # no device peaks: every share null, the reason said
+    unknown = pt.load(DATA / "public" / "trace_compare__base__base.json.gz").perf.copies()
+    assert unknown.height == 12 and unknown["roofline_share"].is_null().all()
+    assert set(unknown["note"]) == {"device unknown: pass peaks= (CLI --peaks)"}
+    # peer-to-peer and host-to-host copies have no ceiling in the table
+    syn = pl.DataFrame({"rank": [0, 0], "event_id": [1, 2], "name": ["Memcpy PtoP (Device -> Device)", "x"],
+                        "kind": ["memcpy", "memcpy"], "direction": ["PtoP", "HtoH"], "bytes": [1 << 20, 8],
+                        "dur_ns": [1000, 10], "op_name": [None, None]}, schema_overrides={"rank": pl.Int32})
+    from proftab.perf.copies import copies
+
+    out = copies(syn, resolve_peaks("H100-SXM", None))
+    assert out["roofline_share"].is_null().all() and out["note"].to_list() == [
+        "peer-to-peer (NVLink / xGMI): no peer-link rate in the peaks table", "host to host: no device link bounds it"]
+
+
+@needs_shared
+def test_copies_above_the_peak_are_flagged() -> None:
+    """A100 trace_diff: 18 DtoD copies of 12.9 MB in 13-14 µs (µs resolution) read 1.84-1.98 TB/s
+    through HBM (read + write) against 1.555: flagged, with the CLI's note, never clipped."""
+    tr = pt.load(A100_TF32)
+    c = tr.perf.copies()
+    above = c.filter(pl.col("above_peak"))
+    assert above.height == 6 and set(above["copy"]) == {"memcpy DtoD"}
+    assert (above["roofline_share"] > 1).all() and (above["lost_ns"] == 0).all()
+    s = tr.perf.copy_summary()
+    assert dict(zip(s["copy"], s["n_copies"], strict=True)) == {"memcpy HtoD": 150, "memcpy DtoD": 18, "memset": 654,
+                                                                  "memcpy DtoH": 60}
+    assert s.filter(pl.col("copy") == "memcpy DtoD")["n_above_peak"].item() == 6
+    rc, text = _run(["perf", str(A100_TF32)])
+    assert rc == 0 and "copies on the bandwidth roofline" in text
+    assert "copies above the peak (column above_peak): 6 memcpy DtoD; the trace's 1000 ns resolution" in text
+    rc, text = _run(["perf", str(A100_TF32), "--copies", "--format", "csv"])
+    assert rc == 0 and text.count("\n") == 1 + 882 and text.startswith("rank,event_id,copy,")
+
+
+def test_copies_in_the_roofline_chart_and_cli(tmp_path: Path) -> None:
+    pytest.importorskip("altair")
+    tr = pt.load(ALEXNET_A100)
+    spec = tr.plot.roofline().to_dict()
+    roof, cop = spec["hconcat"]
+    assert roof["title"] == "roofline · A100-SXM4-40GB"
+    def values(layer: dict) -> list[dict]:
+        data = layer["data"]
+        return data["values"] if "values" in data else spec["datasets"][data["name"]]
+    pts = values(cop["layer"][0])
+    assert len(pts) == 19 and {p["copy"] for p in pts} == {"memcpy HtoD", "memset"}
+    labels = {r["label"] for r in values(cop["layer"][2])}
+    assert labels == {"HBM 1.555 TB/s", "host link (PCIe, one direction) 0.032 TB/s"}
+    rc, text = _run(["perf", str(ALEXNET_A100), "--plain"])
+    assert rc == 0
+    block = text.split("copies on the bandwidth roofline", 1)[1]
+    assert "memcpy HtoD" in block and "host_link" in block and "memset" in block
+    rc, _ = _run(["perf", str(ALEXNET_A100), "--chart", str(tmp_path / "r.json"), "-q"])
+    assert rc == 0 and "hconcat" in json.loads((tmp_path / "r.json").read_text())
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_perf_on_a_terminal_keeps_each_rows_key(monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    """Issue 25.10 walk: at 120 columns the family table dropped its `family` column (a row of numbers
+    without its name); the key of each table (family, copy) is never dropped, other columns are, and
+    the table says which."""
+    rich_console = pytest.importorskip("rich.console")
+    import proftab.cli._common as common
+
+    out = io.StringIO()
+
+    def console(args: object, stream: object = None) -> object:
+        return rich_console.Console(file=out, width=width, force_terminal=True, color_system=None)
+    monkeypatch.setattr(common, "rich_console", console)
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(["perf", str(ALEXNET_A100), "-q"]) == 0
+    text = out.getvalue()
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    header = next(line for line in text.splitlines() if "n_ops" in line)
+    assert "family" in header
+    copies = text.split("copies on the bandwidth roofline", 1)[1]
+    assert "copy" in next(line for line in copies.splitlines() if "n_copies" in line)
+    assert "memcpy HtoD" in copies and f"columns not shown at width {width}" in text
+
+
+def test_copies_option_on_a_trace_without_copies_says_so() -> None:
+    """`--copies` that would print an empty table is a usage error (exit 2), as the issue's item 12 asks."""
+    path = DATA / "public" / "large_integer_trace__rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz"
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(["perf", str(path), "--copies"]) == 2
+    assert "--copies:" in err.getvalue() and "has no memcpy / memset to rate" in err.getvalue()

@@ -136,14 +136,42 @@ def _offline_page(tmp_path: Path) -> tuple[Path, str]:
 
 
 def test_html_chart_references_no_external_url(tmp_path: Path) -> None:
-    import re
-
     _, page = _offline_page(tmp_path)
     assert "<script src" not in page and "<link" not in page and "cdn." not in page
+    assert not _external_urls(page)
+    assert "vegaEmbed(" in page and len(page) > 500_000  # the libraries are inline
+
+
+def _external_urls(page: str) -> set[str]:
+    import re
+
     urls = set(re.findall(r"https?://[^\s\"'`)\\]+", page))
     schema_ids = {u for u in urls if re.fullmatch(r"https://vega\.github\.io/schema/vega(-lite)?/v[\d.]+\.json", u)}
-    assert urls - schema_ids <= _NOT_FETCHED, urls - schema_ids - _NOT_FETCHED
-    assert "vegaEmbed(" in page and len(page) > 500_000  # the libraries are inline
+    return urls - schema_ids - _NOT_FETCHED
+
+
+def test_altairs_own_save_is_offline_for_every_chart_proftab_returns(cnn: pt.Trace, h100: pt.Trace,
+                                                                      tmp_path: Path) -> None:
+    """Issue 25.11: `tr.plot.roofline().save("x.html")` (Altair's own save) loaded Vega from a CDN.
+    Every chart proftab returns now saves its HTML with Vega inline; composed charts too; an
+    explicit ``inline=False`` still gives altair's CDN page, and other formats are altair's."""
+    pytest.importorskip("vl_convert")
+    charts = {"top": h100.plot.top_ops(8), "timeline": h100.plot.timeline(), "icicle": cnn.plot.icicle(),
+              "steps": cnn.plot.steps(), "roofline": h100.plot.roofline(), "memory": cnn.plot.memory(),
+              "modules": cnn.modules.icicle(), "critical_path": h100.critical_path.chart()}
+    charts["composed"] = (charts["top"].properties(width=200) | charts["steps"]) & charts["roofline"]
+    for name, chart in charts.items():
+        out = tmp_path / f"{name}.html"
+        chart.save(str(out))  # altair's method, as a user calls it
+        page = out.read_text(encoding="utf-8")
+        assert "<script src" not in page and "cdn." not in page, name
+        assert not _external_urls(page), (name, _external_urls(page))
+        assert "vegaEmbed(" in page and len(page) > 500_000, name  # the libraries are inline
+        assert json.dumps(chart.to_dict()["$schema"]) in page
+    charts["top"].save(tmp_path / "cdn.html", inline=False)
+    assert "cdn.jsdelivr.net" in (tmp_path / "cdn.html").read_text(encoding="utf-8")
+    charts["top"].save(tmp_path / "top.json")
+    assert json.loads((tmp_path / "top.json").read_text())["mark"]["type"] == "bar"
 
 
 def _chromium() -> str | None:

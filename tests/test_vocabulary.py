@@ -29,8 +29,6 @@ EXEMPT_COLUMNS: dict[tuple[str, str], str] = {
     ("key_averages", "device_avg_ns"): "torch's key_averages average (a float mean, as torch reports it)",
     ("ranks.key_averages", "cpu_avg_ns"): "torch's key_averages average",
     ("ranks.key_averages", "device_avg_ns"): "torch's key_averages average",
-    ("memory.events", "ts_ns"): "the stored instants table's point-in-time column (a dataset schema change)",
-    ("memory.timeline", "ts_ns"): "the stored instants table's point-in-time column (a dataset schema change)",
 }
 #: column names exempt in every frame, with the reason
 EXEMPT_NAMES: dict[str, str] = {
@@ -52,6 +50,10 @@ DEPRECATED = {"perf.coverage", "perf.peaks"}
 DICT_RETURNS = {"perf.rank_peaks": "a lookup of each rank's peak rates by rank (the input of perf.ops)"}
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+#: count columns named by what they count before issue 25 (now n_*); torch's key_averages keeps `calls`
+_BARE_COUNTS = {"calls", "kernels", "activities", "total_activities", "count", "gaps", "negative", "annotations",
+                "collectives", "last_arrivals", "allocations", "retained_blocks", "ops", "bwd_calls",
+                "recompute_calls", "margin_evidence", "ext_rejected", "shared_correlation", "clamped"}
 _OLD = {(frame, old) for frame, m in RENAMED_COLUMNS.items() for old in m}
 
 
@@ -92,7 +94,7 @@ def _problems(where: str, df: pl.DataFrame) -> list[str]:
             bad = "not snake_case"
         elif (frame, col) in _OLD:
             bad = f"renamed: use {RENAMED_COLUMNS[frame][col]}"
-        elif col in ("ns", "duration_ns", "arrival_skew_ns", "roofline_pct"):
+        elif col in ("ns", "duration_ns", "arrival_skew_ns", "roofline_pct", "ts_ns"):
             bad = "an old name (docs/schema.md: renamed)"
         elif col.endswith("_ns") and dtype != pl.Int64:
             bad = f"*_ns must be Int64, is {dtype}"
@@ -102,6 +104,8 @@ def _problems(where: str, df: pl.DataFrame) -> list[str]:
             bad = f"*_id must be an integer, is {dtype}"
         elif col.startswith("n_") and not dtype.is_integer():
             bad = f"n_* counts must be integers, is {dtype}"
+        elif col in _BARE_COUNTS and dtype.is_integer() and not frame.endswith("key_averages"):
+            bad = "a count named by what it counts: name it n_* (torch's key_averages alone keeps calls)"
         elif col.endswith("_bound") and dtype.is_integer() and not col.startswith("n_"):
             bad = "reads like a flag but is a count: name it n_*"
         elif col == "share" or col.endswith("_share"):
@@ -169,3 +173,20 @@ def test_deprecated_members_warn_and_keep_the_old_shape(traces: dict[str, pt.Tra
         old = with_old_names(summary, "perf.summary")
     assert old["roofline_pct"].equals(summary["roofline_share"], check_names=False)
     assert old["compute_bound"].equals(summary["n_compute_bound"], check_names=False)
+
+
+def test_the_trace_tables_and_memory_frames_name_a_point_in_time_start_ns(traces: dict[str, pt.Trace]) -> None:
+    """Issue 25.9: memory's `ts_ns` beside the events' `start_ns` for the same thing (the trace's `ts`).
+    Every stored table and memory frame now says `start_ns`; `ts_ns` is an old name."""
+    cnn, gpu = traces["cnn"], traces["gpu"]
+    frames = {"instants": cnn.instants, "flows": gpu.flows, "counters": gpu.counters,
+              "memory.events": cnn.memory.events(), "memory.timeline": cnn.memory.timeline()}
+    for name, df in frames.items():
+        assert "start_ns" in df.columns and "ts_ns" not in df.columns, name
+        assert df.schema["start_ns"] == pl.Int64, name
+        assert not _problems(f"cnn:{name}", df), name
+        assert RENAMED_COLUMNS[name] == {"ts_ns": "start_ns"}
+    assert cnn.instants.height > 1000 and gpu.flows.height > 0
+    with pytest.warns(DeprecationWarning, match="ts_ns -> start_ns"):
+        old = with_old_names(cnn.memory.timeline(), "memory.timeline")
+    assert old["ts_ns"].equals(old["start_ns"], check_names=False)

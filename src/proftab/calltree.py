@@ -6,7 +6,7 @@ A call path is the chain of names from a root event to an event, following the
 
 Definitions (per path node):
 
-* ``calls``: events whose call path is exactly this path;
+* ``n_calls``: events whose call path is exactly this path;
 * ``self_ns``: Σ of their `self_ns` (time during which they were the innermost event);
 * ``total_ns``: Σ of `self_ns` over the node's subtree, i.e. the time this path was on the
   stack. It equals Σ `dur_ns` of the events when they nest properly, and is never less than
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CALL_TREE_COLUMNS", "TreeNamespace", "bottom_up", "call_tree", "event_paths"]
 
-CALL_TREE_COLUMNS = ["node_id", "parent_node_id", "depth", "name", "path", "calls", "self_ns", "total_ns",
+CALL_TREE_COLUMNS = ["node_id", "parent_node_id", "depth", "name", "path", "n_calls", "self_ns", "total_ns",
                      "dur_ns", "self_share", "total_share"]
 
 
@@ -162,7 +162,7 @@ def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     -------
     polars.DataFrame
         `node_id`, `parent_node_id` (null for roots), `depth`, `name`, `path` (root first),
-        `calls`, `self_ns`, `total_ns`, `dur_ns`, `self_share` and `total_share` (of the
+        `n_calls`, `self_ns`, `total_ns`, `dur_ns`, `self_share` and `total_share` (of the
         Σ self of all nodes); see the module docstring.
     """
     ev = event_paths(nested, device=device, by_thread=by_thread, merge_steps=merge_steps)
@@ -170,12 +170,12 @@ def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     nodes = (ev.group_by("path_id").agg(
         pl.col("parent_path_id").first(), pl.col("tree_depth").first().alias("depth"),
         pl.col("_tname").first().alias("name"), *(pl.col(c).first() for c in track_cols),
-        pl.len().cast(pl.Int64).alias("calls"), pl.col("self_ns").sum(), pl.col("dur_ns").sum())
+        pl.len().cast(pl.Int64).alias("n_calls"), pl.col("self_ns").sum(), pl.col("dur_ns").sum())
         .sort("path_id"))
     if nodes.is_empty():
         return pl.DataFrame(schema={**dict.fromkeys(track_cols, pl.Int64), "node_id": pl.Int64,
                                     "parent_node_id": pl.Int64, "depth": pl.Int64, "name": pl.String,
-                                    "path": pl.List(pl.String), "calls": pl.Int64, "self_ns": pl.Int64,
+                                    "path": pl.List(pl.String), "n_calls": pl.Int64, "self_ns": pl.Int64,
                                     "total_ns": pl.Int64, "dur_ns": pl.Int64, "self_share": pl.Float64,
                                     "total_share": pl.Float64})
     parent = nodes["parent_path_id"].to_numpy()
@@ -190,7 +190,7 @@ def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     return nodes.select(
         *track_cols, "node_id",
         pl.when(pl.col("parent_node_id") >= 0).then(pl.col("parent_node_id")).alias("parent_node_id"),
-        "depth", "name", "path", "calls", "self_ns", "total_ns", "dur_ns",
+        "depth", "name", "path", "n_calls", "self_ns", "total_ns", "dur_ns",
         share("self_ns").alias("self_share"), share("total_ns").alias("total_share"))
 
 
@@ -200,7 +200,7 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
 
     Roots are the names with self time; the children of a node are its callers. A node's
     ``path`` is callee first (``[op, caller, caller's caller, ...]``); its ``self_ns`` is the
-    self time of ``path[0]`` when called through exactly that caller chain, and ``calls``
+    self time of ``path[0]`` when called through exactly that caller chain, and ``n_calls``
     the number of such events. The roots' `self_ns` add up to the total self time.
 
     Parameters
@@ -214,17 +214,17 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     -------
     polars.DataFrame
         `node_id`, `parent_node_id`, `depth`, `name` (``path[-1]``, the node's own frame),
-        `function` (``path[0]``), `path`, `calls`, `self_ns`, `self_share`; depth-first,
+        `function` (``path[0]``), `path`, `n_calls`, `self_ns`, `self_share`; depth-first,
         heaviest first.
     """
     top = call_tree(nested, device=device, by_thread=by_thread, merge_steps=merge_steps)
     track_cols = schema.TRACK_KEYS if by_thread else []
     empty = pl.DataFrame(schema={**dict.fromkeys(track_cols, pl.Int64), "node_id": pl.Int64,
                                  "parent_node_id": pl.Int64, "depth": pl.Int64, "name": pl.String,
-                                 "function": pl.String, "path": pl.List(pl.String), "calls": pl.Int64,
+                                 "function": pl.String, "path": pl.List(pl.String), "n_calls": pl.Int64,
                                  "self_ns": pl.Int64, "self_share": pl.Float64})
-    leaf = top.filter(pl.col("calls") > 0).select(
-        *track_cols, pl.col("path").list.reverse().alias("_rev"), "calls", "self_ns")
+    leaf = top.filter(pl.col("n_calls") > 0).select(
+        *track_cols, pl.col("path").list.reverse().alias("_rev"), "n_calls", "self_ns")
     if leaf.is_empty():
         return empty
     limit = pl.col("_rev").list.len() if max_depth is None else pl.min_horizontal(
@@ -232,7 +232,7 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     pref = (leaf.with_columns(pl.int_ranges(1, limit + 1).alias("_k")).explode("_k")
             .with_columns(pl.col("_rev").list.head(pl.col("_k")).alias("path"))
             .group_by(*track_cols, "path", maintain_order=True)
-            .agg(pl.col("calls").sum(), pl.col("self_ns").sum()))
+            .agg(pl.col("n_calls").sum(), pl.col("self_ns").sum()))
     pref = pref.with_columns(depth=pl.col("path").list.len().cast(pl.Int64) - 1,
                              name=pl.col("path").list.last(), function=pl.col("path").list.first())
     pref = pref.with_row_index("node_id").with_columns(pl.col("node_id").cast(pl.Int64))
@@ -246,7 +246,7 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     return out.select(
         *track_cols, "node_id",
         pl.when(pl.col("parent_node_id") >= 0).then(pl.col("parent_node_id")).alias("parent_node_id"),
-        "depth", "name", "function", "path", "calls", "self_ns",
+        "depth", "name", "function", "path", "n_calls", "self_ns",
         (pl.col("self_ns") / grand if grand else pl.lit(None, pl.Float64)).alias("self_share"))
 
 

@@ -6,7 +6,8 @@ also a `ValueError` so that callers catching the stdlib type keep working.
 
 from __future__ import annotations
 
-__all__ = ["MissingDependencyError", "ProftabError", "ProftabWarning", "TraceError", "UsageError"]
+__all__ = ["MissingDependencyError", "ProftabError", "ProftabWarning", "SkippedFileWarning", "TraceError",
+           "UsageError"]
 
 
 class ProftabError(Exception):
@@ -49,3 +50,11 @@ class MissingDependencyError(ProftabError, ImportError):
 
 class ProftabWarning(UserWarning):
     """A recoverable oddity in a trace (repaired names, salvaged events, overruns...)."""
+
+
+class SkippedFileWarning(ProftabWarning):
+    """`convert(..., on_error="skip")` left a source file out of the dataset (`path`: that file)."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path

@@ -27,12 +27,13 @@ __all__ = ["file_meta", "file_metas", "files_frame", "with_utc"]
 
 
 def files_frame(metas: Mapping[int, Mapping[str, Any]], *, sha256: Mapping[int, str | None] | None = None,
-                ) -> pl.DataFrame:
-    """The `files` table from each rank's metadata dict (`source_file`, `base_time_ns`, ...)."""
+                source_bytes: Mapping[int, int | None] | None = None) -> pl.DataFrame:
+    """The `files` table from each rank's metadata dict (`source_file`, `base_time_ns`, ...);
+    `sha256` / `source_bytes`: each rank's file digest and size on disk (else the JSON's size)."""
     rows = []
     for rank in sorted(metas):
         m = metas[rank]
-        size = m.get("json_bytes")
+        size = (source_bytes or {}).get(rank, m.get("json_bytes"))
         rows.append({
             "rank": rank, "source_file": m.get("source_file"), "source_sha256": (sha256 or {}).get(rank),
             "source_bytes": size if isinstance(size, int) else None,

@@ -6,7 +6,8 @@
 * `steps`: per-step stacked bars of self time by op.
 
 Each returns an `altair` chart: display it in a notebook, or `save(chart, "out.html")`
-(``.html``, ``.json`` Vega-Lite spec; ``.png`` / ``.svg`` with `vl-convert-python`).
+(``.html``, ``.json`` Vega-Lite spec; ``.png`` / ``.svg`` with `vl-convert-python`); the chart's
+own ``chart.save("out.html")`` writes the same offline page (`offline_chart`).
 Altair is imported only when a chart is made (the ``plot`` extra: ``pip install '.[plot]'`` from a checkout).
 """
 
@@ -28,7 +29,7 @@ from proftab.steps import step_windows
 if TYPE_CHECKING:
     from proftab.trace import Trace
 
-__all__ = ["KINDS", "icicle", "save", "steps", "timeline", "top_ops"]
+__all__ = ["KINDS", "icicle", "offline_chart", "save", "steps", "timeline", "top_ops"]
 
 #: chart kinds by name (the `proftab plot KIND` words)
 KINDS = ("top", "timeline", "tree", "steps", "roofline", "critical-path")
@@ -57,7 +58,92 @@ def category_scale(categories: list[str]) -> Any:
 
 
 def _alt() -> Any:
-    return import_optional("altair", extra="plot", what="plotting")
+    """The altair every proftab chart is built with: altair itself, except that its chart
+    constructors (`Chart`, `layer`, `hconcat`, ...) make charts whose own ``.save("x.html")`` is
+    offline (`offline_chart`)."""
+    global _OFFLINE_ALT  # noqa: PLW0603 - built once, on the first chart
+    if _OFFLINE_ALT is None:
+        _OFFLINE_ALT = _OfflineAltair(import_optional("altair", extra="plot", what="plotting"))
+    return _OFFLINE_ALT
+
+
+#: altair's top-level chart classes and the functions that compose charts into one of them
+_CHART_CLASSES = ("Chart", "LayerChart", "HConcatChart", "VConcatChart", "ConcatChart", "FacetChart", "RepeatChart")
+_CHART_FUNCTIONS = ("layer", "hconcat", "vconcat", "concat", "repeat")
+_OFFLINE_ALT: Any = None
+_OFFLINE_CLASSES: dict[type, type] = {}
+
+
+class _OfflineSave:
+    """Mixin of the charts proftab returns: altair's ``.save`` with HTML offline by default.
+
+    ``chart.save("x.html")`` writes the page of `to_html`: Vega, Vega-Lite and vega-embed
+    inline (vl-convert's bundle, cached), no CDN. ``inline=False`` keeps altair's CDN page;
+    every other format and option is altair's own `save`. Charts composed with ``+``, ``|``
+    and ``&`` stay offline.
+    """
+
+    def save(self, fp: Any, format: str | None = None, *args: Any, inline: bool | None = None,  # noqa: A002
+             **kwargs: Any) -> None:
+        fmt = format
+        if fmt is None and isinstance(fp, str | os.PathLike):
+            fmt = os.path.splitext(os.fspath(fp))[1].lstrip(".").lower()
+        if fmt != "html" or inline is False:
+            super().save(fp, format, *args, inline=bool(inline), **kwargs)  # type: ignore[misc]
+        elif args or kwargs:  # altair's own options (embed_options, versions): its inline page
+            super().save(fp, format, *args, inline=True, **kwargs)  # type: ignore[misc]
+        elif isinstance(fp, str | os.PathLike):
+            with open(fp, "w", encoding="utf-8") as fh:
+                fh.write(to_html(self))
+        else:
+            fp.write(to_html(self))
+
+    def __add__(self, other: Any) -> Any:
+        return offline_chart(super().__add__(other))  # type: ignore[misc]
+
+    def __or__(self, other: Any) -> Any:
+        return offline_chart(super().__or__(other))  # type: ignore[misc]
+
+    def __and__(self, other: Any) -> Any:
+        return offline_chart(super().__and__(other))  # type: ignore[misc]
+
+
+def _offline_class(cls: type) -> type:
+    sub = _OFFLINE_CLASSES.get(cls)
+    if sub is None:
+        sub = type(cls.__name__, (_OfflineSave, cls), {"__module__": cls.__module__, "__doc__": cls.__doc__})
+        _OFFLINE_CLASSES[cls] = sub
+    return sub
+
+
+def offline_chart(chart: Any) -> Any:
+    """`chart` (an altair top-level chart) made to save HTML offline (`_OfflineSave`); in place.
+
+    Its copies (``.properties()``, ``.interactive()``, ...) keep the class, so they do too.
+    """
+    alt = _alt()._module
+    if isinstance(chart, _OfflineSave) or not isinstance(chart, alt.TopLevelMixin):
+        return chart
+    object.__setattr__(chart, "__class__", _offline_class(type(chart)))  # altair's __setattr__ sets a spec key
+    return chart
+
+
+class _OfflineAltair:
+    """altair, with `_CHART_CLASSES` and `_CHART_FUNCTIONS` making offline-saving charts."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if name in _CHART_CLASSES:
+            value = _offline_class(value)
+        elif name in _CHART_FUNCTIONS:
+            def compose(*a: Any, _f: Any = value, **k: Any) -> Any:
+                return offline_chart(_f(*a, **k))
+            value = compose
+        setattr(self, name, value)  # looked up once
+        return value
 
 
 def _data(df: pl.DataFrame) -> Any:
@@ -257,7 +343,7 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
     nested = tr.collect("nested")
     tree = icicle_layout(call_tree(nested if python else without_python(nested), device=device, max_depth=max_depth))
     data = tree.filter((pl.col("depth") <= max_depth) & (pl.col("total_share") >= min_share)).select(
-        "name", "depth", "calls", "x0", "x1",
+        "name", "depth", "n_calls", "x0", "x1",
         (pl.col("self_ns") / 1e6).alias("self_ms"),
         pl.col("total_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("total"),
         pl.col("self_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("self"),
@@ -269,7 +355,7 @@ def icicle(tr: Trace, *, max_depth: int = 8, min_share: float = 0.002, device: b
         x=alt.X("x0:Q", axis=None, scale=alt.Scale(domain=[0, 1])), x2="x1:Q",
         y=alt.Y("depth:O", title="depth"),
         color=alt.Color("self_ms:Q", title="self (ms)", scale=alt.Scale(scheme="oranges")),
-        tooltip=["path:N", "calls:Q", "self:N", "total:N"],
+        tooltip=["path:N", "n_calls:Q", "self:N", "total:N"],
     )
     text = base.mark_text(align="left", dx=3, fontSize=10).encode(x="x0:Q", y=alt.Y("depth:O"), text="text:N")
     return (rect + text).properties(width=_ICICLE_WIDTH, height=alt.Step(22))

@@ -13,8 +13,8 @@ import polars as pl
 #: a column dtype as the tables declare it (a dtype class such as `pl.Int64`, or an instance)
 DType = pl.DataType | type[pl.DataType]
 
-__all__ = ["EVENT_COLUMNS", "RENAMED_COLUMNS", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS", "ArgKind", "Flag",
-           "with_old_names"]
+__all__ = ["EVENT_COLUMNS", "RENAMED_COLUMNS", "STORED_RENAMES", "TRACK_KEYS", "TYPED_ARGS", "TYPED_COLUMNS", "ArgKind",
+           "Flag", "stored_renames", "with_old_names"]
 
 
 class Flag(enum.IntFlag):
@@ -145,7 +145,7 @@ EVENT_COLUMNS: dict[str, DType] = {
 
 INSTANT_COLUMNS: dict[str, DType] = {
     **_COMMON,
-    "ts_ns": pl.Int64,
+    "start_ns": pl.Int64,
     "scope": pl.Categorical,
     "device_type": pl.Int64,
     "device": pl.Int64,
@@ -162,7 +162,7 @@ INSTANT_COLUMNS: dict[str, DType] = {
 FLOW_COLUMNS: dict[str, DType] = {
     **_COMMON,
     "ph": pl.Categorical,
-    "ts_ns": pl.Int64,
+    "start_ns": pl.Int64,
     "id": pl.Int64,
     "id_text": pl.String,
     "bp": pl.Categorical,
@@ -171,7 +171,7 @@ FLOW_COLUMNS: dict[str, DType] = {
 
 COUNTER_COLUMNS: dict[str, DType] = {
     **_COMMON,
-    "ts_ns": pl.Int64,
+    "start_ns": pl.Int64,
     "series": pl.String,
     "value": pl.Float64,
 }
@@ -247,8 +247,25 @@ FILES_COLUMNS: dict[str, DType] = {
     "schema_version": pl.Int32,
     "meta_json": pl.String,
 }
-#: version of proftab's table schema (the Parquet dataset layout)
-SCHEMA_VERSION = 1
+#: version of proftab's table schema (the Parquet dataset layout); 2: `ts_ns` -> `start_ns` (issue 25)
+SCHEMA_VERSION = 2
+#: stored-table columns renamed at each schema version: a dataset of an older version is read with
+#: them renamed (`proftab.io.parquet.scan`), so datasets written before still scan
+STORED_RENAMES: dict[int, dict[str, dict[str, str]]] = {
+    2: {"instants": {"ts_ns": "start_ns"}, "flows": {"ts_ns": "start_ns"}, "counters": {"ts_ns": "start_ns"},
+        # the per-rank summaries `convert` stores (proftab.io.summaries)
+        "summary_comm": {"collectives": "n_collectives"}, "summary_device": {"activities": "n_activities"}},
+}
+
+
+def stored_renames(version: int) -> dict[str, dict[str, str]]:
+    """Per table, the renames that bring a dataset of schema `version` to `SCHEMA_VERSION`."""
+    out: dict[str, dict[str, str]] = {}
+    for v in sorted(STORED_RENAMES):
+        if v > version:
+            for table, m in STORED_RENAMES[v].items():
+                out.setdefault(table, {}).update(m)
+    return out
 #: the table under which a dataset stores its default `key_averages()` (io.parquet, proftab.torch)
 STORED_KEY_AVERAGES = "key_averages"
 
@@ -260,12 +277,40 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
                               **{f"{b}": f"{b}_ns" for b in ("cpu_bound", "gpu_compute_bound",
                                                               "gpu_communication_bound", "gpu_memcpy_bound",
                                                               "launch_overhead", "sync")}},
-    "perf.ops": {"roofline_pct": "roofline_share", "peak_tb_s": "peak_tb_per_s"},
+    "perf.ops": {"roofline_pct": "roofline_share", "peak_tb_s": "peak_tb_per_s", "kernels": "n_kernels"},
     "perf.summary": {"roofline_pct": "roofline_share", "compute_bound": "n_compute_bound", "ops": "n_ops"},
     "perf.lost": {"roofline_pct": "roofline_share"},
     "memory.peak": {"reserved_at_peak": "reserved_at_peak_bytes", "max_reserved": "max_reserved_bytes",
                     "blocks_at_peak": "n_blocks_at_peak", "events": "n_events"},
     "ranks.collective_instances": {"arrival_skew_ns": "start_skew_ns"},
+    # counts are n_* (torch's key_averages keeps torch's `calls`)
+    "modules.modules": {"calls": "n_calls", "bwd_calls": "n_bwd_calls", "recompute_calls": "n_recompute_calls",
+                        "ops": "n_ops"},
+    "tree.call_tree": {"calls": "n_calls"},
+    "tree.bottom_up": {"calls": "n_calls"},
+    "device.summary": {"activities": "n_activities"},
+    "device.busy": {"activities": "n_activities"},
+    "device.kernel_categories": {"activities": "n_activities"},
+    "device.annotations": {"activities": "n_activities"},
+    "device.ops": {"activities": "n_activities", "total_activities": "n_total_activities"},
+    "device.launch_delay": {"activities": "n_activities", "negative": "n_negative"},
+    "device.idle_breakdown": {"gaps": "n_gaps"},
+    "device.copy_summary": {"count": "n_copies"},
+    "device.margins": {"annotations": "n_annotations", "margin_evidence": "n_margin_evidence"},
+    "device.diagnostics": {c: f"n_{c}" for c in ("activities", "external_id", "containment", "annotation",
+                                                 "device_external_id", "graph_capture", "graph_launch", "no_launch",
+                                                 "no_op", "ext_rejected", "shared_correlation", "clamped",
+                                                 "ac2g_checked", "ac2g_agree", "margin_evidence")},
+    "memory.growth": {"allocations": "n_allocations", "retained_blocks": "n_retained_blocks"},
+    "ranks.collective_times": {"collectives": "n_collectives"},
+    "ranks.rank_step_comm": {"collectives": "n_collectives", "last_arrivals": "n_last_arrivals"},
+    # a point in time on the trace's axis is start_ns, as in events (stored tables: schema version 2)
+    "instants": {"ts_ns": "start_ns"},
+    "flows": {"ts_ns": "start_ns"},
+    "counters": {"ts_ns": "start_ns"},
+    "memory.events": {"ts_ns": "start_ns"},
+    "memory.timeline": {"ts_ns": "start_ns"},
+    "memory.snapshot.trace": {"ts_ns": "start_ns"},
 }
 
 

@@ -385,7 +385,7 @@ def _compare_prefix(tr: object, ref: object, upto: int) -> None:
     for table in ("events", "instants", "flows"):
         got = getattr(tr, table)
         want = getattr(ref, table)
-        cols = ["event_id", "name", *(c for c in ("start_ns", "dur_ns", "ts_ns") if c in want.columns)]
+        cols = ["event_id", "name", *(c for c in ("start_ns", "dur_ns") if c in want.columns)]
         if table == "events":  # B/E pairs may end after the damage
             keep = pl.col("ph").cast(pl.String) == "X"
         else:

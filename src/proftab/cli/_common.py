@@ -92,12 +92,12 @@ def guess_format(args: argparse.Namespace) -> str:
 
 
 @contextlib.contextmanager
-def shown_warnings(args: argparse.Namespace) -> Iterator[None]:
+def shown_warnings(args: argparse.Namespace) -> Iterator[list[warnings.WarningMessage]]:
     """Catch every warning of the block; print them as ``proftab: warning: ...`` lines on
-    stderr when it succeeds, unless `--quiet`."""
+    stderr when it succeeds, unless `--quiet`. Yields the list the warnings are caught into."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        yield
+        yield caught
     if not args.quiet:
         for w in caught:
             text = "; ".join(line.strip() for line in str(w.message).splitlines() if line.strip())

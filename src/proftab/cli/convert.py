@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from proftab.cli import Command
 from proftab.cli._common import add_graph_capture_argument, parse_ranks, say, shown_warnings
-from proftab.exceptions import UsageError
+from proftab.exceptions import SkippedFileWarning, UsageError
 
 if TYPE_CHECKING:
     import argparse
@@ -18,9 +18,15 @@ EXAMPLES = """\
   proftab convert run/ run.pq --scheduler local --workers 4     on a Dask LocalCluster
   proftab convert 's3://bucket/run/*.json.gz' /shared/run.pq --scheduler tcp://head:8786 --keep-going
   proftab convert run/ run.pq --resume                   convert only the files run.pq lacks
+  proftab convert run/ run.pq --keep-going               write what converts; exit 1 naming each skipped file
   proftab convert run/ s3://bucket/job42.pq              converted locally, uploaded (manifest last)
   proftab summary s3://bucket/job42.pq                   read from the object store (lazily)
   python -c "import proftab as pt; print(pt.scan('run.pq').table())"
+
+exit status:
+  0    the dataset is written from every source file
+  1    --keep-going: the dataset is written without the file(s) that failed (each named on stderr)
+  2    bad input or usage: nothing is written (without --keep-going, any file that fails)
 """
 
 
@@ -45,8 +51,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run the per-file work on Dask: a scheduler address (tcp://host:8786) or 'local' "
                         "(a LocalCluster); needs the dask extra: pip install '.[dask]' from a checkout")
     p.add_argument("--keep-going", action="store_true",
-                   help="a file that fails is left out (the dataset's _status.parquet says why) instead of "
-                        "failing the conversion")
+                   help="a file that fails is left out (named on stderr; the dataset's _status.parquet says "
+                        "why) instead of failing the conversion; the others are written and the exit status is "
+                        "1 when a file was skipped (as make -k)")
     p.add_argument("--resume", action="store_true",
                    help="reuse the ranks an existing dataset at OUT already holds from unchanged files, and "
                         "keep finished files in .OUT.proftab-resume until done (a failed or killed run continues)")
@@ -59,12 +66,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.graph_capture:  # the merged Trace is written as it is (its virtual ops and links included)
         return _convert_merged(args)
-    with shown_warnings(args):
+    with shown_warnings(args) as caught:
         path = convert(args.sources, args.out, force=args.force, salvage=args.salvage, max_workers=args.workers,
                        ranks=args.ranks,
                        progress="never" if args.quiet else args.progress, client=args.scheduler,
                        on_error="skip" if args.keep_going else "raise", resume=args.resume,
                        summaries=not args.no_summaries, staging=args.staging)
+    skipped = [w.message.path for w in caught if isinstance(w.message, SkippedFileWarning)]
+    if skipped:  # as `make -k`: what could be done is done, the run still failed
+        say(f"wrote {path} without {len(skipped)} skipped file(s): {', '.join(skipped)}")
+        return 1
     if not args.quiet:
         say(f"wrote {path}")
     return 0

@@ -74,7 +74,7 @@ __all__ = [
 
 #: the columns of `Trace.nested` and `Trace.flows` the analyses read
 NESTED_COLUMNS = ["rank", "event_id", "parent_id", "name", "cat", "start_ns", "end_ns", "dur_ns"]
-FLOW_COLUMNS = ["rank", "cat", "id", "pid", "tid", "ts_ns"]
+FLOW_COLUMNS = ["rank", "cat", "id", "pid", "tid", "start_ns"]
 
 
 @register_trace_namespace("device")

@@ -93,13 +93,13 @@ def busy(activities: pl.DataFrame, events: pl.DataFrame | None = None, *, by: By
     Returns
     -------
     pl.DataFrame
-        keys, `activities`, `sum_ns` (Σ durations), `busy_ns` (union), `overlap_ns`
+        keys, `n_activities`, `sum_ns` (Σ durations), `busy_ns` (union), `overlap_ns`
         (`sum - busy`: time covered more than once), `window_start_ns`, `window_end_ns`,
         `window_ns`, `idle_ns` (`window - busy`), `busy_share` (`busy / window`).
     """
     keys = _keys(by)
     work = _work(activities)
-    agg = work.group_by(keys).agg(pl.len().cast(pl.Int64).alias("activities"), pl.col("dur_ns").sum().alias("sum_ns"))
+    agg = work.group_by(keys).agg(pl.len().cast(pl.Int64).alias("n_activities"), pl.col("dur_ns").sum().alias("sum_ns"))
     out = agg.join(_union(work, keys, "busy_ns"), on=keys, how="left", nulls_equal=True)
     out = out.join(_windows(events, work, window), on=["rank", "device"], how="left", nulls_equal=True)
     return out.with_columns(
@@ -108,7 +108,7 @@ def busy(activities: pl.DataFrame, events: pl.DataFrame | None = None, *, by: By
     ).with_columns(
         idle_ns=pl.col("window_ns") - pl.col("busy_ns"),
         busy_share=pl.when(pl.col("window_ns") > 0).then(pl.col("busy_ns") / pl.col("window_ns")).otherwise(None),
-    ).select(*keys, "activities", "sum_ns", "busy_ns", "overlap_ns", "window_start_ns", "window_end_ns", "window_ns",
+    ).select(*keys, "n_activities", "sum_ns", "busy_ns", "overlap_ns", "window_start_ns", "window_end_ns", "window_ns",
              "idle_ns", "busy_share").sort(keys, nulls_last=True)
 
 
@@ -201,16 +201,16 @@ def idle_breakdown(activities: pl.DataFrame, events: pl.DataFrame, *, by: By = "
     Returns
     -------
     pl.DataFrame
-        keys, `gaps`, `idle_ns`, `host_ns`, `sync_ns`, `other_ns`, `host_share`,
+        keys, `n_gaps`, `idle_ns`, `host_ns`, `sync_ns`, `other_ns`, `host_share`,
         `sync_share`, `other_share` (of `idle_ns`; null when there is no idle time).
     """
     keys = _keys(by)
     g = idle(activities, events, by=by).group_by(keys).agg(
-        pl.len().cast(pl.Int64).alias("gaps"),
+        pl.len().cast(pl.Int64).alias("n_gaps"),
         *[pl.col(c).sum() for c in ("idle_ns", "host_ns", "sync_ns", "other_ns")])
     base = _work(activities).select(keys).unique()
     g = base.join(g, on=keys, how="left", nulls_equal=True).with_columns(
-        *[pl.col(c).fill_null(0).cast(pl.Int64) for c in ("gaps", "idle_ns", "host_ns", "sync_ns", "other_ns")])
+        *[pl.col(c).fill_null(0).cast(pl.Int64) for c in ("n_gaps", "idle_ns", "host_ns", "sync_ns", "other_ns")])
     share = {f"{c}_share": pl.when(pl.col("idle_ns") > 0).then(pl.col(f"{c}_ns") / pl.col("idle_ns")).otherwise(None)
              for c in ("host", "sync", "other")}
     return g.with_columns(**share).sort(keys, nulls_last=True)
@@ -302,16 +302,16 @@ def copy_summary(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.Da
     Returns
     -------
     pl.DataFrame
-        keys, `count`, `bytes`, `dur_ns`, `bandwidth_gbs` (Σ bytes / Σ dur),
+        keys, `n_copies`, `bytes`, `dur_ns`, `bandwidth_gbs` (Σ bytes / Σ dur),
         `max_bandwidth_gbs` (the fastest single copy).
     """
     keys = ["rank", "device", "kind", "direction"]
     return copies(activities, device_events).group_by(keys).agg(
-        pl.len().cast(pl.Int64).alias("count"), pl.col("bytes").sum(), pl.col("dur_ns").sum(),
+        pl.len().cast(pl.Int64).alias("n_copies"), pl.col("bytes").sum(), pl.col("dur_ns").sum(),
         pl.col("bandwidth_gbs").max().alias("max_bandwidth_gbs"),
     ).with_columns(
         bandwidth_gbs=pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None)
-    ).select(*keys, "count", "bytes", "dur_ns", "bandwidth_gbs", "max_bandwidth_gbs").sort(keys, nulls_last=True)
+    ).select(*keys, "n_copies", "bytes", "dur_ns", "bandwidth_gbs", "max_bandwidth_gbs").sort(keys, nulls_last=True)
 
 
 def kernel_categories(activities: pl.DataFrame, *, by: Sequence[str] = ("rank", "device")) -> pl.DataFrame:
@@ -327,13 +327,13 @@ def kernel_categories(activities: pl.DataFrame, *, by: Sequence[str] = ("rank", 
     Returns
     -------
     pl.DataFrame
-        `by` columns, `category`, `activities`, `sum_ns`, `busy_ns` (union within the
+        `by` columns, `category`, `n_activities`, `sum_ns`, `busy_ns` (union within the
         category), `sum_share` (of the group's Σ durations), `busy_share` (of the group's
         busy time: the union of all its work).
     """
     keys = list(by) or ["_all"]
     work = _work(activities).with_columns(_all=pl.lit(0))
-    g = work.group_by(*keys, "category").agg(pl.len().cast(pl.Int64).alias("activities"),
+    g = work.group_by(*keys, "category").agg(pl.len().cast(pl.Int64).alias("n_activities"),
                                              pl.col("dur_ns").sum().alias("sum_ns"))
     g = g.join(_union(work, [*keys, "category"], "busy_ns"), on=[*keys, "category"], how="left", nulls_equal=True)
     g = g.join(_union(work, keys, "_busy"), on=keys, how="left", nulls_equal=True)
@@ -357,18 +357,18 @@ def launch_delay(activities: pl.DataFrame, *, by: Sequence[str] = ("rank", "devi
     Returns
     -------
     pl.DataFrame
-        `by` columns, `activities` (those with a launch), `min_ns`, `p50_ns`, `p90_ns`,
+        `by` columns, `n_activities` (those with a launch), `min_ns`, `p50_ns`, `p90_ns`,
         `p99_ns`, `max_ns` (nearest-rank quantiles, Int64), `mean_ns` (floor of the exact
-        mean), `negative` (delays below 0: the device clock ran ahead of the host's).
+        mean), `n_negative` (delays below 0: the device clock ran ahead of the host's).
     """
     keys = list(by)
     d = pl.col("launch_delay_ns")
     acts = activities.filter(d.is_not_null())
     aggs = [
-        pl.len().cast(pl.Int64).alias("activities"), d.min().alias("min_ns"),
+        pl.len().cast(pl.Int64).alias("n_activities"), d.min().alias("min_ns"),
         *[d.quantile(q, interpolation="nearest").cast(pl.Int64).alias(f"p{int(q * 100)}_ns") for q in (0.5, 0.9, 0.99)],
         d.max().alias("max_ns"), (d.sum() // pl.len()).cast(pl.Int64).alias("mean_ns"),
-        (d < 0).sum().cast(pl.Int64).alias("negative"),
+        (d < 0).sum().cast(pl.Int64).alias("n_negative"),
     ]
     out = acts.group_by(keys).agg(aggs) if keys else acts.select(aggs)
     return out.sort(keys, nulls_last=True) if keys else out
@@ -396,11 +396,11 @@ def op_device_time(activities: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFra
     -------
     pl.DataFrame
         One row per host event that launched device work itself or through descendants:
-        `rank`, `event_id`, `name`, `cat`, `start_ns`, `dur_ns`, `activities` (own),
+        `rank`, `event_id`, `name`, `cat`, `start_ns`, `dur_ns`, `n_activities` (own),
         `self_device_ns` (Σ own activities, torch's Self CUDA), `self_busy_ns` (union of
         own activities), `device_total_ns` (own + descendants', torch's CUDA total),
         `busy_total_ns` (union over own + descendants': never more than the wall time the
-        device spent on them), `total_activities`.
+        device spent on them), `n_total_activities`.
     """
     acts = activities.filter(pl.col("op_id").is_not_null())
     nested = nested.select(pl.col("rank").cast(pl.Int32), "event_id", "parent_id", "name", "cat", "start_ns", "end_ns",
@@ -418,18 +418,18 @@ def op_device_time(activities: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFra
     pairs = pl.DataFrame({"_anc": anc, "start_ns": s[item], "end_ns": e[item], "dur_ns": dur[item],
                           "_own": anc == owner[item]})
     tot = pairs.group_by("_anc").agg(pl.col("dur_ns").sum().alias("device_total_ns"),
-                                     pl.len().cast(pl.Int64).alias("total_activities"))
+                                     pl.len().cast(pl.Int64).alias("n_total_activities"))
     own = pairs.filter(pl.col("_own")).group_by("_anc").agg(
-        pl.len().cast(pl.Int64).alias("activities"), pl.col("dur_ns").sum().alias("self_device_ns"))
+        pl.len().cast(pl.Int64).alias("n_activities"), pl.col("dur_ns").sum().alias("self_device_ns"))
     out = (tot.join(_union(pairs, ["_anc"], "busy_total_ns"), on="_anc", how="left")
            .join(own, on="_anc", how="left")
            .join(_union(pairs.filter(pl.col("_own")), ["_anc"], "self_busy_ns"), on="_anc", how="left"))
     out = out.with_columns(
-        *[pl.col(c).fill_null(0).cast(pl.Int64) for c in ("activities", "self_device_ns", "self_busy_ns")])
+        *[pl.col(c).fill_null(0).cast(pl.Int64) for c in ("n_activities", "self_device_ns", "self_busy_ns")])
     info = nested.with_row_index("_anc").with_columns(pl.col("_anc").cast(pl.Int64))
     return out.join(info.drop("parent_id", "end_ns"), on="_anc", how="left").select(
-        "rank", "event_id", "name", "cat", "start_ns", "dur_ns", "activities", "self_device_ns", "self_busy_ns",
-        "device_total_ns", "busy_total_ns", "total_activities",
+        "rank", "event_id", "name", "cat", "start_ns", "dur_ns", "n_activities", "self_device_ns", "self_busy_ns",
+        "device_total_ns", "busy_total_ns", "n_total_activities",
     ).sort("rank", "start_ns", "event_id")
 
 
@@ -453,7 +453,7 @@ def annotations(  # type: ignore[no-redef]  # the name of `from __future__ impor
     -------
     pl.DataFrame
         `rank`, `event_id`, `name`, `device`, `stream`, `start_ns`, `end_ns`, `dur_ns`,
-        `raw_start_ns`, `raw_dur_ns`, `activities`, `activity_ns` (Σ durations),
+        `raw_start_ns`, `raw_dur_ns`, `n_activities`, `activity_ns` (Σ durations),
         `busy_ns` (union), `host_id` / `host_start_ns` / `host_dur_ns` (the
         `user_annotation` with the same `External id` on the rank, when there is one).
     """
@@ -476,7 +476,7 @@ def annotations(  # type: ignore[no-redef]  # the name of `from __future__ impor
     d = nested["dur_ns"].to_numpy()[acts]
     pairs = pl.DataFrame({"rank": rank[anc], "event_id": ids[anc], "start_ns": s[item], "end_ns": e[item],
                           "dur_ns": d[item]}, schema_overrides={"rank": pl.Int32})
-    agg = pairs.group_by("rank", "event_id").agg(pl.len().cast(pl.Int64).alias("activities"),
+    agg = pairs.group_by("rank", "event_id").agg(pl.len().cast(pl.Int64).alias("n_activities"),
                                                  pl.col("dur_ns").sum().alias("activity_ns"))
     agg = agg.join(_union(pairs, ["rank", "event_id"], "busy_ns"), on=["rank", "event_id"], how="left")
     ev = event_frame(events, ["rank", "event_id", "cat", "start_ns", "dur_ns", "external_id"])
@@ -484,10 +484,10 @@ def annotations(  # type: ignore[no-redef]  # the name of `from __future__ impor
         "rank", "external_id", pl.col("event_id").alias("host_id"), pl.col("start_ns").alias("host_start_ns"),
         pl.col("dur_ns").alias("host_dur_ns")).unique(subset=["rank", "external_id"], keep="first")
     out = ann.join(agg, on=["rank", "event_id"], how="left").join(host, on=["rank", "external_id"], how="left")
-    return out.with_columns(*[pl.col(c).fill_null(0).cast(pl.Int64) for c in ("activities", "activity_ns", "busy_ns")]
+    return out.with_columns(*[pl.col(c).fill_null(0).cast(pl.Int64) for c in ("n_activities", "activity_ns", "busy_ns")]
                             ).select(
         "rank", "event_id", "name", "device", "stream", "start_ns", "end_ns", "dur_ns", "raw_start_ns", "raw_dur_ns",
-        "activities", "activity_ns", "busy_ns", "host_id", "host_start_ns", "host_dur_ns",
+        "n_activities", "activity_ns", "busy_ns", "host_id", "host_start_ns", "host_dur_ns",
     ).sort("rank", "start_ns", "event_id")
 
 
@@ -502,14 +502,14 @@ def summary(activities: pl.DataFrame) -> pl.DataFrame:
     Returns
     -------
     pl.DataFrame
-        `rank`, `device`, `activities`, `device_ns` (Σ durations of all activities, syncs
+        `rank`, `device`, `n_activities`, `device_ns` (Σ durations of all activities, syncs
         included: torch's "Self CUDA time total"), `attributed_ns`, `unattributed_ns`,
         `unattributed_share`, one `<link>_ns` column per `link` value, `busy_ns` (union of
         work). Identity: `attributed_ns + unattributed_ns == device_ns`.
     """
     keys = ["rank", "device"]
     g = activities.group_by(keys).agg(
-        pl.len().cast(pl.Int64).alias("activities"), pl.col("dur_ns").sum().alias("device_ns"),
+        pl.len().cast(pl.Int64).alias("n_activities"), pl.col("dur_ns").sum().alias("device_ns"),
         pl.col("dur_ns").filter(pl.col("op_id").is_not_null()).sum().alias("attributed_ns"),
         pl.col("dur_ns").filter(pl.col("op_id").is_null()).sum().alias("unattributed_ns"),
         *[pl.col("dur_ns").filter(pl.col("link") == v).sum().alias(f"{v}_ns") for v in LINKS],
@@ -519,6 +519,6 @@ def summary(activities: pl.DataFrame) -> pl.DataFrame:
         busy_ns=pl.col("busy_ns").fill_null(0),
         unattributed_share=pl.when(pl.col("device_ns") > 0).then(pl.col("unattributed_ns") / pl.col("device_ns"))
         .otherwise(None),
-    ).select("rank", "device", "activities", "device_ns", "attributed_ns", "unattributed_ns", "unattributed_share",
+    ).select("rank", "device", "n_activities", "device_ns", "attributed_ns", "unattributed_ns", "unattributed_share",
              *[f"{v}_ns" for v in LINKS], "busy_ns").sort(keys, nulls_last=True)
 

@@ -172,7 +172,7 @@ def annotation_margins(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFram
     Returns
     -------
     pl.DataFrame
-        `rank`, `margin_start_ns` (shift), `margin_dur_ns` (add), `margin_evidence` (number
+        `rank`, `margin_start_ns` (shift), `margin_dur_ns` (add), `n_margin_evidence` (number
         of annotations matching the chosen margin; 0: no evidence, default for the format:
         1 µs / 1 µs for integer-µs files, 1 ns / 2 ns otherwise), `annotations`; one row
         per rank of `files`.
@@ -212,7 +212,7 @@ def annotation_margins(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFram
             best = default
         rows.append((r["rank"], MARGINS[best][0], MARGINS[best][1], hits[best], int(r["annotations"] or 0)))
     return pl.DataFrame(rows, schema={"rank": pl.Int32, "margin_start_ns": pl.Int64, "margin_dur_ns": pl.Int64,
-                                      "margin_evidence": pl.Int64, "annotations": pl.Int64}, orient="row")
+                                      "n_margin_evidence": pl.Int64, "n_annotations": pl.Int64}, orient="row")
 
 
 def device_events(events: pl.DataFrame, margins: pl.DataFrame) -> pl.DataFrame:
@@ -529,7 +529,7 @@ def diagnostics(events: pl.DataFrame, flows: pl.DataFrame, activities: pl.DataFr
     events
         All events (`EVENT_COLUMNS`).
     flows
-        Flow events: `rank`, `cat`, `id`, `pid`, `tid`, `ts_ns` (the `ac2g` ones are used).
+        Flow events: `rank`, `cat`, `id`, `pid`, `tid`, `start_ns` (the `ac2g` ones are used).
     activities, device_events, margins
         The intermediate frames of the same events (`activities`, `device_events`,
         `annotation_margins`).
@@ -539,16 +539,16 @@ def diagnostics(events: pl.DataFrame, flows: pl.DataFrame, activities: pl.DataFr
     Returns
     -------
     pl.DataFrame
-        Per rank: `activities`, `activity_ns`, counts per `link` value (`external_id`,
-        `containment`, `annotation`, `device_external_id`, `no_launch`, `no_op`),
+        Per rank: `n_activities`, `activity_ns`, counts per `link` value (`n_external_id`,
+        `n_containment`, `n_annotation`, `n_device_external_id`, `n_no_launch`, `n_no_op`, ...),
         `unattributed_ns`, `unattributed_share`, `external_id_mode` (`op`: External ids name
         ops; `correlation`: they are the launches' own correlation ids and are ignored;
-        `absent`), `ext_rejected` (External-id matches refused by the thread/time guard),
-        `shared_correlation` (correlation ids used by several launches), `clamped` (negative
-        durations set to 0), `ac2g_checked` / `ac2g_agree` (activities with an `ac2g` flow
+        `absent`), `n_ext_rejected` (External-id matches refused by the thread/time guard),
+        `n_shared_correlation` (correlation ids used by several launches), `n_clamped` (negative
+        durations set to 0), `n_ac2g_checked` / `n_ac2g_agree` (activities with an `ac2g` flow
         for their correlation, and those whose flow starts at the launch and ends at the
         activity), and the annotation margin (`margin_start_ns`, `margin_dur_ns`,
-        `margin_evidence`).
+        `n_margin_evidence`).
     """
     ev = event_frame(events)
     acts = activities
@@ -580,7 +580,7 @@ def diagnostics(events: pl.DataFrame, flows: pl.DataFrame, activities: pl.DataFr
     out = (ranks.join(per_link, on="rank", how="left").join(rel, on="rank", how="left")
            .join(shared, on="rank", how="left").join(rejected, on="rank", how="left")
            .join(clamped, on="rank", how="left").join(checked, on="rank", how="left")
-           .join(margins.drop("annotations"), on="rank", how="left"))
+           .join(margins.drop("n_annotations"), on="rank", how="left"))
     counts = ["activities", "activity_ns", *LINKS, "unattributed_ns", "shared_correlation", "ext_rejected", "clamped",
               "ac2g_checked", "ac2g_agree"]
     return out.with_columns(
@@ -592,7 +592,9 @@ def diagnostics(events: pl.DataFrame, flows: pl.DataFrame, activities: pl.DataFr
             pl.col("unattributed_ns") / pl.col("activity_ns")).otherwise(None),
     ).select("rank", "activities", "activity_ns", *LINKS, "unattributed_ns", "unattributed_share",
              "external_id_mode", "ext_rejected", "shared_correlation", "clamped", "ac2g_checked", "ac2g_agree",
-             "margin_start_ns", "margin_dur_ns", "margin_evidence").sort("rank")
+             "margin_start_ns", "margin_dur_ns", "n_margin_evidence").sort("rank").rename(
+        {c: f"n_{c}" for c in ("activities", *LINKS, "ext_rejected", "shared_correlation", "clamped", "ac2g_checked",
+                               "ac2g_agree")})
 
 
 def _ac2g_check(flows: pl.DataFrame, events: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
@@ -605,7 +607,7 @@ def _ac2g_check(flows: pl.DataFrame, events: pl.DataFrame, acts: pl.DataFrame) -
     fl = flows.filter((pl.col("cat").cast(pl.String) == "ac2g") & pl.col("id").is_not_null())
     if fl.is_empty():
         return pl.DataFrame(schema={"rank": pl.Int32, "ac2g_checked": pl.Int64, "ac2g_agree": pl.Int64})
-    ends = fl.select("rank", pl.col("id").alias("correlation"), "pid", "tid", pl.col("ts_ns").alias("_t")).unique()
+    ends = fl.select("rank", pl.col("id").alias("correlation"), "pid", "tid", pl.col("start_ns").alias("_t")).unique()
     launch = events.select("rank", pl.col("event_id").alias("launch_id"), pl.col("pid").alias("_lp"),
                                  pl.col("tid").alias("_lt"))
     a = acts.filter(pl.col("launch_id").is_not_null()).select(

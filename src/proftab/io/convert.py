@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from proftab.exceptions import ProftabError, ProftabWarning, TraceError
+from proftab.exceptions import ProftabError, ProftabWarning, SkippedFileWarning, TraceError
 from proftab.io import parquet as _pq
 from proftab.io.atomic import MANIFEST, _is_dataset, atomic_dir
 from proftab.meta import files_frame
@@ -62,7 +62,7 @@ def _convert_one(path: str, position: int, rank: int | None, salvage: bool, stag
         tables = _pq._split_by_rank(tr)[ft.rank]
         if progress:
             progress.show("writing")
-        sha, size = _pq.sha256_file(local), os.path.getsize(local)
+        sha, size = ft.source_sha256, os.path.getsize(local)  # hashed while it was read
         rows = _pq._write_rank(Path(staging), ft.rank, tables, ft.meta,
                            _pq._files_row(files_frame({ft.rank: ft.meta}), ft.rank, sha, size))
         if key_averages:
@@ -179,7 +179,8 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         (``"tcp://host:8786"``) or ``"local"`` (a LocalCluster); None: a local process pool.
     on_error
         ``"raise"``: a file that fails fails the conversion (nothing is written);
-        ``"skip"``: it is left out, with its error in the status table.
+        ``"skip"``: it is left out, with its error in the status table, and a
+        `SkippedFileWarning` (its ``path`` attribute: the file) is emitted once per such file.
     resume
         Reuse the ranks of an existing dataset at `out` whose source file (path and size) is
         unchanged and converted fine; convert only the other files, then replace `out`. Also
@@ -280,14 +281,15 @@ def convert(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         shutil.rmtree(ckpt, ignore_errors=True)
     for res in results:  # on_error="skip": name every file left out
         if res.get("status") == "failed":
-            warnings.warn(f"skipped {res['path']}: {res['error']} (not in {out}; its _status.parquet says why)",
-                          ProftabWarning, stacklevel=2)
+            warnings.warn(SkippedFileWarning(
+                f"skipped {res['path']}: {res['error']} (not in {out}; its _status.parquet says why)",
+                str(res["path"])), stacklevel=2)
     return out
 
 
 def _source_key(path: str, size: int, rank: int | None, salvage: bool) -> str:
-    """A file's identity for the resume checkpoint: path, size, rank and salvage."""
-    return hashlib.sha256(json.dumps([path, size, rank, salvage]).encode()).hexdigest()[:16]
+    """A file's identity for the resume checkpoint: path, size, rank, salvage and the schema version."""
+    return hashlib.sha256(json.dumps([path, size, rank, salvage, _pq.SCHEMA_VERSION]).encode()).hexdigest()[:16]
 
 
 def _run_local(calls: list[tuple[Any, ...]], done: Any, max_workers: int | None) -> None:
@@ -327,6 +329,8 @@ def _run_local(calls: list[tuple[Any, ...]], done: Any, max_workers: int | None)
 def _reusable(out: Path, paths: list[str], sizes: list[int], ranks: Sequence[int] | None) -> dict[int, dict[str, Any]]:
     """Files of `paths` that the dataset at `out` already holds, converted fine, from the same bytes."""
     manifest = _pq.read_manifest(out)
+    if manifest.get("schema_version") != _pq.SCHEMA_VERSION:  # an older layout: convert every file again
+        return {}
     by_source = {(r.get("source_file"), r.get("source_bytes")): r for r in manifest["ranks"]}
     reuse: dict[int, dict[str, Any]] = {}
     for i, (p, n) in enumerate(zip(paths, sizes, strict=True)):

@@ -11,6 +11,7 @@ A damaged gzip stream yields every byte that decompressed before the damage, the
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import threading
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator
 
-__all__ = ["CHUNK", "GzipDamage", "gzip_backend", "raw_chunks", "threaded"]
+__all__ = ["CHUNK", "FileDigest", "GzipDamage", "gzip_backend", "raw_chunks", "threaded"]
 
 CHUNK = 8 << 20
 
@@ -66,24 +67,64 @@ def _gzip_prefix(dec: Any, data: bytes) -> tuple[bytes, int]:
     return b"".join(out), pos
 
 
-def raw_chunks(path: str) -> Iterator[bytes]:
+class FileDigest:
+    """sha256 of a file's bytes (compressed, as on disk), fed by the reader as it reads them.
+
+    The reader reads the file front to back once: `update` sees each block read, in order, so
+    the digest costs no extra read. When reading stops early (the scanner gave up, a damaged
+    gzip stream), `hexdigest` reads the unread rest of the file (no decompression).
+    """
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+        self.n_bytes = 0
+        self.at_end = False
+        """the reader fed every byte up to the end of the file"""
+
+    def update(self, data: bytes) -> None:
+        """Feed the next block of the file."""
+        self._h.update(data)  # hashlib releases the GIL for blocks over 2 KiB
+        self.n_bytes += len(data)
+
+    def hexdigest(self, path: str) -> str | None:
+        """The digest of the whole file `path` (its unread rest is read here); None when that
+        rest cannot be read (a pipe)."""
+        if not self.at_end:
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(self.n_bytes)
+                    while block := fh.read(1 << 22):
+                        self.update(block)
+            except OSError:
+                return None
+        return self._h.hexdigest()
+
+
+def raw_chunks(path: str, digest: FileDigest | None = None) -> Iterator[bytes]:
     """Yield the decompressed bytes of `path` (gzip detected by magic bytes).
 
-    A damaged gzip stream raises `GzipDamage` after yielding the intact prefix.
+    A damaged gzip stream raises `GzipDamage` after yielding the intact prefix. `digest` is fed
+    the file's bytes as they are read (the first pass only; a replay after damage is not fed).
     """
     with open(path, "rb") as fh:
-        gzipped = fh.read(2) == b"\x1f\x8b"
+        head = fh.read(2)
+        gzipped = head == b"\x1f\x8b"
         if not gzipped:
-            fh.seek(0)
-            while chunk := fh.read(CHUNK):
+            chunk = head + fh.read(CHUNK - len(head))
+            while chunk:
+                if digest is not None:
+                    digest.update(chunk)
                 yield chunk
+                chunk = fh.read(CHUNK)
+            if digest is not None:
+                digest.at_end = True
             return
     if gzip_backend() == "zlib":
-        yield from _gzip_chunks(path, zlib, exact=True)
+        yield from _gzip_chunks(path, zlib, exact=True, digest=digest)
         return
     produced = 0
     try:
-        for chunk in _gzip_chunks(path, _isal, exact=False):
+        for chunk in _gzip_chunks(path, _isal, exact=False, digest=digest):
             produced += len(chunk)
             yield chunk
         return
@@ -99,18 +140,20 @@ def raw_chunks(path: str) -> Iterator[bytes]:
         skip = 0
 
 
-def _gzip_chunks(path: str, inflater: Any, *, exact: bool) -> Iterator[bytes]:
+def _gzip_chunks(path: str, inflater: Any, *, exact: bool, digest: FileDigest | None = None) -> Iterator[bytes]:
     """The inflated bytes of the gzip file `path`, concatenated members included.
 
     `inflater` is `zlib` or `isal_zlib`. With `exact` (zlib: its state can be copied) a
     damaged stream yields its intact prefix, then raises `GzipDamage`; otherwise the
-    inflater's own error propagates.
+    inflater's own error propagates. `digest` is fed each compressed block read.
     """
     with open(path, "rb") as fh:
         dec = inflater.decompressobj(wbits=31)
         consumed = 0  # compressed bytes before `raw`
         produced = 0  # decompressed bytes yielded
         while raw := fh.read(1 << 20):
+            if digest is not None:
+                digest.update(raw)
             data = raw
             while data:
                 saved = dec.copy() if exact else None
@@ -137,6 +180,8 @@ def _gzip_chunks(path: str, inflater: Any, *, exact: bool) -> Iterator[bytes]:
                     continue
                 data = dec.unconsumed_tail
             consumed += len(raw)
+        if digest is not None:
+            digest.at_end = True
         tail = dec.flush()
         if tail:
             yield tail
@@ -158,6 +203,10 @@ def threaded(gen: Iterator[bytes]) -> Generator[bytes, None, None]:
             q.put(None)
         except BaseException as exc:  # noqa: BLE001 - re-raised on the consumer side
             q.put(exc)
+        finally:  # a reader stopped early closes its file here, not at garbage collection
+            close = getattr(gen, "close", None)
+            if close is not None:
+                close()
 
     t = threading.Thread(target=work, daemon=True)
     t.start()

@@ -115,7 +115,9 @@ def trace_from_files(files: Sequence[FileTables]) -> Trace:
     def cat(name: str) -> pl.DataFrame:
         frames: list[pl.DataFrame] = [getattr(f, name) for f in files]
         return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
-    return Trace({name: cat(name) for name in TABLES}, files_frame({f.rank: f.meta for f in files}))
+    return Trace({name: cat(name) for name in TABLES},
+                 files_frame({f.rank: f.meta for f in files}, sha256={f.rank: f.source_sha256 for f in files},
+                             source_bytes={f.rank: f.source_bytes for f in files if f.source_bytes is not None}))
 
 
 def load(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, salvage: bool = False,

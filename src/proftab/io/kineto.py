@@ -21,7 +21,7 @@ import polars as pl
 from proftab import schema
 from proftab.exceptions import ProftabWarning, TraceError
 from proftab.io import _kineto
-from proftab.io.decompress import GzipDamage, raw_chunks, threaded
+from proftab.io.decompress import FileDigest, GzipDamage, raw_chunks, threaded
 from proftab.io.kineto_counters import counters_table
 from proftab.schema import ArgKind, Flag
 
@@ -56,6 +56,10 @@ class FileTables:
     rejected: pl.DataFrame
     accounting: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
+    source_sha256: str | None = None
+    """sha256 of the file's bytes as read (null for a trace that was not a file)"""
+    source_bytes: int | None = None
+    """the file's size on disk (the bytes `source_sha256` is of)"""
 
 
 # ----------------------------------------------------------------------------- reading
@@ -66,10 +70,12 @@ def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
 
     Reading stops at the scanner's first fatal error (a garbage gzip bomb is not decompressed
     to its end). A damaged gzip stream raises TraceError, or with `salvage` keeps what
-    decompressed (`res["gzip_error"]` holds the message).
+    decompressed (`res["gzip_error"]` holds the message). `res["digest"]`: the file's
+    `FileDigest`, fed as it was read (on the reading thread, beside decompression).
     """
     parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
-    chunks = threaded(raw_chunks(path))
+    digest = FileDigest()
+    chunks = threaded(raw_chunks(path, digest))
     damage = None
     try:
         for chunk in chunks:
@@ -85,6 +91,7 @@ def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
         chunks.close()
     res: dict[str, Any] = parser.finish()
     res["gzip_error"] = None if damage is None else damage.message
+    res["digest"] = digest
     return res
 
 
@@ -477,9 +484,9 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
         events = events.sort("event_id")
     events = canonical_json_columns(_ensure(events, schema.EVENT_COLUMNS))
 
-    instants = _ensure(small.filter(kind == _K_INSTANT).rename({"ts": "ts_ns", "s": "scope"}),
+    instants = _ensure(small.filter(kind == _K_INSTANT).rename({"ts": "start_ns", "s": "scope"}),
                        schema.INSTANT_COLUMNS)
-    flows = _ensure(small.filter(kind == _K_FLOW).rename({"ts": "ts_ns"}), schema.FLOW_COLUMNS)
+    flows = _ensure(small.filter(kind == _K_FLOW).rename({"ts": "start_ns"}), schema.FLOW_COLUMNS)
     counters, bad_counter_values = counters_table(small.filter(kind == _K_COUNTER))
     if bad_counter_values:
         notes.append(f"{path}: {bad_counter_values} counter values are not numbers (left out of Trace.counters)")
@@ -554,4 +561,8 @@ def read_kineto(path: str | os.PathLike[str], *, salvage: bool = False, position
     except OSError as exc:
         msg = f"cannot read the file ({exc.strerror or exc})"
         raise TraceError(msg, path=path) from None
-    return build_tables(res, path, salvage=salvage, position=position, rank=rank)
+    digest: FileDigest = res.pop("digest")
+    tables = build_tables(res, path, salvage=salvage, position=position, rank=rank)
+    tables.source_sha256 = digest.hexdigest(path)  # only for a file that loads: the unread rest is read now
+    tables.source_bytes = digest.n_bytes if tables.source_sha256 is not None else None
+    return tables

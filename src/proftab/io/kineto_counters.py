@@ -21,8 +21,8 @@ def counters_table(rows: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     rows = rows.filter(pl.col("args").is_not_null())
     if rows.is_empty():
         return schema.empty(schema.COUNTER_COLUMNS), 0
-    base_cols = [c for c in schema.COUNTER_COLUMNS if c not in ("ts_ns", "series", "value")]
-    base = rows.select([*base_cols, pl.col("ts").alias("ts_ns")])
+    base_cols = [c for c in schema.COUNTER_COLUMNS if c not in ("start_ns", "series", "value")]
+    base = rows.select([*base_cols, pl.col("ts").alias("start_ns")])
     try:
         long, bad = _counters_fast(base, rows["args"])
     except (pl.exceptions.PolarsError, ValueError, TypeError):

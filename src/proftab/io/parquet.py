@@ -78,11 +78,13 @@ def sha256_file(path: str | os.PathLike[str]) -> str | None:
 # ----------------------------------------------------------------------------- writing
 
 
-def _source_info(meta: dict[str, Any]) -> tuple[str | None, int | None]:
+def _source_info(meta: dict[str, Any], loaded_sha: str | None = None) -> tuple[str | None, int | None]:
+    """The source file's sha256 and size: the sha256 `pt.load` computed while reading it (the
+    bytes the tables came from), else the file's now; (None, None) when the file is gone."""
     src = meta.get("source_file")
     if not isinstance(src, str) or not os.path.isfile(src):
-        return None, None
-    return sha256_file(src), os.path.getsize(src)
+        return loaded_sha, None
+    return loaded_sha or sha256_file(src), os.path.getsize(src)
 
 
 def _files_row(files: pl.DataFrame, rank: int, sha: str | None, size: int | None) -> pl.DataFrame:
@@ -189,7 +191,7 @@ def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = F
         infos, rows = {}, {}
         for r in trace.files["rank"].to_list():
             meta = file_meta(trace.files, r)
-            sha, size = _source_info(meta)
+            sha, size = _source_info(meta, trace.files.filter(pl.col("rank") == r)["source_sha256"][0])
             rows[r] = _write_rank(tmp, r, per_rank[r], meta, _files_row(trace.files, r, sha, size))
             infos[r] = {"source_file": meta.get("source_file"), "source_sha256": sha, "source_bytes": size}
         if trace.files.height == 1:
@@ -266,8 +268,9 @@ def check_manifest(manifest: object, mpath: str) -> None:
     if not isinstance(manifest, dict):
         msg = f"a JSON {type(manifest).__name__}, not an object"
         raise bad(msg)
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        msg = f"schema_version {manifest.get('schema_version')!r}, expected {SCHEMA_VERSION}"
+    version = manifest.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+        msg = f"schema_version {version!r}, expected 1 to {SCHEMA_VERSION}"
         raise bad(msg)
     ranks = manifest.get("ranks")
     if not isinstance(ranks, list) or not ranks:
@@ -350,6 +353,7 @@ def validate_dataset(root: Path, manifest: object) -> None:
 
     check_manifest(manifest, str(root / MANIFEST))
     required = _required_columns()
+    renames = schema.stored_renames(cast("dict[str, Any]", manifest)["schema_version"])
     for entry in cast("dict[str, Any]", manifest)["ranks"]:
         rank, rows = entry["rank"], entry["rows"]
         for table in TABLES:
@@ -365,7 +369,8 @@ def validate_dataset(root: Path, manifest: object) -> None:
             except (OSError, ValueError) as exc:
                 msg = f"damaged dataset part file ({exc})"
                 raise TraceError(msg, path=str(part)) from None
-            missing = required[table] - set(md.schema.names)
+            names = [renames.get(table, {}).get(n, n) for n in md.schema.names]  # an older dataset's names
+            missing = required[table] - set(names)
             if missing:
                 msg = f"dataset part file lacks columns {sorted(missing)}"
                 raise TraceError(msg, path=str(part))
@@ -373,7 +378,8 @@ def validate_dataset(root: Path, manifest: object) -> None:
                 msg = f"dataset part file has {md.num_rows} rows, the manifest says {rows[table]}"
                 raise TraceError(msg, path=str(part))
             try:
-                types = pl.from_arrow(md.schema.to_arrow_schema().empty_table()).schema  # type: ignore[union-attr]
+                empty = cast("pl.DataFrame", pl.from_arrow(md.schema.to_arrow_schema().empty_table()))
+                types = empty.rename(renames.get(table, {}), strict=False).schema
             except Exception as exc:  # noqa: BLE001 - a type polars cannot read is damage too
                 msg = f"dataset part file has unreadable column types ({type(exc).__name__}: {str(exc)[:200]})"
                 raise TraceError(msg, path=str(part)) from None
@@ -401,12 +407,14 @@ def _dataset_trace(root: str, manifest: dict[str, Any], *, frame: Callable[[list
     `source` names the dataset in errors and in `Trace.source`.
     """
     ranks = sorted(int(r["rank"]) for r in manifest["ranks"])
+    renames = schema.stored_renames(int(manifest.get("schema_version", SCHEMA_VERSION)))  # a dataset written before
 
     def parts(table: str) -> list[str]:
         return [f"{root}/{table}/rank={r}/part-0.parquet" for r in ranks]
 
     def lazy(table: str) -> pl.LazyFrame:
-        return frame(parts(table), table)
+        lf = frame(parts(table), table)
+        return lf.rename(renames[table]) if table in renames else lf
 
     nested = lazy("events")
     tables: dict[str, pl.LazyFrame] = {name: lazy(name) for name in TRACE_TABLES if name != "events"}
@@ -418,7 +426,7 @@ def _dataset_trace(root: str, manifest: dict[str, Any], *, frame: Callable[[list
     for name in manifest.get("summaries", []):  # plain names (check_manifest)
         present = [p for p in parts(name) if exists(p)]
         if len(present) == len(ranks):  # a summary is used only when every rank has it
-            tables[name] = frame(present, name)
+            tables[name] = frame(present, name).rename(renames[name]) if name in renames else frame(present, name)
     if exists(f"{root}/{STATUS}"):
         tables["status"] = frame([f"{root}/{STATUS}"], "status")
     files = collect_checked(lazy("meta"), source, "meta").select(list(META_COLUMNS))

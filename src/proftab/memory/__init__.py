@@ -66,7 +66,7 @@ class MemoryNamespace:
         """Allocated and reserved bytes of each device after every event, with `step` (`timeline`)."""
         def compute() -> pl.DataFrame:
             tl = timeline(self.events())
-            return assign_steps(tl.with_columns(start_ns=pl.col("ts_ns")), self._windows()).drop("start_ns")
+            return assign_steps(tl, self._windows())
         return self._cached("timeline", compute)
 
     def ops(self, *, stack_depth: int = 5) -> pl.DataFrame:

@@ -42,7 +42,7 @@ def peak_summary(tl: pl.DataFrame, allocs: pl.DataFrame) -> pl.DataFrame:
     """
     extra = [pl.col("step").get(pl.col("live").arg_max()).alias("step")] if "step" in tl.columns else []
     summary = tl.sort([*DEVICE_KEYS, "seq"]).group_by(_DEVICE, maintain_order=True).agg(
-        pl.col("ts_ns").get(pl.col("live").arg_max()).alias("peak_ns"),
+        pl.col("start_ns").get(pl.col("live").arg_max()).alias("peak_ns"),
         pl.col("seq").get(pl.col("live").arg_max()).alias("peak_seq"),
         pl.col("live").max().alias("peak_bytes"),
         pl.col("reserved").get(pl.col("live").arg_max()).alias("reserved_at_peak_bytes"),
@@ -153,11 +153,11 @@ def growth(allocs: pl.DataFrame, windows: pl.DataFrame, by: str | None = None) -
     -------
     DataFrame
         `DEVICE_KEYS`, `device_name`, `step`, `step_start_ns`, `step_end_ns`, then for
-        `by=None`: `allocated_bytes`, `allocations`, `freed_bytes` (blocks freed in the step,
+        `by=None`: `allocated_bytes`, `n_allocations`, `freed_bytes` (blocks freed in the step,
         whenever allocated), `net_bytes` (`allocated - freed`: the change of the allocated
-        bytes over the step), `retained_bytes` / `retained_blocks` (allocated in the step, not
+        bytes over the step), `retained_bytes` / `n_retained_blocks` (allocated in the step, not
         freed before its end), `never_freed_bytes` (retained and never freed in the window);
-        for `by=...`: the key column, `retained_bytes`, `retained_blocks`, `never_freed_bytes`,
+        for `by=...`: the key column, `retained_bytes`, `n_retained_blocks`, `never_freed_bytes`,
         largest first.
     """
     if "step" not in allocs.columns:
@@ -175,14 +175,14 @@ def growth(allocs: pl.DataFrame, windows: pl.DataFrame, by: str | None = None) -
             raise UsageError(msg)
         kept = stepped.filter(retained)
         out = kept.group_by([*_DEVICE, "step", "step_start_ns", "step_end_ns", col]).agg(
-            checked_sum("bytes").alias("retained_bytes"), pl.len().cast(pl.Int64).alias("retained_blocks"),
+            checked_sum("bytes").alias("retained_bytes"), pl.len().cast(pl.Int64).alias("n_retained_blocks"),
             fit_int64(pl.col("bytes").filter(never).cast(pl.Int128).sum()).alias("never_freed_bytes"))
         return out.sort([*DEVICE_KEYS, "step", "retained_bytes", _text_key(col, allocs)],
                         descending=[False, False, False, False, True, False], nulls_last=True)
     made = stepped.group_by([*_DEVICE, "step", "step_start_ns", "step_end_ns"]).agg(
-        checked_sum("bytes").alias("allocated_bytes"), pl.len().cast(pl.Int64).alias("allocations"),
+        checked_sum("bytes").alias("allocated_bytes"), pl.len().cast(pl.Int64).alias("n_allocations"),
         fit_int64(pl.col("bytes").filter(retained).cast(pl.Int128).sum()).alias("retained_bytes"),
-        retained.sum().cast(pl.Int64).alias("retained_blocks"),
+        retained.sum().cast(pl.Int64).alias("n_retained_blocks"),
         fit_int64(pl.col("bytes").filter(never).cast(pl.Int128).sum()).alias("never_freed_bytes"))
     freed = allocs.filter(pl.col("free_step").is_not_null()).group_by([*_DEVICE, "free_step"]).agg(
         checked_sum("bytes").alias("freed_bytes")).rename({"free_step": "step"})
@@ -190,9 +190,10 @@ def growth(allocs: pl.DataFrame, windows: pl.DataFrame, by: str | None = None) -
     grid = devices.join(w, on="rank")
     out = grid.join(made.drop("step_start_ns", "step_end_ns"), on=[*_DEVICE, "step"], how="left") \
         .join(freed, on=[*_DEVICE, "step"], how="left")
-    zero = ["allocated_bytes", "allocations", "retained_bytes", "retained_blocks", "never_freed_bytes", "freed_bytes"]
+    zero = ["allocated_bytes", "n_allocations", "retained_bytes", "n_retained_blocks", "never_freed_bytes",
+            "freed_bytes"]
     out = out.with_columns(pl.col(c).fill_null(0) for c in zero).with_columns(
         net_bytes=pl.col("allocated_bytes") - pl.col("freed_bytes"))
-    return out.select(*_DEVICE, "step", "step_start_ns", "step_end_ns", "allocated_bytes", "allocations",
-                      "freed_bytes", "net_bytes", "retained_bytes", "retained_blocks", "never_freed_bytes"
+    return out.select(*_DEVICE, "step", "step_start_ns", "step_end_ns", "allocated_bytes", "n_allocations",
+                      "freed_bytes", "net_bytes", "retained_bytes", "n_retained_blocks", "never_freed_bytes"
                       ).sort([*DEVICE_KEYS, "step"])

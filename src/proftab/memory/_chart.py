@@ -23,7 +23,7 @@ def _downsample(tl: pl.DataFrame, max_points: int) -> pl.DataFrame:
         return tl
     return (tl.with_columns((pl.col("seq") * max_points // pl.len().over(DEVICE_KEYS)).alias("_bin"))
             .group_by([*DEVICE_KEYS, "device_name", "_bin"], maintain_order=True)
-            .agg(pl.col("ts_ns").first(), pl.col("seq").first(), pl.col("live").max(), pl.col("reserved").max())
+            .agg(pl.col("start_ns").first(), pl.col("seq").first(), pl.col("live").max(), pl.col("reserved").max())
             .drop("_bin"))
 
 
@@ -58,7 +58,7 @@ def memory_chart(tl: pl.DataFrame, summary: pl.DataFrame, windows: pl.DataFrame,
     unit, mib = next(((u, float(n)) for u, n in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if top >= n),
                      ("B", 1.0))  # the axis unit adapts: 16 B, not 0.000015 MiB
     pts = _downsample(tl, max_points).join(t0, on="rank", how="left").select(
-        "rank", "device_name", ((pl.col("ts_ns") - pl.col("t0")) / 1e6).alias("ms"),
+        "rank", "device_name", ((pl.col("start_ns") - pl.col("t0")) / 1e6).alias("ms"),
         (pl.col("live") / mib).alias("allocated"), (pl.col("reserved") / mib).alias("reserved"))
     long = pts.unpivot(index=["rank", "device_name", "ms"], on=["allocated", "reserved"], variable_name="series",
                        value_name="size").drop_nulls("size")

@@ -2,7 +2,7 @@
 
 Rules (docs/memory.md):
 
-* a device is `(rank, device_type, device)`; its events are ordered by `(ts_ns, event_id)`
+* a device is `(rank, device_type, device)`; its events are ordered by `(start_ns, event_id)`
   (`event_id` is the file position, which is the allocator's order within a thread). In this
   order `Total Allocated[i] - Total Allocated[i-1] == Bytes[i]` on every trace of the corpus;
 * an allocation is an event with `Bytes > 0`, a free one with `Bytes < 0`; they pair by
@@ -36,7 +36,7 @@ __all__ = ["DEVICE_KEYS", "EVENT_COLUMNS", "INSTANT_COLUMNS", "allocations", "de
 #: the columns that identify one memory device (an allocator)
 DEVICE_KEYS = ["rank", "device_type", "device"]
 #: the instants columns the memory tables read
-INSTANT_COLUMNS = ["event_id", "rank", "pid", "pid_text", "tid", "tid_text", "name", "ts_ns", "device_type",
+INSTANT_COLUMNS = ["event_id", "rank", "pid", "pid_text", "tid", "tid_text", "name", "start_ns", "device_type",
                    "device", "addr", "bytes", "total_allocated", "total_reserved"]
 #: the events columns the op attribution reads
 EVENT_COLUMNS = ["event_id", "rank", "pid", "pid_text", "tid", "tid_text", "cat", "name", "start_ns", "end_ns"]
@@ -72,13 +72,13 @@ def memory_events(instants: pl.DataFrame) -> pl.DataFrame:
     """The `[memory]` instants with a `Bytes` value, in each device's order.
 
     Returns `INSTANT_COLUMNS` (without `name`) plus `device_name` and `seq` (0-based position in
-    the device's `(ts_ns, event_id)` order), sorted by `DEVICE_KEYS`, `seq`. A missing
+    the device's `(start_ns, event_id)` order), sorted by `DEVICE_KEYS`, `seq`. A missing
     `device_type` is CPU (0) and a missing `device` is -1, as torch writes them.
     """
     cols = [c for c in INSTANT_COLUMNS if c != "name"]
     mem = instants.filter((pl.col("name") == "[memory]") & pl.col("bytes").is_not_null()).select(cols)
     mem = mem.with_columns(pl.col("device_type").fill_null(0), pl.col("device").fill_null(-1))
-    return (mem.sort([*DEVICE_KEYS, "ts_ns", "event_id"])
+    return (mem.sort([*DEVICE_KEYS, "start_ns", "event_id"])
             .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(DEVICE_KEYS).alias("seq"), device_names()))
 
 
@@ -93,7 +93,7 @@ def timeline(mem: pl.DataFrame) -> pl.DataFrame:
     Returns
     -------
     DataFrame
-        One row per event: `DEVICE_KEYS`, `device_name`, `seq`, `ts_ns`, `event_id`, `tid`,
+        One row per event: `DEVICE_KEYS`, `device_name`, `seq`, `start_ns`, `event_id`, `tid`,
         `addr`, `bytes`, `allocated` and `reserved` (`Total Allocated` / `Total Reserved` as
         recorded, null where the trace has none), `replayed` (Σ `Bytes` from the start of the
         window), `pre_window` (`allocated - replayed`: bytes allocated before the window and
@@ -101,7 +101,7 @@ def timeline(mem: pl.DataFrame) -> pl.DataFrame:
         at this event, 0 at the first) and `live` (`allocated`, else `replayed`).
     """
     out = mem.select(
-        *DEVICE_KEYS, "device_name", "seq", "ts_ns", "event_id", "tid", "addr", "bytes",
+        *DEVICE_KEYS, "device_name", "seq", "start_ns", "event_id", "tid", "addr", "bytes",
         pl.col("total_allocated").alias("allocated"), pl.col("total_reserved").alias("reserved"),
         # exact in Int128: a hostile trace's Bytes can pass int64 in total; that total is null, not wrapped
         fit_int64(pl.col("bytes").cast(pl.Int128).cum_sum().over(DEVICE_KEYS)).alias("replayed"),
@@ -137,7 +137,7 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
     Parameters
     ----------
     mem
-        `memory_events(instants)` (any frame with `event_id`, `ts_ns` and `schema.TRACK_KEYS`).
+        `memory_events(instants)` (any frame with `event_id`, `start_ns` and `schema.TRACK_KEYS`).
     events
         `Trace.events` (`EVENT_COLUMNS`).
     stack_depth
@@ -158,7 +158,7 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
            .select("event_id", "cat", "name", "start_ns", pl.max_horizontal("start_ns", "end_ns").alias("end_ns"),
                    *schema.TRACK_KEYS))
     n_ops = ops.height
-    both = pl.concat([_nest_frame(ops, "start_ns", "end_ns", 0), _nest_frame(mem, "ts_ns", "ts_ns", n_ops)])
+    both = pl.concat([_nest_frame(ops, "start_ns", "end_ns", 0), _nest_frame(mem, "start_ns", "start_ns", n_ops)])
     tree = nest(both, by=_THREAD).select("parent_id", "depth")
     op_ids = ops["event_id"].to_numpy()
     # parent links are op row positions (instants have zero length: never parents)
@@ -172,11 +172,11 @@ def enclosing_ops(mem: pl.DataFrame, events: pl.DataFrame, *, stack_depth: int =
                          pl.Series("depth", tree["depth"][:n_ops]), pl.int_range(n_ops, dtype=pl.Int64).alias("_row"))
               .sort(["start_ns", "depth"], descending=True)
               .unique(subset=["rank", "_pid", "_tid", "end_ns"], keep="first"))
-    closing = (mem.select("rank", *_thread_keys(), "ts_ns")
-               .join(ending, left_on=["rank", "_pid", "_tid", "ts_ns"], right_on=["rank", "_pid", "_tid", "end_ns"],
+    closing = (mem.select("rank", *_thread_keys(), "start_ns")
+               .join(ending, left_on=["rank", "_pid", "_tid", "start_ns"], right_on=["rank", "_pid", "_tid", "end_ns"],
                      how="left", maintain_order="left", nulls_equal=True)["_row"].fill_null(-1).to_numpy())
     op_start = np.append(ops["start_ns"].to_numpy(), np.iinfo(np.int64).min)
-    first = np.where((closing >= 0) & (op_start[first] < mem["ts_ns"].to_numpy()), closing, first)
+    first = np.where((closing >= 0) & (op_start[first] < mem["start_ns"].to_numpy()), closing, first)
     cat = ops["cat"].cast(pl.String)
     names = ops["name"]
     is_py = np.append((cat == kinds.PYTHON_FRAME).fill_null(False).to_numpy(), False)
@@ -253,13 +253,13 @@ def allocations(mem: pl.DataFrame, ops: pl.DataFrame | None = None, windows: pl.
         _next_free=(nxt < 0).fill_null(False),
         _next_alloc=(nxt > 0).fill_null(False),
         _prev_alloc=(prev > 0).fill_null(False),
-        **{f"_next_{c}": pl.col(c).shift(-1).over(key) for c in ("seq", "ts_ns", "event_id", "tid")},
+        **{f"_next_{c}": pl.col(c).shift(-1).over(key) for c in ("seq", "start_ns", "event_id", "tid")},
     )
     base = [*DEVICE_KEYS, "device_name", "addr"]
     allocs = ev.filter(pl.col("bytes") > 0).select(
         *base, "bytes",
-        pl.col("ts_ns").alias("alloc_ns"),
-        pl.when("_next_free").then("_next_ts_ns").alias("free_ns"),
+        pl.col("start_ns").alias("alloc_ns"),
+        pl.when("_next_free").then("_next_start_ns").alias("free_ns"),
         pl.when("_next_free").then(pl.lit("freed")).when("_next_alloc").then(pl.lit("lost"))
         .otherwise(pl.lit("live")).alias("status"),
         pl.col("seq").alias("alloc_seq"),
@@ -272,7 +272,7 @@ def allocations(mem: pl.DataFrame, ops: pl.DataFrame | None = None, windows: pl.
     )
     pre = ev.filter((pl.col("bytes") < 0) & ~pl.col("_prev_alloc")).select(
         *base, (-pl.col("bytes")).alias("bytes"),
-        pl.lit(None, pl.Int64).alias("alloc_ns"), pl.col("ts_ns").alias("free_ns"),
+        pl.lit(None, pl.Int64).alias("alloc_ns"), pl.col("start_ns").alias("free_ns"),
         pl.lit("pre_window").alias("status"),
         pl.lit(None, pl.Int64).alias("alloc_seq"), pl.col("seq").alias("free_seq"),
         pl.lit(None, pl.Int64).alias("alloc_event_id"), pl.col("event_id").alias("free_event_id"),

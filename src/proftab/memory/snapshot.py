@@ -155,7 +155,7 @@ class Snapshot:
     trace
         One row per allocator action: `device`, `seq` (position in the device's trace),
         `action`, `addr`, `size`, `stream`, `time_us`, `device_free`, `compile_context`,
-        `user_metadata`, `stack`; after `align`, also `ts_ns` (on the trace's clock),
+        `user_metadata`, `stack`; after `align`, also `start_ns` (on the trace's clock),
         `rank`, `event_id`, `op_id`, `op`, `top_op`, `module` of the matching [memory] event.
     settings
         The other top-level entries (e.g. `allocator_settings`), as loaded.
@@ -263,7 +263,7 @@ def align(snap: Snapshot, mem: pl.DataFrame, ops: pl.DataFrame | None = None, *,
           tolerance_ns: int = 50_000) -> Snapshot:
     """Put the snapshot's actions on the trace's clock and join each to its [memory] event.
 
-    Both clocks are absolute (the snapshot's `time_us` is epoch µs, the trace's `ts_ns` is
+    Both clocks are absolute (the snapshot's `time_us` is epoch µs, the trace's `start_ns` is
     `baseTimeNanoseconds + ts`). An `alloc` matches a device [memory] event with `Bytes > 0`,
     a `free_requested` one with `Bytes < 0`, on the same device and address. The clock offset is
     the most common gap between an action and a same-keyed event (1 µs bins, refined to the
@@ -282,17 +282,18 @@ def align(snap: Snapshot, mem: pl.DataFrame, ops: pl.DataFrame | None = None, *,
         Largest distance, after the offset, between an action and its event.
     """
     dev = mem.filter((pl.col("device_type") != 0) & pl.col("addr").is_not_null()).select(
-        "rank", "device", "addr", pl.col("bytes").sign().cast(pl.Int64).alias("_sign"), "ts_ns", "event_id", "bytes",
-        pl.col("ts_ns").alias("_ts")).sort("ts_ns")
+        "rank", "device", "addr", pl.col("bytes").sign().cast(pl.Int64).alias("_sign"), "start_ns", "event_id", "bytes",
+        pl.col("start_ns").alias("_ts")).sort("start_ns")
     tr = snap.trace.with_columns(
         pl.col("action").replace_strict(_ACTION_SIGN, default=None, return_dtype=pl.Int64).alias("_sign"),
         (pl.col("time_us") * 1000).alias("_t"))
     keyed = tr.filter(pl.col("_sign").is_not_null() & pl.col("_t").is_not_null() & pl.col("addr").is_not_null())
     offset = _offset(keyed, dev) if not keyed.is_empty() and not dev.is_empty() else 0
-    tr = tr.with_columns((pl.col("_t") + offset).alias("ts_ns")).with_row_index("_row")
-    matched = (tr.filter(pl.col("_sign").is_not_null() & pl.col("ts_ns").is_not_null() & pl.col("addr").is_not_null())
-               .sort("ts_ns")
-               .join_asof(dev.select("device", "addr", "_sign", "_ts", "rank", "event_id"), left_on="ts_ns",
+    tr = tr.with_columns((pl.col("_t") + offset).alias("start_ns")).with_row_index("_row")
+    matched = (tr.filter(pl.col("_sign").is_not_null() & pl.col("start_ns").is_not_null()
+                         & pl.col("addr").is_not_null())
+               .sort("start_ns")
+               .join_asof(dev.select("device", "addr", "_sign", "_ts", "rank", "event_id"), left_on="start_ns",
                           right_on="_ts",
                           by=["device", "addr", "_sign"], strategy="nearest", tolerance=tolerance_ns,
                           check_sortedness=False)  # both sides sorted by time above

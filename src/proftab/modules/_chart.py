@@ -51,7 +51,7 @@ def icicle(table: pl.DataFrame, frames: pl.DataFrame, *, metric: Metric = "host"
         raise ProftabError(msg)
     data = icicle_rows(table, frames, metric).filter(
         (pl.col("depth") <= max_depth) & (pl.col("x1") > pl.col("x0"))).select(
-        "path", "instance", "type", "depth", "calls", "x0", "x1", (pl.col("self_ns") / 1e6).alias("self_ms"),
+        "path", "instance", "type", "depth", "n_calls", "x0", "x1", (pl.col("self_ns") / 1e6).alias("self_ms"),
         pl.col("total_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("total"),
         pl.col("self_ns").map_elements(fmt_ns, return_dtype=pl.String).alias("self"),
         _fit("instance", ((pl.col("x1") - pl.col("x0")) * _WIDTH / 6.5).floor().cast(pl.Int64) - 1).alias("text"))
@@ -60,6 +60,6 @@ def icicle(table: pl.DataFrame, frames: pl.DataFrame, *, metric: Metric = "host"
         x=alt.X("x0:Q", axis=None, scale=alt.Scale(domain=[0, 1])), x2="x1:Q",
         y=alt.Y("depth:O", title="module depth"),
         color=alt.Color("self_ms:Q", title="self (ms)", scale=alt.Scale(scheme="blues")),
-        tooltip=["path:N", "type:N", "calls:Q", "self:N", "total:N"])
+        tooltip=["path:N", "type:N", "n_calls:Q", "self:N", "total:N"])
     text = base.mark_text(align="left", dx=3, fontSize=10).encode(x="x0:Q", y=alt.Y("depth:O"), text="text:N")
     return (rect + text).properties(width=_WIDTH, height=alt.Step(22))

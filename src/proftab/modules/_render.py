@@ -42,12 +42,13 @@ def modules_text_frame(table: pl.DataFrame, frames: pl.DataFrame, *, by: str = "
     multi = table["rank"].n_unique() > 1
     names = ([pl.concat_str(pl.lit("  ").repeat_by(pl.col("depth")).list.join(""), pl.col("instance"))
               .alias("module"), pl.col("type")] if by == "path" else [pl.col("type")])
-    frame = rows.select(*(["rank"] if multi else []), *names, "calls", *[c for c, _ in shown], "bwd_calls", "ops")
+    frame = rows.select(*(["rank"] if multi else []), *names, "n_calls", *[c for c, _ in shown], "n_bwd_calls",
+                        "n_ops")
     cols = ([Col("rank", header="Rank")] if multi else []) + (
         [Col("module", header="Module", cut=True), Col("type", header="Type")] if by == "path"
-        else [Col("type", header="Type", cut=True)]) + [Col("calls", header="Calls", kind="count")] + [
+        else [Col("type", header="Type", cut=True)]) + [Col("n_calls", header="Calls", kind="count")] + [
         Col(c, header=h, kind="ns", drop=10 - i) for i, (c, h) in enumerate(shown)] + [
-        Col("bwd_calls", header="Bwd calls", kind="count", drop=0), Col("ops", header="Ops", kind="count", drop=1)]
+        Col("n_bwd_calls", header="Bwd calls", kind="count", drop=0), Col("n_ops", header="Ops", kind="count", drop=1)]
     return frame, cols
 
 

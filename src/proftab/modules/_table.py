@@ -23,9 +23,9 @@ By = Literal["path", "type"]
 
 #: columns of `modules(by="path")`; `by="type"` drops `path`, `parent`, `depth`, `instance`
 MODULE_COLUMNS = [
-    "rank", "path", "parent", "depth", "instance", "type", "calls", "host_total_ns", "host_self_ns",
-    "device_total_ns", "device_self_ns", "bwd_calls", "bwd_host_total_ns", "bwd_host_self_ns", "bwd_device_total_ns",
-    "bwd_device_self_ns", "recompute_calls", "recompute_ns", "recompute_device_ns", "ops",
+    "rank", "path", "parent", "depth", "instance", "type", "n_calls", "host_total_ns", "host_self_ns",
+    "device_total_ns", "device_self_ns", "n_bwd_calls", "bwd_host_total_ns", "bwd_host_self_ns", "bwd_device_total_ns",
+    "bwd_device_self_ns", "n_recompute_calls", "recompute_ns", "recompute_device_ns", "n_ops",
 ]
 
 
@@ -82,9 +82,10 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
         memcpy and memset launched inside (`_self`: with this module innermost); `bwd_*` the
         same for backward ops linked to a forward op inside the module (host: each backward
         op's time minus the backward ops nested in it); `recompute_*` the recomputed frames
-        (calls, union of their spans, the device time launched in them);
-        `ops` the host ops whose innermost frame is a forward frame of the module;
-        `bwd_calls` the autograd nodes (distinct forward thread and sequence number) run.
+        (`n_recompute_calls`, union of their spans, the device time launched in them);
+        `n_calls` the forward calls; `n_ops` the host ops whose innermost frame is a forward frame
+        of the module; `n_bwd_calls` the autograd nodes (distinct forward thread and sequence
+        number) run.
     """
     if by not in ("path", "type"):
         msg = f"by must be 'path' or 'type', not {by!r}"
@@ -97,9 +98,9 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
         "rank", "frame_id", pl.col(f"anc_{key}").alias(key), "_self")
     fwd = frames.filter(pl.col("phase") == "forward")
     rec = frames.filter(pl.col("phase") == "recompute")
-    host = (fwd.group_by("rank", key).agg(calls=pl.len(), host_self_ns=pl.col("self_ns").sum())
+    host = (fwd.group_by("rank", key).agg(n_calls=pl.len(), host_self_ns=pl.col("self_ns").sum())
             .join(_thread_union(fwd, key, "host_total_ns"), on=["rank", key]))
-    recomp = rec.group_by("rank", key).agg(recompute_calls=pl.len()).join(
+    recomp = rec.group_by("rank", key).agg(n_recompute_calls=pl.len()).join(
         _thread_union(rec, key, "recompute_ns"), on=["rank", key])
     # the backward ops charged to each frame: host time = each op's exclusive backward time
     bwd_ops = links.select("rank", "event_id", "excl_ns").join(
@@ -111,7 +112,7 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
                  .select("rank", "event_id", "fwd_thread_id", "sequence_number")
                  .join(assigned.select("rank", "event_id", "frame_id"), on=["rank", "event_id"])
                  .join(anc.filter(pl.col("_self")), on=["rank", "frame_id"])
-                 .group_by("rank", key).agg(bwd_calls=pl.struct("fwd_thread_id", "sequence_number").n_unique()))
+                 .group_by("rank", key).agg(n_bwd_calls=pl.struct("fwd_thread_id", "sequence_number").n_unique()))
     # device activities: charged through their launch (else their op) row
     acts = _device_rows(activities, assigned)
     dev_f = _charged(acts.filter(pl.col("phase") == "forward"), anc, key, "dur_ns", "device")
@@ -121,14 +122,14 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
     host_ops = nested.select("rank", "event_id", "cat").join(assigned, on=["rank", "event_id"]).filter(
         kinds.is_op() & (pl.col("phase") == "forward"))
     ops = host_ops.join(anc.filter(pl.col("_self")), on=["rank", "frame_id"]).group_by("rank", key).agg(
-        ops=pl.len())
+        n_ops=pl.len())
     keys = pl.concat([d.select("rank", key) for d in (host, recomp, bwd_host, dev_f)], how="vertical").unique()
     out = keys
     for part in (host, bwd_calls, bwd_host, recomp, dev_r, dev_f, dev_b, ops):
         out = out.join(part, on=["rank", key], how="left")
     out = out.with_columns(
-        [pl.col(c).fill_null(0).cast(pl.Int64) for c in MODULE_COLUMNS if c in out.columns and c.endswith(
-            ("_ns", "calls", "ops"))]
+        [pl.col(c).fill_null(0).cast(pl.Int64) for c in MODULE_COLUMNS if c in out.columns and (
+            c.endswith("_ns") or c.startswith("n_"))]
         + [pl.col(f"{p}_{s}").alias(f"{p}_{s}_ns").fill_null(0).cast(pl.Int64)
            for p in ("device", "bwd_host", "bwd_device") for s in ("self", "total") if f"{p}_{s}" in out.columns])
     out = out.drop([f"{p}_{s}" for p in ("device", "bwd_host", "bwd_device") for s in ("self", "total")])

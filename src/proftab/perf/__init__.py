@@ -8,7 +8,7 @@ Free functions over frames:
   row to `aten::addmm`), or to its launching op when no enclosing op has one; so each
   activity counts once and the rows' `device_ns` add up to the attributed device time.
   Columns: `rank`, `event_id`, `name`, `family`, the parsed parameters, `flops`, `bytes`,
-  `device_ns` (Σ durations of the op's activities), `kernels`, `tflops_per_s`, `tb_per_s`,
+  `device_ns` (Σ durations of the op's activities), `n_kernels` (its activities), `tflops_per_s`, `tb_per_s`,
   `flops_per_byte`, `peak_dtype`, `peak_tflops`, `peak_tb_per_s`, `bound` (compute | memory),
   `roofline_share` (the roofline time `max(flops / peak, bytes / bandwidth)` over `device_ns`:
   1.0 is on the roofline; a fraction, formerly `roofline_pct`) and
@@ -21,10 +21,12 @@ Free functions over frames:
 * `generated_figures(kernels)`: torch.compile's generated device kernels' FLOPs and bytes per
   launching op (`tr.compiled.kernels()`), which `ops(generated=)` gives to their launcher rows
   (family `inductor`).
+* `proftab.perf.copies`: memcpy / memset on the bandwidth roofline (HBM for DtoD and memset,
+  the host link for HtoD / DtoH), per copy and per copy kind.
 
 `tr.perf.ops()`, `tr.perf.summary()`, `tr.perf.lost()`, `tr.perf.model_coverage()`, `tr.perf.device_peaks()`,
-`tr.perf.roofline()` (chart) wrap them; peaks come from the trace's `deviceProperties`
-(`perf.peaks`), or `peaks=` (a `PEAKS` key such as `"H100-SXM"`, or a dict of rates).
+`tr.perf.copies()`, `tr.perf.copy_summary()`, `tr.perf.roofline()` (chart) wrap them; peaks come from the
+trace's `deviceProperties` (`perf.peaks`), or `peaks=` (a `PEAKS` key such as `"H100-SXM"`, or a dict of rates).
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ __all__ = ["FAMILIES", "HOST_COLUMNS", "PerfNamespace", "coverage", "lost", "mod
 HOST_COLUMNS = ("rank", "event_id", "cat", "name", "parent_id", "start_ns", "input_dims", "input_type",
                 "input_strides", "concrete_inputs", "in_msg_nelems", "dtype")
 _ACT_COLUMNS = ("rank", "kind", "dur_ns", "op_id", "name")
-_RATE_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "hbm_tb_s")
+_DTYPE_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+_RATE_KEYS = (*_DTYPE_KEYS, "hbm_tb_s", "host_link_tb_s")
 
 
 def resolve_peaks(peaks: str | dict[str, Any] | None, device_properties: list[dict[str, Any]] | None
@@ -125,7 +128,7 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
         ["kernel", "memcpy", "memset"]))
     owned = _owners(host, act) if not act.is_empty() and not host.is_empty() else act.with_columns(
         _owner=pl.lit(0, pl.Int64)).clear()
-    per = owned.group_by("_owner").agg(device_ns=pl.col("dur_ns").sum(), kernels=pl.len().cast(pl.Int64))
+    per = owned.group_by("_owner").agg(device_ns=pl.col("dur_ns").sum(), n_kernels=pl.len().cast(pl.Int64))
     per = per.join(_kernel_math(owned), on="_owner", how="left")
     rows = host.with_row_index("_owner").with_columns(pl.col("_owner").cast(pl.Int64)).join(
         per.with_columns(pl.col("_owner").cast(pl.Int64)), on="_owner", how="inner").sort("_owner")
@@ -192,7 +195,7 @@ def _rates(df: pl.DataFrame, peaks: dict[str, Any] | None) -> pl.DataFrame:
         return df.with_columns(peak_tflops=pl.lit(None, pl.Float64), peak_tb_per_s=pl.lit(None, pl.Float64),
                                bound=pl.lit(None, pl.String), roofline_share=pl.lit(None, pl.Float64),
                                lost_ns=pl.lit(None, pl.Int64), above_peak=pl.lit(None, pl.Boolean))
-    rates = {k: float(v) for k, v in peaks.items() if k in _RATE_KEYS[:-1] and v is not None}
+    rates = {k: float(v) for k, v in peaks.items() if k in _DTYPE_KEYS and v is not None}
     bw = peaks.get("hbm_tb_s")
     peak = pl.col("peak_dtype").replace_strict(rates, default=None, return_dtype=pl.Float64)
     # a matrix dtype the device lacks (e.g. tf32 on a V100) falls back to its fp32 rate
@@ -288,13 +291,15 @@ def coverage(perf_ops: pl.DataFrame) -> dict[str, Any]:
 
 def resolved_peaks_frame(peaks: dict[str, Any] | None) -> pl.DataFrame:
     """Resolved peak rates as one row: `device`, `peak_<dtype>_tflops` per math mode (null where the
-    device has none), `peak_tb_per_s` (HBM), `source`; no row when the device is unknown."""
-    schema: dict[str, Any] = {"device": pl.String, **{f"peak_{k}_tflops": pl.Float64 for k in _RATE_KEYS[:-1]},
-                              "peak_tb_per_s": pl.Float64, "source": pl.String}
+    device has none), `peak_tb_per_s` (HBM), `peak_host_link_tb_per_s` (the host link, one
+    direction; null where the table does not know it), `source`; no row when the device is unknown."""
+    schema: dict[str, Any] = {"device": pl.String, **{f"peak_{k}_tflops": pl.Float64 for k in _DTYPE_KEYS},
+                              "peak_tb_per_s": pl.Float64, "peak_host_link_tb_per_s": pl.Float64, "source": pl.String}
     if peaks is None:
         return pl.DataFrame(schema=schema)
-    row = {"device": peaks.get("device"), **{f"peak_{k}_tflops": peaks.get(k) for k in _RATE_KEYS[:-1]},
-           "peak_tb_per_s": peaks.get("hbm_tb_s"), "source": peaks.get("source")}
+    row = {"device": peaks.get("device"), **{f"peak_{k}_tflops": peaks.get(k) for k in _DTYPE_KEYS},
+           "peak_tb_per_s": peaks.get("hbm_tb_s"), "peak_host_link_tb_per_s": peaks.get("host_link_tb_s"),
+           "source": peaks.get("source")}
     return pl.DataFrame([row], schema=schema)
 
 
@@ -364,8 +369,23 @@ class PerfNamespace:
         return {"device_ns": row["device_ns"], "modelled_ns": row["modelled_ns"], "coverage": row["modelled_share"],
                 "ops": row["n_ops"], "modelled_ops": row["n_modelled_ops"], "unknown_ops": row["n_unknown_ops"]}
 
+    def copies(self, peaks: str | dict[str, Any] | None = None) -> pl.DataFrame:
+        """Every memcpy / memset rated against its bandwidth ceiling (HBM for DtoD and memset, the
+        host link for HtoD / DtoH): `proftab.perf.copies.copies`; each rank against its own device."""
+        from proftab.perf.copies import copies
+
+        per_rank = self.rank_peaks() if peaks is None and self._trace.files.height > 1 else None
+        return copies(self._trace.device.copies(), self._peaks(peaks), rank_peaks=per_rank)
+
+    def copy_summary(self, peaks: str | dict[str, Any] | None = None) -> pl.DataFrame:
+        """`copies` per copy kind (`proftab.perf.copies.copy_summary`)."""
+        from proftab.perf.copies import copy_summary
+
+        return copy_summary(self.copies(peaks))
+
     def roofline(self, peaks: str | dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        """Log-log roofline chart of the ops (altair; `proftab.perf.chart.roofline_chart`)."""
+        """Log-log roofline chart of the ops, beside the copies' bandwidth roofline when the trace
+        has copies (altair; `proftab.perf.chart.roofline_chart`)."""
         from proftab.perf.chart import roofline_chart
 
-        return roofline_chart(self.ops(peaks), self._peaks(peaks), **kwargs)
+        return roofline_chart(self.ops(peaks), self._peaks(peaks), copies=self.copies(peaks), **kwargs)

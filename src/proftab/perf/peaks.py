@@ -7,6 +7,12 @@ is null. `match_peaks(device_properties)` picks the row from a trace's `devicePr
 (its name, SM/CU count, memory); a name the table does not know gives None and then every
 `roofline_share` is null unless the caller passes `peaks=`.
 
+`host_link_tb_s` is the host link (PCIe) in one direction, the rate a host-to-device or
+device-to-host copy can reach: half the datasheet's bidirectional figure (PCIe Gen3 x16
+"32 GB/s" -> 0.016, Gen4 "64 GB/s" -> 0.032, Gen5 "128 GB/s" -> 0.064 TB/s). It is null where
+the table cannot say: B200 (the host link depends on the HGX board's CPU side) and MI250X-GCD
+(its two GCDs share the package's link).
+
 AMD MI250X is two GCDs in one package and each GCD is one device in a trace: the row holds
 *one GCD's* peaks (half the package's datasheet figure). The sources, one per row, are in
 the `source` column and in docs/perf.md.
@@ -21,7 +27,7 @@ import polars as pl
 
 __all__ = ["PEAKS", "PEAK_COLUMNS", "match_peaks", "peaks_frame"]
 
-PEAK_COLUMNS = ("device", "fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "hbm_tb_s", "source")
+PEAK_COLUMNS = ("device", "fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "hbm_tb_s", "host_link_tb_s", "source")
 
 _NV = "https://www.nvidia.com/"
 _AMD = "https://www.amd.com/en/products/accelerators/instinct/"
@@ -29,35 +35,35 @@ _A100 = _NV + "content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-data
 #: device -> dense TFLOP/s per dtype, HBM TB/s, datasheet
 PEAKS: dict[str, dict[str, Any]] = {
     "V100-SXM2": dict(fp64=7.8, fp32=15.7, tf32=None, bf16=None, fp16=125.0, fp8=None, hbm_tb_s=0.9,
-                      source="https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"),
+                      host_link_tb_s=0.016, source="https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"),
     "V100-PCIe": dict(fp64=7.0, fp32=14.0, tf32=None, bf16=None, fp16=112.0, fp8=None, hbm_tb_s=0.9,
-                      source="https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"),
+                      host_link_tb_s=0.016, source="https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"),
     "A100-SXM4-40GB": dict(fp64=19.5, fp32=19.5, tf32=156.0, bf16=312.0, fp16=312.0, fp8=None, hbm_tb_s=1.555,
-                           source=_A100),
+                           host_link_tb_s=0.032, source=_A100),
     "A100-SXM4-80GB": dict(fp64=19.5, fp32=19.5, tf32=156.0, bf16=312.0, fp16=312.0, fp8=None, hbm_tb_s=2.039,
-                           source=_A100),
+                           host_link_tb_s=0.032, source=_A100),
     "H100-SXM": dict(fp64=67.0, fp32=67.0, tf32=494.7, bf16=989.4, fp16=989.4, fp8=1978.9, hbm_tb_s=3.35,
-                     source="https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"),
+                     host_link_tb_s=0.064, source="https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"),
     "H100-PCIe": dict(fp64=51.0, fp32=51.0, tf32=378.0, bf16=756.0, fp16=756.0, fp8=1513.0, hbm_tb_s=2.0,
-                      source="https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"),
+                      host_link_tb_s=0.064, source="https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"),
     "H200-SXM": dict(fp64=67.0, fp32=67.0, tf32=494.7, bf16=989.4, fp16=989.4, fp8=1978.9, hbm_tb_s=4.8,
-                     source=_NV + "en-us/data-center/h200/"),
+                     host_link_tb_s=0.064, source=_NV + "en-us/data-center/h200/"),
     "B200": dict(fp64=37.0, fp32=75.0, tf32=1100.0, bf16=2250.0, fp16=2250.0, fp8=4500.0, hbm_tb_s=8.0,
-                 source=_NV + "en-us/data-center/hgx/ (HGX B200, per GPU = 1/8)"),
+                 host_link_tb_s=None, source=_NV + "en-us/data-center/hgx/ (HGX B200, per GPU = 1/8)"),
     "L4": dict(fp64=None, fp32=30.3, tf32=60.0, bf16=121.0, fp16=121.0, fp8=242.0, hbm_tb_s=0.3,
-               source=_NV + "en-us/data-center/l4/"),
+               host_link_tb_s=0.032, source=_NV + "en-us/data-center/l4/"),
     "L40S": dict(fp64=None, fp32=91.6, tf32=183.0, bf16=362.05, fp16=362.05, fp8=733.0, hbm_tb_s=0.864,
-                 source=_NV + "en-us/data-center/l40s/"),
+                 host_link_tb_s=0.032, source=_NV + "en-us/data-center/l40s/"),
     "MI210": dict(fp64=45.3, fp32=22.6, tf32=None, bf16=181.0, fp16=181.0, fp8=None, hbm_tb_s=1.6,
-                  source=_AMD + "mi200/mi210.html"),
+                  host_link_tb_s=0.032, source=_AMD + "mi200/mi210.html"),
     "MI250X-GCD": dict(fp64=47.85, fp32=23.95, tf32=None, bf16=191.5, fp16=191.5, fp8=None, hbm_tb_s=1.6,
-                       source=_AMD + "mi200/mi250x.html (one of its two GCDs: half the package)"),
+                       host_link_tb_s=None, source=_AMD + "mi200/mi250x.html (one of its two GCDs: half the package)"),
     "MI300X": dict(fp64=163.4, fp32=163.4, tf32=653.7, bf16=1307.4, fp16=1307.4, fp8=2614.9, hbm_tb_s=5.3,
-                   source=_AMD + "mi300/mi300x.html"),
+                   host_link_tb_s=0.064, source=_AMD + "mi300/mi300x.html"),
     "MI325X": dict(fp64=163.4, fp32=163.4, tf32=653.7, bf16=1307.4, fp16=1307.4, fp8=2614.9, hbm_tb_s=6.0,
-                   source=_AMD + "mi300/mi325x.html"),
+                   host_link_tb_s=0.064, source=_AMD + "mi300/mi325x.html"),
     "MI355X": dict(fp64=78.6, fp32=157.3, tf32=None, bf16=2516.6, fp16=2516.6, fp8=5033.2, hbm_tb_s=8.0,
-                   source=_AMD + "mi350/mi355x.html"),
+                   host_link_tb_s=0.064, source=_AMD + "mi350/mi355x.html"),
 }
 
 

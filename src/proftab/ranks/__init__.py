@@ -121,7 +121,7 @@ def collective_times(events: pl.DataFrame, *, by_step: bool = True, pattern: str
     Returns
     -------
     polars.DataFrame
-        ``rank``, (``step``), ``collectives`` (kernel count), ``collective_ns`` (sum of
+        ``rank``, (``step``), ``n_collectives`` (kernel count), ``collective_ns`` (sum of
         durations), ``collective_union_ns`` (time with at least one collective running),
         ``compute_union_ns`` (time with a non-collective kernel, memcpy or memset
         running), ``overlapped_ns`` (collective time during which compute ran),
@@ -137,7 +137,7 @@ def collective_times(events: pl.DataFrame, *, by_step: bool = True, pattern: str
         keys = ["rank", "step"]
     coll = dev.filter(pl.col("_coll"))
     comp = dev.filter(~pl.col("_coll"))
-    counts = coll.group_by(keys).agg(pl.len().cast(pl.Int64).alias("collectives"),
+    counts = coll.group_by(keys).agg(pl.len().cast(pl.Int64).alias("n_collectives"),
                                      pl.col("dur_ns").sum().alias("collective_ns"))
     ucoll = merge_intervals(coll, by=keys)
     ucomp = merge_intervals(comp, by=keys)
@@ -155,7 +155,7 @@ def collective_times(events: pl.DataFrame, *, by_step: bool = True, pattern: str
            .join(over, on=keys, how="left", nulls_equal=True)
            .with_columns(pl.col("compute_union_ns", "overlapped_ns").fill_null(0)))
     return out.with_columns(exposed_ns=pl.col("collective_union_ns") - pl.col("overlapped_ns")).select(
-        *keys, "collectives", "collective_ns", "collective_union_ns", "compute_union_ns", "overlapped_ns",
+        *keys, "n_collectives", "collective_ns", "collective_union_ns", "compute_union_ns", "overlapped_ns",
         "exposed_ns").sort(keys, nulls_last=True)
 
 

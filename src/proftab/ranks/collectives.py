@@ -364,7 +364,7 @@ def rank_comm(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     Returns
     -------
     polars.DataFrame
-        ``rank``, ``step``, ``collectives``, ``comm_ns`` (sum of call durations),
+        ``rank``, ``step``, ``n_collectives``, ``comm_ns`` (sum of call durations),
         ``comm_union_ns``, ``exposed_ns`` (communication time with no compute running);
         sorted by rank, step.
     """
@@ -372,7 +372,7 @@ def rank_comm(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     from proftab.joins import overlaps
 
     keys = ["rank", "step"]
-    base = calls.group_by(keys).agg(pl.len().cast(pl.Int64).alias("collectives"),
+    base = calls.group_by(keys).agg(pl.len().cast(pl.Int64).alias("n_collectives"),
                                     pl.col("dur_ns").sum().alias("comm_ns"))
     kern_ranks = calls.filter(pl.col("source") == "kernel")["rank"].unique().implode()
     comm_tids = calls.filter(pl.col("source") == "host").select("rank", "tid").unique()
@@ -392,7 +392,7 @@ def rank_comm(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     out = (base.join(union, on=keys, how="left", nulls_equal=True)
            .join(over, on=keys, how="left", nulls_equal=True)
            .with_columns(exposed_ns=pl.col("comm_union_ns") - pl.col("_over").fill_null(0)))
-    return out.select("rank", "step", "collectives", "comm_ns", "comm_union_ns", "exposed_ns").sort(
+    return out.select("rank", "step", "n_collectives", "comm_ns", "comm_union_ns", "exposed_ns").sort(
         keys, nulls_last=True)
 
 
@@ -412,7 +412,7 @@ def rank_step_comm(ranks: pl.DataFrame, instances: pl.DataFrame, comm: pl.DataFr
     -------
     polars.DataFrame
         `rank_comm`'s columns plus ``wait_ns`` (sum of this rank's waits: duration minus the
-        instance's transfer time), ``last_arrivals`` (instances this rank reached last, of
+        instance's transfer time), ``n_last_arrivals`` (instances this rank reached last, of
         those with 2+ ranks), ``delay_ns`` (sum of their arrival skews: how long the first
         rank waited for this one), ``straggler`` (this rank arrived last most often in the
         step; the lowest such rank), ``cause`` (the most frequent visible cause of its last
@@ -425,13 +425,13 @@ def rank_step_comm(ranks: pl.DataFrame, instances: pl.DataFrame, comm: pl.DataFr
         wait=pl.col("dur_ns") - pl.col("transfer_ns"),
         is_last=(pl.col("rank") == pl.col("last_rank")) & (pl.col("n_ranks") > 1))
     agg = r.group_by(keys).agg(
-        pl.col("wait").sum().alias("wait_ns"), pl.col("is_last").sum().cast(pl.Int64).alias("last_arrivals"),
+        pl.col("wait").sum().alias("wait_ns"), pl.col("is_last").sum().cast(pl.Int64).alias("n_last_arrivals"),
         pl.col("skew").filter(pl.col("is_last")).sum().alias("delay_ns"),
         pl.col("cause").filter(pl.col("is_last")).drop_nulls().mode().sort().first().alias("cause"))
     out = comm.join(agg, on=keys, how="left", nulls_equal=True)
-    most = pl.col("last_arrivals").max().over("step")
-    out = out.with_columns(straggler=(pl.col("last_arrivals") == most) & (most > 0)
-                           & (pl.col("rank") == pl.col("rank").filter(pl.col("last_arrivals") == most).min()
+    most = pl.col("n_last_arrivals").max().over("step")
+    out = out.with_columns(straggler=(pl.col("n_last_arrivals") == most) & (most > 0)
+                           & (pl.col("rank") == pl.col("rank").filter(pl.col("n_last_arrivals") == most).min()
                               .over("step")))
-    return out.select("rank", "step", "collectives", "comm_ns", "comm_union_ns", "exposed_ns", "wait_ns",
-                      "last_arrivals", "delay_ns", "straggler", "cause").sort(keys, nulls_last=True)
+    return out.select("rank", "step", "n_collectives", "comm_ns", "comm_union_ns", "exposed_ns", "wait_ns",
+                      "n_last_arrivals", "delay_ns", "straggler", "cause").sort(keys, nulls_last=True)

@@ -299,8 +299,8 @@ def _memory(host: pl.DataFrame, instants: pl.DataFrame) -> tuple[np.ndarray, np.
         rows = host.with_row_index("_i").filter((pl.col("rank") == rank) & (pl.col("pid") == pid))
         if rows.is_empty():
             continue
-        g = grp.sort("ts_ns")
-        ts = g["ts_ns"].to_numpy()
+        g = grp.sort("start_ns")
+        ts = g["start_ns"].to_numpy()
         dtype = g["device_type"].fill_null(0).to_numpy()
         b = g["bytes"].to_numpy()
         lo = np.searchsorted(ts, rows["start_ns"].to_numpy(), "left")
