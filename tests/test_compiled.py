@@ -350,7 +350,7 @@ def test_modules_compiled_compares_module_by_module_with_the_eager_run(version: 
             assert row["host_self_ns"] == own
         below = comp.filter(pl.col("path").str.starts_with(row["path"] + ".") | (pl.col("path") == row["path"]))
         assert row["host_total_ns"] == below["host_self_ns"].sum()
-    assert comp.filter(pl.col("path") == "model")["calls"].item() == 3
+    assert comp.filter(pl.col("path") == "model")["n_calls"].item() == 3
     assert set(comp["path"]) == {"model", "model.block", "model.block.conv", "model.mlp", "model.mlp.norm",
                                  "model.mlp.fc1", "model.mlp.fc2", "model.head"}
     assert int(comp["unmapped_ns"].sum()) == 0

@@ -90,9 +90,9 @@ def memory() -> pt.Trace:
 
 
 def _replay(tr: pt.Trace) -> list[tuple[int, int, int, int]]:
-    """The [memory] events as (ts_ns, event_id, addr, bytes) in recorded order: a plain reference."""
-    m = tr.instants.filter(pl.col("name") == "[memory]").sort("ts_ns", "event_id")
-    return list(zip(*(m[c].to_list() for c in ("ts_ns", "event_id", "addr", "bytes")), strict=True))
+    """The [memory] events as (start_ns, event_id, addr, bytes) in recorded order: a plain reference."""
+    m = tr.instants.filter(pl.col("name") == "[memory]").sort("start_ns", "event_id")
+    return list(zip(*(m[c].to_list() for c in ("start_ns", "event_id", "addr", "bytes")), strict=True))
 
 
 def _line_of(text: str) -> int:

@@ -45,10 +45,12 @@ def module_rows(table: pl.DataFrame) -> pl.DataFrame:
 
     The host row (`device_type` ``"CPU"``) has `host_self_ns` / `host_total_ns`; modules with
     device time also get a row with `device_type` ``"device"`` and `device_self_ns` /
-    `device_total_ns`. `calls` are the module's calls.
+    `device_total_ns`. `calls` are the module's calls (`n_calls`; `calls` in a table with the old names).
     """
     key = pl.coalesce("name", "path") if "name" in table.columns else pl.col("path")
     t = table.with_columns(_key=key)
+    if "n_calls" in t.columns:
+        t = t.drop("calls", strict=False).rename({"n_calls": "calls"})
     host = t.select(pl.col("_key").alias("name"), device_type=pl.lit("CPU"), calls="calls",
                     self_cpu_ns="host_self_ns", cpu_total_ns="host_total_ns",
                     self_device_ns=pl.lit(0, pl.Int64), device_total_ns=pl.lit(0, pl.Int64))

@@ -577,7 +577,7 @@ def module_times(events: pl.DataFrame, provenance: pl.DataFrame | None, externs:
         kernels). The root's `host_self_ns` also holds the host time of the compiled regions
         outside every charged kernel (guards, the wrapper, unmatched ops: what eager counts as
         the root's own time), so its `host_total_ns` is the regions' total. `*_total_ns`: Σ self
-        over the module and every path below it. `calls`: the `## Call CompiledFxGraph ##` calls
+        over the module and every path below it. `n_calls`: the `## Call CompiledFxGraph ##` calls
         that ran the module's kernels (the root: the region calls). `unmapped_ns`: the part of
         self time from kernels whose module is unknown (charged to the root). `name` = `path`
         (so `pt.diff` matches it to an eager table's `name`). Backward columns are 0: compiled
@@ -614,17 +614,17 @@ def module_times(events: pl.DataFrame, provenance: pl.DataFrame | None, externs:
         pl.col("device_self_ns").sum().cast(pl.Int64).alias("device_total_ns"))
     calls_of = (anc.join(charges.select("rank", "path", "graph_call_id"), on=["rank", "path"])
                 .group_by("rank", pl.col("anc").alias("path")).agg(
-                    pl.col("graph_call_id").drop_nulls().n_unique().cast(pl.Int64).alias("calls")))
+                    pl.col("graph_call_id").drop_nulls().n_unique().cast(pl.Int64).alias("n_calls")))
     out = (own.join(totals, on=["rank", "path"], how="left").join(calls_of, on=["rank", "path"], how="left")
-           .with_columns(calls=pl.when(pl.col("path") == root).then(
-               pl.max_horizontal(pl.col("calls").fill_null(0), pl.col("_region_calls").fill_null(0)))
-               .otherwise(pl.col("calls").fill_null(0)),
+           .with_columns(n_calls=pl.when(pl.col("path") == root).then(
+               pl.max_horizontal(pl.col("n_calls").fill_null(0), pl.col("_region_calls").fill_null(0)))
+               .otherwise(pl.col("n_calls").fill_null(0)),
                depth=(pl.col("path").str.count_matches(r"\.")).cast(pl.Int64),
                instance=pl.col("path").str.extract(r"([^.]*)$", 1), type=pl.lit(None, pl.String),
                parent=pl.when(pl.col("path").str.contains(r"\.")).then(pl.col("path").str.replace(r"\.[^.]*$", "")),
                name=pl.col("path")))
-    zero = [c for c in ("bwd_calls", "bwd_host_total_ns", "bwd_host_self_ns", "bwd_device_total_ns",
-                        "bwd_device_self_ns", "recompute_calls", "recompute_ns", "recompute_device_ns", "ops")]
+    zero = [c for c in ("n_bwd_calls", "bwd_host_total_ns", "bwd_host_self_ns", "bwd_device_total_ns",
+                        "bwd_device_self_ns", "n_recompute_calls", "recompute_ns", "recompute_device_ns", "n_ops")]
     out = out.with_columns(pl.lit(0, pl.Int64).alias(c) for c in zero).with_columns(
         pl.col("host_total_ns", "device_total_ns").fill_null(0))
     return out.select(*MODULE_COLUMNS, *COMPILED_MODULE_EXTRA).sort(
