@@ -337,11 +337,13 @@ def render(doc: dict, md_path: Path, img_path: Path, srcs: list[Path]) -> str:
         w("- " + line)
     w("")
     md_path.parent.mkdir(parents=True, exist_ok=True)
-    # the stages block (benchmarks/stages.py, its own measurements) is kept as it is
+    # the stages and scanner-paths blocks (benchmarks/stages.py, benchmarks/scanner_paths.py: their own
+    # measurements) are kept as they are
     old = md_path.read_text() if md_path.exists() else ""
-    if "<!-- stages:begin -->" in old and "<!-- stages:end -->" in old:
-        block = "<!-- stages:begin -->" + old.split("<!-- stages:begin -->", 1)[1].split("<!-- stages:end -->", 1)[0]
-        L += ["", block + "<!-- stages:end -->"]
+    for name in ("stages", "scanner-paths"):
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        if begin in old and end in old:
+            L += ["", begin + old.split(begin, 1)[1].split(end, 1)[0] + end]
     md_path.write_text("\n".join(L) + "\n")
     return img_status
 

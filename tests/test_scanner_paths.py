@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import gzip
 import random
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,6 +20,9 @@ from proftab.exceptions import TraceError
 from proftab.io import _kineto, kineto
 from tests.conftest import needs_shared, shared_public_traces, shared_torch213_cases
 from tests.fuzz import harness
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 DATA = Path(__file__).resolve().parent / "data"
 PATHS = ("scalar", "simd", "check")
