@@ -523,9 +523,10 @@ static void classify_sse2(const char *p, size_t n, ixblk_t *out) {
 __attribute__((target("avx2"))) static void classify_avx2(const char *p, size_t n, ixblk_t *out) {
     const __m256i Q = _mm256_set1_epi8('"'), B = _mm256_set1_epi8('\\');
     /* whitespace by table: the byte whose low nibble indexes an entry equal to itself
-       (' ' 0x20, '\t' 0x09, '\n' 0x0A, '\r' 0x0D); a byte >= 0x80 shuffles to 0 and never matches */
-    const __m256i W = _mm256_setr_epi8(' ', 1, 1, 1, 1, 1, 1, 1, 1, '\t', '\n', 1, 1, '\r', 1, 1,
-                                       ' ', 1, 1, 1, 1, 1, 1, 1, 1, '\t', '\n', 1, 1, '\r', 1, 1);
+       (' ' 0x20, '\t' 0x09, '\n' 0x0A, '\r' 0x0D). Every other entry is 0, whose low nibble is
+       not its index, so no byte matches it; a byte >= 0x80 shuffles to 0 and never matches either */
+    const __m256i W = _mm256_setr_epi8(' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0,
+                                       ' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0);
     for (size_t b = 0; b < n; b++, p += 64) {
         __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)p);
         __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
@@ -2732,6 +2733,23 @@ static PyObject *py_set_path(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* set_classifier("avx2" | "sse2" | "portable"): the stage-1 classifier of the SIMD path (tests:
+   each one this build and CPU have); ValueError for one they lack */
+static PyObject *py_set_classifier(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *name;
+    if (!PyArg_Parse(arg, "s", &name)) return NULL;
+    if (!strcmp(name, "portable")) { g_classify = classify_portable; g_isa = "portable"; Py_RETURN_NONE; }
+#ifdef IX_HAVE_SSE2
+    if (!strcmp(name, "sse2")) { g_classify = classify_sse2; g_isa = "sse2"; Py_RETURN_NONE; }
+#endif
+#ifdef IX_HAVE_AVX2
+    if (!strcmp(name, "avx2") && __builtin_cpu_supports("avx2")) { g_classify = classify_avx2; g_isa = "avx2"; Py_RETURN_NONE; }
+#endif
+    PyErr_Format(PyExc_ValueError, "classifier %R is not available in this build or on this CPU", arg);
+    return NULL;
+}
+
 static PyObject *py_get_path(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
     static const char *names[] = {"scalar", "simd", "check"};
@@ -2747,6 +2765,8 @@ static PyMethodDef module_methods[] = {
     {"set_path", py_set_path, METH_O,
      "set_path(name): the walk later feeds use: 'scalar' (the reference), 'simd' (structural index), "
      "'check' (both, counting differences) or 'auto' (the default: scalar); resets path_mismatches()"},
+    {"set_classifier", py_set_classifier, METH_O,
+     "set_classifier(name): the SIMD path's 64-byte classifier: 'avx2', 'sse2' or 'portable' (where available)"},
     {"get_path", py_get_path, METH_NOARGS, "get_path() -> (path, classifier: 'avx2' | 'sse2' | 'portable')"},
     {"path_mismatches", py_path_mismatches, METH_NOARGS,
      "path_mismatches() -> number of answers where the 'check' path's two walks differed"},
