@@ -10,6 +10,9 @@
  *   p.finish() -> dict              columns as Buffer objects + counts, see build_result()
  * Module constants: the kind codes I64..BOOL, FLAG_* bits, MAX_DEPTH, MAX_TYPED and
  * DEFAULT_MAX_TOKEN (tests/test_scanner_constants.py ties them to proftab.schema).
+ * Two walks give identical results: scalar (the default, the reference) and simd (a 64-byte
+ * structural index, SSE2/AVX2); set_path/get_path/set_classifier/path_mismatches or
+ * PROFTAB_SCANNER=scalar|simd|check choose and compare them (docs/robustness.md "Scanner paths").
  * Every string written to a column is valid UTF-8 (repaired and flagged otherwise).
  * Errors are reported, never raised from the scanner: finish() returns "error" (message,
  * byte offset, excerpt) and "complete" (whether the top-level value was closed); the
