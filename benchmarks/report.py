@@ -337,9 +337,10 @@ def render(doc: dict, md_path: Path, img_path: Path, srcs: list[Path]) -> str:
         w("- " + line)
     w("")
     md_path.parent.mkdir(parents=True, exist_ok=True)
-    # the blocks other scripts measure (benchmarks/stages.py, benchmarks/report_open.py) are kept as they are
+    # the blocks other scripts measure (benchmarks/stages.py, benchmarks/report_open.py,
+    # benchmarks/scanner_paths.py: their own measurements) are kept as they are
     old = md_path.read_text() if md_path.exists() else ""
-    for name in ("stages", "report-page"):
+    for name in ("stages", "report-page", "scanner-paths"):
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         if begin in old and end in old:
             L += ["", begin + old.split(begin, 1)[1].split(end, 1)[0] + end]

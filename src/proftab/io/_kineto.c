@@ -10,6 +10,9 @@
  *   p.finish() -> dict              columns as Buffer objects + counts, see build_result()
  * Module constants: the kind codes I64..BOOL, FLAG_* bits, MAX_DEPTH, MAX_TYPED and
  * DEFAULT_MAX_TOKEN (tests/test_scanner_constants.py ties them to proftab.schema).
+ * Two walks give identical results: scalar (the default, the reference) and simd (a 64-byte
+ * structural index, SSE2/AVX2); set_path/get_path/set_classifier/path_mismatches or
+ * PROFTAB_SCANNER=scalar|simd|check choose and compare them (docs/robustness.md "Scanner paths").
  * Every string written to a column is valid UTF-8 (repaired and flagged otherwise).
  * Errors are reported, never raised from the scanner: finish() returns "error" (message,
  * byte offset, excerpt) and "complete" (whether the top-level value was closed); the
@@ -27,6 +30,29 @@
 #endif
 #include <string.h>
 #include <stdlib.h>
+
+/* ------------------------------------------------------------------ portable bit helpers */
+
+#if defined(_MSC_VER) && !defined(__clang__)
+#include <intrin.h>
+static __inline int ctz64(uint64_t x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
+static __inline int add_overflow_i64(int64_t a, int64_t b, int64_t *r) {
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return 1;
+    *r = a + b;
+    return 0;
+}
+#else
+#define ctz64(x) __builtin_ctzll(x)
+#define add_overflow_i64(a, b, r) __builtin_add_overflow(a, b, r)
+#endif
+
+#if defined(_MSC_VER) && !defined(__clang__)
+#define ALWAYS_INLINE static __forceinline
+#define NOINLINE static __declspec(noinline)
+#else
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define NOINLINE static __attribute__((noinline))
+#endif
 
 /* ------------------------------------------------------------------ buffers */
 
@@ -281,6 +307,31 @@ static void dict_free(dictcol_t *d) {
     d->bad = NULL;
 }
 
+/* ------------------------------------------------------------------ structural index (state) */
+
+/*
+ * The SIMD path (set_path("simd") or PROFTAB_SCANNER=simd; the scalar walk is the default) indexes the text
+ * 64 bytes at a time before the walk reads it, in the style of simdjson's stage 1: one bit per
+ * byte for each of "unescaped quote", "backslash" and "JSON whitespace". The walk (the same
+ * recursive-descent code as the scalar path) then takes token boundaries from those bitmaps:
+ * the next non-whitespace byte, the end of a string, instead of looping over bytes. The index
+ * is built lazily and only forward, into a window of IX_WIN blocks, so its memory is fixed
+ * (24 KiB per parser) whatever the size of the text.
+ */
+#define IX_WIN 1024     /* blocks held: 64 KiB of text */
+#define IX_BATCH 64     /* blocks classified per step: 4 KiB of text */
+
+typedef struct { uint64_t q, bs, ws; } ixblk_t;
+
+typedef struct ix {
+    const char *base, *end;  /* the text of one run(); block k covers base[64k, 64k+64) */
+    size_t nblocks;
+    size_t lo, filled;       /* blocks [lo, lo+filled) are in blk[0, filled) */
+    uint64_t carry;          /* byte 0 of block lo+filled is escaped (an odd backslash run before it) */
+    int check;               /* "check" path: every answer is compared with the scalar code */
+    ixblk_t blk[IX_WIN];
+} ix_t;
+
 /* ------------------------------------------------------------------ parser state */
 
 #define MAX_TYPED 64
@@ -385,6 +436,7 @@ typedef struct {
     buf_t scratch;
     elem_t e;
     int oom;
+    ix_t ix;          /* the structural index of the current run() (SIMD path) */
 } Parser;
 
 /* ------------------------------------------------------------------ scanning helpers */
@@ -392,6 +444,7 @@ typedef struct {
 typedef struct {
     const char *p, *end;
     const char *msg;  /* why the last BAD happened */
+    ix_t *ix;         /* structural index over [.., end) (SIMD path), or NULL (scalar) */
 } cur_t;
 
 enum { OK = 0, NEED_MORE = 1, BAD = 2 };
@@ -407,7 +460,200 @@ static void init_tables(void) {
     DELIM[(unsigned char)'['] = 2;
 }
 
-static inline void skip_ws(cur_t *c) {
+/* ------------------------------------------------------------------ structural index (stage 1) */
+
+/* which walk run() uses: the scalar reference, the indexed one, or both compared (tests) */
+enum { PATH_SCALAR = 0, PATH_SIMD = 1, PATH_CHECK = 2 };
+static int g_path = PATH_SCALAR;
+static int64_t g_mismatch;  /* "check" path: answers where the two walks differed (0 = identical) */
+static int g_abort_on_mismatch;  /* PROFTAB_SCANNER_ABORT set: a difference aborts (for the fuzz harness) */
+
+static void note_mismatch(void) {
+    g_mismatch++;
+    if (g_abort_on_mismatch) abort();
+}
+
+/* classify n whole 64-byte blocks at p: quote, backslash and whitespace bits (escapes not applied) */
+typedef void (*classify_fn)(const char *p, size_t n, ixblk_t *out);
+
+static void classify_portable(const char *p, size_t n, ixblk_t *out) {
+    for (size_t b = 0; b < n; b++, p += 64) {
+        uint64_t q = 0, bs = 0, ws = 0;
+        for (int i = 0; i < 64; i++) {
+            unsigned char ch = (unsigned char)p[i];
+            uint64_t bit = 1ULL << i;
+            if (ch == '"') q |= bit;
+            else if (ch == '\\') bs |= bit;
+            else if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') ws |= bit;
+        }
+        out[b].q = q;
+        out[b].bs = bs;
+        out[b].ws = ws;
+    }
+}
+
+/* x86-64 only (SSE2 with GCC/Clang/MSVC, AVX2 with GCC/Clang); elsewhere (arm64 included: no NEON
+   classifier yet) the portable one above. -DPROFTAB_NO_SIMD builds the portable one everywhere. */
+#if !defined(PROFTAB_NO_SIMD) && (((defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)) || \
+    (defined(_MSC_VER) && !defined(__clang__) && (defined(_M_X64) || defined(_M_AMD64))))
+#define IX_HAVE_SSE2 1
+#include <emmintrin.h>
+/* SSE2 is part of x86-64: no dispatch needed */
+static void classify_sse2(const char *p, size_t n, ixblk_t *out) {
+    const __m128i Q = _mm_set1_epi8('"'), B = _mm_set1_epi8('\\'), S = _mm_set1_epi8(' ');
+    const __m128i N = _mm_set1_epi8('\n'), R = _mm_set1_epi8('\r'), T = _mm_set1_epi8('\t');
+    for (size_t b = 0; b < n; b++, p += 64) {
+        uint64_t q = 0, bs = 0, ws = 0;
+        for (int i = 0; i < 4; i++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i));
+            __m128i w = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, S), _mm_cmpeq_epi8(v, N)),
+                                     _mm_or_si128(_mm_cmpeq_epi8(v, R), _mm_cmpeq_epi8(v, T)));
+            q |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, Q)) << (16 * i);
+            bs |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, B)) << (16 * i);
+            ws |= (uint64_t)(uint32_t)_mm_movemask_epi8(w) << (16 * i);
+        }
+        out[b].q = q;
+        out[b].bs = bs;
+        out[b].ws = ws;
+    }
+}
+#endif
+
+#if !defined(PROFTAB_NO_SIMD) && (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define IX_HAVE_AVX2 1
+#include <immintrin.h>
+/* AVX2, compiled for that target only and chosen at import when the CPU has it */
+__attribute__((target("avx2"))) static void classify_avx2(const char *p, size_t n, ixblk_t *out) {
+    const __m256i Q = _mm256_set1_epi8('"'), B = _mm256_set1_epi8('\\');
+    /* whitespace by table: the byte whose low nibble indexes an entry equal to itself
+       (' ' 0x20, '\t' 0x09, '\n' 0x0A, '\r' 0x0D). Every other entry is 0, whose low nibble is
+       not its index, so no byte matches it; a byte >= 0x80 shuffles to 0 and never matches either */
+    const __m256i W = _mm256_setr_epi8(' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0,
+                                       ' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0);
+    for (size_t b = 0; b < n; b++, p += 64) {
+        __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)p);
+        __m256i hi = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
+        uint64_t q = (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, Q)) |
+                     (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, Q)) << 32;
+        uint64_t bs = (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, B)) |
+                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, B)) << 32;
+        uint64_t ws = (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_shuffle_epi8(W, lo), lo)) |
+                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_shuffle_epi8(W, hi), hi)) << 32;
+        out[b].q = q;
+        out[b].bs = bs;
+        out[b].ws = ws;
+    }
+}
+#endif
+
+static classify_fn g_classify = classify_portable;
+static const char *g_isa = "portable";
+
+/* pick the widest classifier this CPU runs, and the default path (PROFTAB_SCANNER overrides) */
+static void init_index(void) {
+#ifdef IX_HAVE_SSE2
+    g_classify = classify_sse2;
+    g_isa = "sse2";
+#endif
+#ifdef IX_HAVE_AVX2
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) { g_classify = classify_avx2; g_isa = "avx2"; }
+#endif
+    /* the default is the scalar walk: the indexed one takes 1-4% more instructions on real traces
+       (docs/benchmarks.md "Scanner paths"), so it is opt-in until its walk consumes the index whole */
+    g_path = PATH_SCALAR;
+    g_abort_on_mismatch = getenv("PROFTAB_SCANNER_ABORT") != NULL;
+    const char *env = getenv("PROFTAB_SCANNER");
+    if (env && !strcmp(env, "scalar")) g_path = PATH_SCALAR;
+    else if (env && !strcmp(env, "simd")) g_path = PATH_SIMD;
+    else if (env && !strcmp(env, "check")) g_path = PATH_CHECK;
+}
+
+static void ix_reset(ix_t *x, const char *base, const char *end, int check) {
+    x->base = base;
+    x->end = end;
+    x->nblocks = ((size_t)(end - base) + 63) >> 6;
+    x->lo = x->filled = 0;
+    x->carry = 0;
+    x->check = check;
+}
+
+/* classify blocks [start, start+n) into out; the last block of the text is padded with zero bytes
+   (none of the three classes); then mark escaped bytes and drop escaped quotes */
+static void ix_classify(ix_t *x, size_t start, size_t n, ixblk_t *out) {
+    const char *p = x->base + (start << 6);
+    size_t rem = (size_t)(x->end - x->base) & 63, full = n;
+    if (rem && start + n == x->nblocks) full = n - 1;
+    if (full) g_classify(p, full, out);
+    if (full < n) {
+        char tmp[64];
+        memset(tmp, 0, sizeof tmp);
+        memcpy(tmp, p + (full << 6), rem);
+        g_classify(tmp, 1, out + full);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bs = out[i].bs;
+        if (!(bs | x->carry)) continue;
+        /* a backslash that is not itself escaped escapes the next byte (the scalar scan_string's rule);
+           backslashes are rare, so one step per backslash */
+        uint64_t esc = x->carry;
+        x->carry = 0;
+        while (bs) {
+            int k = ctz64(bs);
+            bs &= bs - 1;
+            if ((esc >> k) & 1) continue;
+            if (k == 63) x->carry = 1;
+            else esc |= 2ULL << k;
+        }
+        out[i].q &= ~esc;
+    }
+}
+
+/* block k (classifying forward up to it), or NULL when k is behind the window or past the text */
+static const ixblk_t *ix_fill(ix_t *x, size_t k) {
+    if (k < x->lo || k >= x->nblocks) return NULL;
+    while (k >= x->lo + x->filled) {
+        if (x->filled == IX_WIN) { x->lo += IX_WIN; x->filled = 0; }
+        size_t start = x->lo + x->filled, n = IX_WIN - x->filled;
+        if (n > IX_BATCH) n = IX_BATCH;
+        if (n > x->nblocks - start) n = x->nblocks - start;
+        ix_classify(x, start, n, x->blk + x->filled);
+        x->filled += n;
+    }
+    return &x->blk[k - x->lo];
+}
+
+static inline const ixblk_t *ix_get(ix_t *x, size_t k) {
+    size_t d = k - x->lo;  /* wraps when k < lo: then ix_fill says no */
+    if (d < x->filled) return &x->blk[d];
+    return ix_fill(x, k);
+}
+
+enum { IX_NONWS, IX_QUOTE_OR_BS, IX_QUOTE };
+
+static inline uint64_t ix_bits(const ixblk_t *b, int what) {
+    return what == IX_NONWS ? ~b->ws : what == IX_QUOTE ? b->q : (b->q | b->bs);
+}
+
+/* the first byte at or after p in class `what` (end if none), or NULL when the index cannot
+   answer (p behind the window): the caller then runs the scalar code */
+static inline const char *ix_next(ix_t *x, const char *p, int what) {
+    if (p >= x->end) return x->end;
+    size_t off = (size_t)(p - x->base), k = off >> 6;
+    const ixblk_t *b = ix_get(x, k);
+    if (!b) return NULL;
+    uint64_t m = ix_bits(b, what) & (~0ULL << (off & 63));
+    while (!m) {
+        if (++k >= x->nblocks) return x->end;
+        b = ix_get(x, k);
+        if (!b) return NULL;
+        m = ix_bits(b, what);
+    }
+    const char *r = x->base + (k << 6) + ctz64(m);
+    return r < x->end ? r : x->end;
+}
+
+static inline void skip_ws_scalar(cur_t *c) {
     const char *p = c->p, *end = c->end;
     for (;;) {
         if (end - p >= 8) {
@@ -415,7 +661,7 @@ static inline void skip_ws(cur_t *c) {
             memcpy(&w, p, 8);
             uint64_t x = w ^ 0x2020202020202020ULL;
             if (!x) { p += 8; continue; }
-            p += __builtin_ctzll(x) >> 3;
+            p += ctz64(x) >> 3;
         } else {
             while (p < end && *p == ' ') p++;
             if (p >= end) break;
@@ -425,6 +671,26 @@ static inline void skip_ws(cur_t *c) {
         break;
     }
     c->p = p;
+}
+
+/* skip JSON whitespace; on the SIMD path the next non-whitespace byte comes from the index */
+NOINLINE void check_ws(const cur_t *c, const char *q) {
+    cur_t r = {c->p, c->end, NULL, NULL};
+    skip_ws_scalar(&r);
+    if (r.p != q) note_mismatch();
+}
+
+ALWAYS_INLINE void skip_ws(cur_t *c) {
+    if (c->p < c->end && (unsigned char)*c->p > ' ') return;  /* not whitespace: nothing to skip */
+    if (c->ix) {
+        const char *q = ix_next(c->ix, c->p, IX_NONWS);
+        if (q) {
+            if (c->ix->check) check_ws(c, q);
+            c->p = q;
+            return;
+        }
+    }
+    skip_ws_scalar(c);
 }
 
 /*
@@ -442,14 +708,14 @@ static inline const char *find_quote_or_backslash(const char *p, const char *end
         uint64_t w;
         memcpy(&w, p, 8);
         uint64_t m = HAS_ZERO(w ^ 0x2222222222222222ULL) | HAS_ZERO(w ^ 0x5C5C5C5C5C5C5C5CULL);
-        if (m) return p + (__builtin_ctzll(m) >> 3);
+        if (m) return p + (ctz64(m) >> 3);
         p += 8;
     }
     while (p < end && *p != '"' && *p != '\\') p++;
     return p;
 }
 
-static int scan_string(cur_t *c, const char **s, size_t *n, int *esc) {
+static int scan_string_scalar(cur_t *c, const char **s, size_t *n, int *esc) {
     const char *p = c->p + 1;
     int flags = 0;
     for (;;) {
@@ -475,6 +741,81 @@ static int scan_string(cur_t *c, const char **s, size_t *n, int *esc) {
         flags |= 4;
         p = q + 1;
     }
+}
+
+/* scan_string on the index: the string ends at an unescaped quote found in the quote bitmap (the
+   backslash bitmap says whether an escape came before it), closing only if the next non-space byte
+   is , } ] : exactly as in the scalar code. -1: the index cannot answer (run the scalar code). */
+static int scan_string_ix(cur_t *c, const char **s, size_t *n, int *esc) {
+    ix_t *x = c->ix;
+    if (c->end != x->end) return -1;
+    const char *p = c->p + 1;
+    int flags = 0;
+    if (p < c->end) {
+        /* the common case, in one lookup: the string closes in the block it starts in, with no
+           backslash before, and , } ] : follows the quote directly */
+        size_t off = (size_t)(p - x->base);
+        const ixblk_t *b = ix_get(x, off >> 6);
+        if (b) {
+            uint64_t m = (b->q | b->bs) >> (off & 63);
+            if (m) {
+                const char *q = p + ctz64(m);
+                if (q + 1 < c->end && *q == '"') {
+                    char f = q[1];
+                    if (f == ',' || f == '}' || f == ']' || f == ':') {
+                        *s = p;
+                        *n = (size_t)(q - p);
+                        *esc = 0;
+                        c->p = q + 1;
+                        return OK;
+                    }
+                }
+            }
+        }
+    }
+    for (;;) {
+        const char *q = ix_next(x, p, IX_QUOTE_OR_BS);
+        if (!q) return -1;
+        if (q >= c->end) return NEED_MORE;
+        if (*q == '\\') {
+            flags |= 1;
+            q = ix_next(x, q, IX_QUOTE);
+            if (!q) return -1;
+            if (q >= c->end) return NEED_MORE;
+        }
+        const char *f = ix_next(x, q + 1, IX_NONWS);
+        if (!f) return -1;
+        if (f >= c->end) return NEED_MORE;
+        if (*f == ',' || *f == '}' || *f == ']' || *f == ':') {
+            *s = c->p + 1;
+            *n = (size_t)(q - (c->p + 1));
+            *esc = flags;
+            c->p = q + 1;
+            return OK;
+        }
+        flags |= 4;
+        p = q + 1;
+    }
+}
+
+/* "check" path: the scalar answer for the string at p0 must equal the index's (r, s, n, esc, end) */
+NOINLINE void check_string(const cur_t *c, const char *p0, int r, const char *s, size_t n, int esc) {
+    cur_t t = {p0, c->end, NULL, NULL};
+    const char *s2 = NULL; size_t n2 = 0; int e2 = 0;
+    int r2 = scan_string_scalar(&t, &s2, &n2, &e2);
+    if (r2 != r || (r == OK && (s2 != s || n2 != n || e2 != esc || t.p != c->p))) note_mismatch();
+}
+
+ALWAYS_INLINE int scan_string(cur_t *c, const char **s, size_t *n, int *esc) {
+    if (c->ix) {
+        const char *p0 = c->p;
+        int r = scan_string_ix(c, s, n, esc);
+        if (r >= 0) {
+            if (c->ix->check) check_string(c, p0, r, r == OK ? *s : NULL, r == OK ? *n : 0, r == OK ? *esc : 0);
+            return r;
+        }
+    }
+    return scan_string_scalar(c, s, n, esc);
 }
 
 /* Skip a scalar (number / literal): run until a delimiter. */
@@ -893,7 +1234,7 @@ static int decode_string(buf_t *b, const char *s, size_t n, int esc, int *oom) {
  * them escaped, invalid UTF-8 is replaced. Only used when a span carries repair flags.
  */
 static void append_json_repaired(buf_t *b, const char *s, size_t n, int *oom) {
-    cur_t c = {s, s + n, NULL};
+    cur_t c = {s, s + n, NULL, NULL};
     size_t i = 0;
     while (i < n) {
         if (s[i] != '"') {
@@ -1290,7 +1631,7 @@ static int parse_element(Parser *P, cur_t *c) {
     }
     if (!e->reason && e->has_ts && e->has_dur) {
         int64_t end_ns;
-        if (__builtin_add_overflow(e->ts, e->dur, &end_ns)) e->reason = "ts + dur out of the int64 ns range";
+        if (add_overflow_i64(e->ts, e->dur, &end_ns)) e->reason = "ts + dur out of the int64 ns range";
     }
     return OK;
 }
@@ -1358,7 +1699,7 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
     int whole_args = is_ph(e, 'C') || is_ph(e, 'M');
     if (is_ph(e, 'M') && e->args_raw) {
         /* metadata value: args.name / args.labels / args.sort_index (strings decoded, numbers as text) */
-        cur_t t = {e->args_raw + 1, e->args_raw + e->args_raw_n, NULL};
+        cur_t t = {e->args_raw + 1, e->args_raw + e->args_raw_n, NULL, NULL};
         for (;;) {
             skip_ws(&t);
             if (t.p >= t.end || *t.p != '"') break;
@@ -1478,7 +1819,11 @@ static void set_error(Parser *P, const char *msg, const char *at, const char *ba
  * of the first incomplete top-level item).
  */
 static size_t run(Parser *P, const char *base, const char *end) {
-    cur_t c = {base, end, NULL};
+    cur_t c = {base, end, NULL, NULL};
+    if (g_path != PATH_SCALAR) {
+        ix_reset(&P->ix, base, end, g_path == PATH_CHECK);
+        c.ix = &P->ix;
+    }
     const char *mark = base;
     while (!P->has_error) {
         skip_ws(&c);
@@ -1905,7 +2250,7 @@ static PyObject *Parser_finish(Parser *P, PyObject *unused) {
     if (!P->has_error && P->pending.len) {
         /* report where the unfinished item starts */
         const char *base = P->pending.p, *end = base + P->pending.len;
-        cur_t c = {base, end, NULL};
+        cur_t c = {base, end, NULL, NULL};
         skip_ws(&c);
         if (c.p < c.end) {
             if (P->state == ST_EVENTS || P->state == ST_ENVELOPE)
@@ -2374,7 +2719,60 @@ static PyObject *py_us_to_ns(PyObject *self, PyObject *arg) {
     return Py_BuildValue("(LiO)", (long long)v, frac, rounded ? Py_True : Py_False);
 }
 
+/* set_path("scalar" | "simd" | "check" | "auto"): which walk later feeds use */
+static PyObject *py_set_path(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *name;
+    if (!PyArg_Parse(arg, "s", &name)) return NULL;
+    if (!strcmp(name, "scalar")) g_path = PATH_SCALAR;
+    else if (!strcmp(name, "simd")) g_path = PATH_SIMD;
+    else if (!strcmp(name, "check")) g_path = PATH_CHECK;
+    else if (!strcmp(name, "auto")) g_path = PATH_SCALAR;  /* the default: see init_index */
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown scanner path %R (scalar, simd, check or auto)", arg);
+        return NULL;
+    }
+    g_mismatch = 0;
+    Py_RETURN_NONE;
+}
+
+/* set_classifier("avx2" | "sse2" | "portable"): the stage-1 classifier of the SIMD path (tests:
+   each one this build and CPU have); ValueError for one they lack */
+static PyObject *py_set_classifier(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *name;
+    if (!PyArg_Parse(arg, "s", &name)) return NULL;
+    if (!strcmp(name, "portable")) { g_classify = classify_portable; g_isa = "portable"; Py_RETURN_NONE; }
+#ifdef IX_HAVE_SSE2
+    if (!strcmp(name, "sse2")) { g_classify = classify_sse2; g_isa = "sse2"; Py_RETURN_NONE; }
+#endif
+#ifdef IX_HAVE_AVX2
+    if (!strcmp(name, "avx2") && __builtin_cpu_supports("avx2")) { g_classify = classify_avx2; g_isa = "avx2"; Py_RETURN_NONE; }
+#endif
+    PyErr_Format(PyExc_ValueError, "classifier %R is not available in this build or on this CPU", arg);
+    return NULL;
+}
+
+static PyObject *py_get_path(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    static const char *names[] = {"scalar", "simd", "check"};
+    return Py_BuildValue("(ss)", names[g_path], g_isa);
+}
+
+static PyObject *py_path_mismatches(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    return PyLong_FromLongLong((long long)g_mismatch);
+}
+
 static PyMethodDef module_methods[] = {
+    {"set_path", py_set_path, METH_O,
+     "set_path(name): the walk later feeds use: 'scalar' (the reference), 'simd' (structural index), "
+     "'check' (both, counting differences) or 'auto' (the default: scalar); resets path_mismatches()"},
+    {"set_classifier", py_set_classifier, METH_O,
+     "set_classifier(name): the SIMD path's 64-byte classifier: 'avx2', 'sse2' or 'portable' (where available)"},
+    {"get_path", py_get_path, METH_NOARGS, "get_path() -> (path, classifier: 'avx2' | 'sse2' | 'portable')"},
+    {"path_mismatches", py_path_mismatches, METH_NOARGS,
+     "path_mismatches() -> number of answers where the 'check' path's two walks differed"},
     {"us_to_ns", py_us_to_ns, METH_O, "us_to_ns(text) -> (ns, fraction_digits, rounded) or None"},
     {"fixed_column", py_fixed_column, METH_VARARGS,
      "fixed_column(kind, data, validity, length, null_count) -> Column (kind: i64 u64 f64 i32 u16 u8)"},
@@ -2404,6 +2802,7 @@ static void set_malloc_policy(void) {
 
 PyMODINIT_FUNC PyInit__kineto(void) {
     init_tables();
+    init_index();
     set_malloc_policy();
     if (!BufferType && !(BufferType = PyType_FromSpec(&Buffer_spec))) return NULL;
     if (!ParserType && !(ParserType = PyType_FromSpec(&Parser_spec))) return NULL;
