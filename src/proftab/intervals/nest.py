@@ -228,7 +228,10 @@ def _argsort_keys(k: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
         packed = k
         np.left_shift(packed, row_bits, out=packed)
         packed |= np.arange(n)
-        packed.sort()
+        # timsort: traces list most events in (track, start) order already, and it sorts such runs in
+        # about linear time where quicksort does not (0.01 s against 0.26 s on 1.8 M events); the keys
+        # are distinct, so any sort gives the same array
+        packed.sort(kind="stable")
         perm = packed & ((1 << row_bits) - 1)
         np.right_shift(packed, row_bits, out=packed)
         return perm, packed
@@ -293,7 +296,7 @@ def _depth(ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
     np.left_shift(ke[positive], 1, out=merged[:n_pos])
     np.left_shift(ks, 1, out=merged[n_pos:])
     merged[n_pos:] |= 1
-    merged.sort()
+    merged.sort(kind="stable")  # two near-sorted runs (ends, starts): timsort merges them in about linear time
     np.bitwise_and(merged, 1, out=merged)
     at = np.flatnonzero(merged)  # where the j-th start landed
     del merged
