@@ -203,6 +203,11 @@ def _column_codes(col: pl.Series) -> tuple[np.ndarray | None, int]:
         if nulls:
             codes[col.is_null().to_numpy()] = len(uniq)
         return codes, len(uniq) + (1 if nulls else 0)
+    if 2 * nulls > n:  # mostly null (a text pid/tid on a few span rows): rank only the values
+        ranked = col.drop_nulls().rank("dense").cast(pl.Int64)  # 1..k, in row order
+        codes = np.zeros(n, np.int64)
+        codes[col.is_not_null().to_numpy()] = ranked.to_numpy()
+        return codes, int(ranked.max() or 0) + 1  # type: ignore[arg-type]
     ranked = col.rank("dense")  # 1..k, nulls stay null
     k = int(ranked.cast(pl.Int64).max() or 0)  # type: ignore[arg-type]
     if k == 1 and not nulls:
