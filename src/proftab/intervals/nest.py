@@ -195,8 +195,8 @@ def _column_codes(col: pl.Series) -> tuple[np.ndarray | None, int]:
         return None, 1
     if col.dtype.is_integer() or col.dtype == pl.Boolean:
         values = col.drop_nulls().unique().sort()
-        if len(values) == 1 and not nulls:
-            return None, 1
+        if len(values) == 1:  # one value (code 0) and null (code 1): no search
+            return (None, 1) if not nulls else (col.is_null().to_numpy().astype(np.int64), 2)
         uniq = values.cast(pl.Int64).to_numpy() if col.dtype != pl.UInt64 else values.to_numpy()
         filled = col if not nulls else col.fill_null(values[0])
         codes = np.searchsorted(uniq, filled.to_numpy()).astype(np.int64, copy=False)
