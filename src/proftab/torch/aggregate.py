@@ -226,6 +226,11 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     return out, code_names
 
 
+#: the columns `key_averages` sums per key
+_SUMMED = ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns", "cpu_mem_bytes", "self_cpu_mem_bytes",
+           "device_mem_bytes", "self_device_mem_bytes", "flops")
+
+
 def _levels(rows: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
     """`rows` grouped by their `depth`, shallowest first (a radix sort of only those rows)."""
     return [rows[sel] for sel in depth_levels(depth[rows])] if len(rows) else []
@@ -602,6 +607,10 @@ def key_averages(
     if torch_floats:
         host_cols["_torch_cpu_total_us"], host_cols["_torch_self_cpu_us"], host_cols["_torch_order"] = (
             _torch_float_times(tree, nested))
+    for c in _SUMMED:  # an all-zero column (device time and memory of a CPU trace) is not summed: 0 per group
+        values = host_cols[c]
+        if isinstance(values, np.ndarray) and not values.any():
+            del host_cols[c]
     host_rows = pl.DataFrame(host_cols)
     host_keys = ["_code", "is_user_annotation"]
     if group_by_input_shape:
@@ -676,9 +685,7 @@ def key_averages(
             *(pl.col(c).first() for c in carried),  # constant within a group
             pl.col("_order").min(),
             pl.len().cast(pl.Int64).alias("calls"),
-            *(pl.col(c).sum() for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
-                                        "cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes",
-                                        "self_device_mem_bytes", "flops")),
+            *(pl.col(c).sum() if c in rows.columns else pl.lit(0, pl.Int64).alias(c) for c in _SUMMED),
             pl.col("top_level").get(first),
             pl.col("_call_ns").min().alias("min_ns"),
             pl.col("_call_ns").max().alias("max_ns"),
