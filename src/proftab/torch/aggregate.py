@@ -608,8 +608,8 @@ def key_averages(
         host_cols["_torch_cpu_total_us"], host_cols["_torch_self_cpu_us"], host_cols["_torch_order"] = (
             _torch_float_times(tree, nested))
     for c in _SUMMED:  # an all-zero column (device time and memory of a CPU trace) is not summed: 0 per group
-        values = host_cols[c]
-        if isinstance(values, np.ndarray) and not values.any():
+        column = host_cols[c]
+        if isinstance(column, np.ndarray) and not column.any():
             del host_cols[c]
     host_rows = pl.DataFrame(host_cols)
     host_keys = ["_code", "is_user_annotation"]
