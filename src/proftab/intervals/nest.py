@@ -50,7 +50,8 @@ starts are re-sorted by ``(end desc, event_id)``.
 Tracks whose composite keys would overflow int64 (time spans near 2**62 ns) are solved
 one by one, and a single track spanning that much by the plain sweep.
 
-Complexity: O(n log n) for properly nested tracks (the sorts, then O(n) passes); events
+Complexity: O(n log n) for properly nested tracks (the sorts, then O(n) passes; the two big
+sorts are timsorts, about O(n) on the nearly (track, start)-ordered rows traces hold); events
 that take step 4 cost O(k log k) more in the sweep (k = the re-solved set). Tested at 10^5
 rows of a crossing chain (tests/test_hostile_analyses.py).
 
@@ -195,14 +196,19 @@ def _column_codes(col: pl.Series) -> tuple[np.ndarray | None, int]:
         return None, 1
     if col.dtype.is_integer() or col.dtype == pl.Boolean:
         values = col.drop_nulls().unique().sort()
-        if len(values) == 1 and not nulls:
-            return None, 1
+        if len(values) == 1:  # one value (code 0) and null (code 1): no search
+            return (None, 1) if not nulls else (col.is_null().to_numpy().astype(np.int64), 2)
         uniq = values.cast(pl.Int64).to_numpy() if col.dtype != pl.UInt64 else values.to_numpy()
         filled = col if not nulls else col.fill_null(values[0])
         codes = np.searchsorted(uniq, filled.to_numpy()).astype(np.int64, copy=False)
         if nulls:
             codes[col.is_null().to_numpy()] = len(uniq)
         return codes, len(uniq) + (1 if nulls else 0)
+    if 2 * nulls > n:  # mostly null (a text pid/tid on a few span rows): rank only the values
+        ranked = col.drop_nulls().rank("dense").cast(pl.Int64)  # 1..k, in row order
+        codes = np.zeros(n, np.int64)
+        codes[col.is_not_null().to_numpy()] = ranked.to_numpy()
+        return codes, int(ranked.max() or 0) + 1  # type: ignore[arg-type]
     ranked = col.rank("dense")  # 1..k, nulls stay null
     k = int(ranked.cast(pl.Int64).max() or 0)  # type: ignore[arg-type]
     if k == 1 and not nulls:
@@ -228,7 +234,10 @@ def _argsort_keys(k: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
         packed = k
         np.left_shift(packed, row_bits, out=packed)
         packed |= np.arange(n)
-        packed.sort()
+        # timsort: traces list most events in (track, start) order already, and it sorts such runs in
+        # about linear time where quicksort does not (0.01 s against 0.26 s on 1.8 M events); the keys
+        # are distinct, so any sort gives the same array
+        packed.sort(kind="stable")
         perm = packed & ((1 << row_bits) - 1)
         np.right_shift(packed, row_bits, out=packed)
         return perm, packed
@@ -293,7 +302,7 @@ def _depth(ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
     np.left_shift(ke[positive], 1, out=merged[:n_pos])
     np.left_shift(ks, 1, out=merged[n_pos:])
     merged[n_pos:] |= 1
-    merged.sort()
+    merged.sort(kind="stable")  # two near-sorted runs (ends, starts): timsort merges them in about linear time
     np.bitwise_and(merged, 1, out=merged)
     at = np.flatnonzero(merged)  # where the j-th start landed
     del merged

@@ -142,11 +142,20 @@ def _row_kinds(spec: tuple[Any, Any, Any, int] | None, n: int) -> np.ndarray:
     text = bytes(memoryview(data))
     table = np.array([_PH_KIND.get(text[bounds[i]:bounds[i + 1]].decode("utf-8", "replace"), _K_UNKNOWN)
                       for i in range(size)] + [_K_UNKNOWN], dtype=np.uint8)
+    if valid is None and size and (table[:size] == table[0]).all():  # one kind for every row (an all-X trace)
+        return np.full(n, table[0], dtype=np.uint8)
     ids = np.frombuffer(codes, dtype=np.int32, count=n)
     if valid is not None:  # null ph: the unknown slot
         is_valid = np.unpackbits(np.frombuffer(valid, dtype=np.uint8), count=n, bitorder="little").view(bool)
         ids = np.where(is_valid, ids, size)
     return table[ids]
+
+
+def _kind_counts(df: pl.DataFrame) -> dict[int, int]:
+    """Rows per `_K_*` kind present in `df` (a count per kind over its `_kind` bytes: no group-by)."""
+    kinds = df.get_column("_kind").to_numpy()
+    counts = {k: int(np.count_nonzero(kinds == k)) for k in range(_K_REJECTED + 1)}
+    return {k: c for k, c in counts.items() if c}
 
 
 def _to_frame(res: dict[str, Any]) -> pl.DataFrame:
@@ -435,8 +444,8 @@ def build_tables(res: dict[str, Any], path: str, *, salvage: bool = False, posit
     res.clear()  # release the scanner's buffers that the frames did not adopt
     kind = pl.col("_kind")
     counts: dict[int, int] = {}
-    big_counts = dict(big.group_by("_kind").len().iter_rows())
-    for frame_counts in (big_counts, dict(small.group_by("_kind").len().iter_rows())):
+    big_counts = _kind_counts(big)
+    for frame_counts in (big_counts, _kind_counts(small)):
         for k, c in frame_counts.items():
             counts[k] = counts.get(k, 0) + c
     if len(big) != sum(big_counts.get(k, 0) for k in (_K_X, _K_BE, _K_ASYNC, _K_REJECTED)) or any(

@@ -183,18 +183,16 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     # containing parents change it and it is recounted
     depth = host["depth"].to_numpy() if np.array_equal(contained, parent) else tree_depth(contained)
     parent = contained
-    levels = depth_levels(depth)
     self_ns = host["self_ns"].to_numpy()
 
     # nearest kept ancestor, top-down (a parent is always shallower); row positions fit int32
     pos_type = np.int32 if n < 2**31 else np.int64
     kept_parent: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = parent.astype(pos_type)
     del parent, contained
-    if dropped_np.any():
-        for sel in levels:
-            p = kept_parent[sel]
-            lift = (p >= 0) & dropped_np[np.maximum(p, 0)]
-            kept_parent[sel[lift]] = kept_parent[p[lift]]
+    if dropped_np.any():  # only the rows under a dropped parent move, shallowest first
+        lift = np.flatnonzero((kept_parent >= 0) & dropped_np[np.maximum(kept_parent, 0)])
+        for sel in _levels(lift, depth):
+            kept_parent[sel] = kept_parent[kept_parent[sel]]
     # filtered events give their self time to their kept ancestor (a dropped row's own value is
     # never read: it is nobody's kept row); without any to give, the stored self times serve as is
     give = dropped_np & (kept_parent >= 0)
@@ -212,9 +210,8 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
     merge = keep & has_kp & only_child[kp] & (names[kp] == names)
     del only_child
     rep = np.arange(n, dtype=pos_type)
-    if merge.any():
-        for sel in levels:
-            m = sel[merge[sel]]
+    if merge.any():  # shallowest first: a merged parent already holds its representative
+        for m in _levels(np.flatnonzero(merge), depth):
             rep[m] = rep[kept_parent[m]]
     # the dropped rows stay (no frame-wide filter): `_kept` marks the others
     out = host.with_columns(
@@ -227,6 +224,16 @@ def host_tree(nested: pl.DataFrame, *, include_python_functions: bool = True,
         pl.Series("name_code", names),
     )
     return out, code_names
+
+
+#: the columns `key_averages` sums per key
+_SUMMED = ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns", "cpu_mem_bytes", "self_cpu_mem_bytes",
+           "device_mem_bytes", "self_device_mem_bytes", "flops")
+
+
+def _levels(rows: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
+    """`rows` grouped by their `depth`, shallowest first (a radix sort of only those rows)."""
+    return [rows[sel] for sel in depth_levels(depth[rows])] if len(rows) else []
 
 
 #: `host_tree` keeps non-host rows in (as dropped rows) when at most 1 row in this many is one
@@ -295,8 +302,9 @@ def _memory(host: pl.DataFrame, instants: pl.DataFrame) -> tuple[np.ndarray, np.
     mem = instants.filter((pl.col("name") == "[memory]") & pl.col("bytes").is_not_null())
     if mem.is_empty() or n == 0:
         return cpu, dev
+    spans = host.select("rank", "pid", "start_ns", "end_ns").with_row_index("_i")  # filtered, not the whole frame
     for (rank, pid), grp in mem.group_by(["rank", "pid"]):
-        rows = host.with_row_index("_i").filter((pl.col("rank") == rank) & (pl.col("pid") == pid))
+        rows = spans.filter((pl.col("rank") == rank) & (pl.col("pid") == pid))
         if rows.is_empty():
             continue
         g = grp.sort("start_ns")
@@ -599,6 +607,10 @@ def key_averages(
     if torch_floats:
         host_cols["_torch_cpu_total_us"], host_cols["_torch_self_cpu_us"], host_cols["_torch_order"] = (
             _torch_float_times(tree, nested))
+    for c in _SUMMED:  # an all-zero column (device time and memory of a CPU trace) is not summed: 0 per group
+        column = host_cols[c]
+        if isinstance(column, np.ndarray) and not column.any():
+            del host_cols[c]
     host_rows = pl.DataFrame(host_cols)
     host_keys = ["_code", "is_user_annotation"]
     if group_by_input_shape:
@@ -673,9 +685,7 @@ def key_averages(
             *(pl.col(c).first() for c in carried),  # constant within a group
             pl.col("_order").min(),
             pl.len().cast(pl.Int64).alias("calls"),
-            *(pl.col(c).sum() for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
-                                        "cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes",
-                                        "self_device_mem_bytes", "flops")),
+            *(pl.col(c).sum() if c in rows.columns else pl.lit(0, pl.Int64).alias(c) for c in _SUMMED),
             pl.col("top_level").get(first),
             pl.col("_call_ns").min().alias("min_ns"),
             pl.col("_call_ns").max().alias("max_ns"),
