@@ -279,3 +279,22 @@ def test_tree_kernels_refuse_a_cycle() -> None:
               lambda: tree_mod.subtree_sum(np.ones(N), cyc)):
         with pytest.raises(tree_mod.TreeCycleError):
             _timed(f)
+
+
+def test_deep_module_frames(tmp_path: Any) -> None:
+    """nn.Module frames nested 1,500 deep: the module table charges ancestors by integer ids (it hashed
+    each pair's path string: depth x pairs); 7,000 deep is refused by `MAX_ANCESTOR_PAIRS`."""
+    from proftab.exceptions import ProftabError
+    from tests.fuzz.hostile import load, write_trace, x
+
+    for n in (1500, 7000):
+        ev = [x(f"nn.Module: L_{i}", i, 2 * (n - i) + 1, cat="python_function") for i in range(n)]
+        ev.append(x("aten::mm", n, 1))
+        tr = load(write_trace(tmp_path / f"m{n}.json.gz", ev))
+        if n == 1500:
+            m = _timed(tr.modules.modules)
+            assert m.height == n and m["ops"].sum() == 1
+            assert m.sort("depth")["host_total_ns"].to_list() == [(2 * (n - i) + 1) * 1000 for i in range(n)]
+        else:
+            with pytest.raises(ProftabError, match="nest 7,000 deep"):
+                _timed(tr.modules.modules)

@@ -116,7 +116,7 @@ def _list_column(name: str, offsets: np.ndarray, values: pl.Series) -> pl.Series
 
 def _too_many_names(cells: int, depth: int, what: str) -> UsageError:
     return UsageError(
-        f"the {what} is {depth + 1:,} levels deep: its paths would hold {cells:,} names (more than "
+        f"the {what} is {depth + 1:,} levels deep: its paths would hold at least {cells:,} names (more than "
         f"{MAX_PATH_NAMES:,}); pass max_depth to keep the shallower levels, or paths=False to leave `path` out")
 
 
@@ -259,9 +259,12 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     anc = leaves.copy()  # their k-th caller
     label = np.unique(track[leaves] * n_names + name_id[leaves], return_inverse=True)[1].reshape(-1)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("parent", "depth", "leaf", "calls", "self")}
-    first_id, prev = 0, np.zeros(0, np.int64)
+    first_id, prev, cells = 0, np.zeros(0, np.int64), 0
     for k in range(int(levels.max()) + 1):
         m = int(label.max()) + 1
+        cells += m * (k + 1)  # the names of this level's paths: refused before they are held
+        if cells > MAX_PATH_NAMES:
+            raise _too_many_names(cells, k, "bottom-up tree")
         _, rep = np.unique(label, return_index=True)
         node_calls = np.zeros(m, np.int64)
         node_self = np.zeros(m, np.int64)
@@ -281,9 +284,6 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
         label = np.unique(ids * n_names + name_id[anc], return_inverse=True)[1].reshape(-1)
         prev = ids
     b_parent, b_depth, b_leaf = (np.concatenate(parts[c]) for c in ("parent", "depth", "leaf"))
-    cells = int(b_depth.sum()) + len(b_depth)
-    if cells > MAX_PATH_NAMES:
-        raise _too_many_names(cells, int(b_depth.max()), "bottom-up tree")
     offsets, chain = root_first_paths(parent, b_leaf, depth, levels=b_depth + 1)
     item = np.repeat(np.arange(len(b_leaf)), b_depth + 1)
     flip = offsets[:-1][item] + offsets[1:][item] - 1 - np.arange(len(chain))  # callee first

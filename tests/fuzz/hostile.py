@@ -784,17 +784,33 @@ def gen_perf(tmp: Path, rng: random.Random) -> None:
 
 
 def gen_tree(tmp: Path, rng: random.Random) -> None:
-    """Random overlapping ops and module frames: tree, modules, critical path, memory run bounded."""
-    n = rng.choice([10, 200, 3000])
+    """Random overlapping ops and module frames: tree, modules, critical path, memory run bounded.
+
+    A third of the cases are deep: a nested chain (up to 20,000 levels) with random crossings,
+    or a 'caterpillar' whose ops nest in one of the last few opened."""
+    n = rng.choice([10, 200, 3000, 3000, 20_000])
+    shape = rng.choice(["random", "random", "chain", "caterpillar"])
     ev = [x("ProfilerStep#1", 0, 10 * n + 100, cat="user_annotation")]
+    stack: list[tuple[int, int]] = []
     for i in range(n):
-        ts = rng.randrange(0, 10 * n)
-        dur = rng.choice([0, 1, rng.randrange(1, 10 * n)])
+        if shape == "random":
+            ts = rng.randrange(0, 10 * n)
+            dur = rng.choice([0, 1, rng.randrange(1, 10 * n)])
+        elif shape == "chain":  # each op inside the previous one, a few crossing its end
+            ts, dur = i + 1, 10 * n - 2 * i - rng.choice([0, 0, 0, 5])
+        else:  # nest in one of the last 3 open ops
+            while len(stack) > 3 and rng.random() < 0.5:
+                stack.pop(rng.randrange(len(stack) - 3, len(stack)))
+            lo, hi = stack[-1] if stack else (0, 10 * n + 100)
+            ts = lo + 1
+            dur = max(hi - ts - 1 - rng.randrange(2), 0)
+            stack.append((ts, ts + dur))
         cat = rng.choice(["cpu_op", "cpu_op", "python_function", "user_annotation"])
         name = rng.choice(["aten::mm", "aten::add", f"nn.Module: Lin_{i % 5}", "autograd::engine::evaluate_function: "
                            "AddBackward0", "x"])
-        ev.append(x(name, ts, dur, cat=cat, tid=rng.choice([1, 1, 2]), **{"External id": rng.randrange(3)}))
-        if rng.random() < 0.3:
+        ev.append(x(name, ts, dur, cat=cat, tid=rng.choice([1, 1, 2]) if shape == "random" else 1,
+                    **{"External id": rng.randrange(3)}))
+        if rng.random() < (0.3 if n < 20_000 else 0.01):
             c = rng.randrange(1, 5)
             ev.append(x(rng.choice(["cudaLaunchKernel", "cudaDeviceSynchronize", "cudaStreamSynchronize"]), ts, 1,
                         cat="cuda_runtime", correlation=c, **{"External id": rng.randrange(3)}))
@@ -804,14 +820,14 @@ def gen_tree(tmp: Path, rng: random.Random) -> None:
             ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
                        "ts": ts, "args": {"Device Type": 1, "Device Id": 0, "Addr": rng.randrange(3),
                                           "Bytes": rng.choice([1, -1, 2**62, -(2**62)]), "Total Allocated": 0}})
+    import proftab as pt
+
     tr = load(write_trace(tmp / "t.json.gz", ev))
-    tr.tree.call_tree(max_depth=rng.choice([None, 3]))
-    tr.tree.bottom_up(max_depth=4)
-    tr.modules.tree()
-    tr.modules.modules()
-    tr.critical_path.summary()
-    tr.memory.timeline()
-    tr.perf.ops()
+    for f in (lambda: tr.tree.call_tree(max_depth=rng.choice([None, 3]), paths=rng.random() < 0.5),
+              lambda: tr.tree.bottom_up(max_depth=rng.choice([None, 4])),
+              tr.modules.tree, tr.modules.modules, tr.critical_path.summary, tr.memory.timeline, tr.perf.ops):
+        with contextlib.suppress(pt.ProftabError):  # a clear error (a depth bound) is an answer
+            f()
 
 
 def gen_dataset(tmp: Path, rng: random.Random) -> None:
