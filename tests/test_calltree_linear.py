@@ -133,7 +133,8 @@ def _reference(parent: list[int], names: list[str], self_ns: list[int], dur_ns: 
         a[2] += dur_ns[i]
     lead = 1 if by_thread else 0
     total = {p: sum(v[1] for q, v in agg.items() if q[:len(p)] == p) for p in agg}
-    out = {p: (v[0], v[1], total[p], v[2]) for p, v in agg.items() if max_depth is None or len(p) - lead <= max_depth + 1}
+    out = {p: (v[0], v[1], total[p], v[2]) for p, v in agg.items()
+           if max_depth is None or len(p) - lead <= max_depth + 1}
     order: list[Any] = []
 
     def visit(p: tuple[Any, ...]) -> None:
@@ -215,7 +216,8 @@ def test_call_tree_matches_a_recursive_reference(f: Any, by_thread: bool, max_de
     for r in bu.iter_rows(named=True):
         assert r["function"] == r["path"][0] and r["name"] == r["path"][-1] and r["depth"] == len(r["path"]) - 1
         if r["parent_node_id"] is not None:
-            assert bids[r["parent_node_id"]] == (*lead(r), *r["path"][:-1]) and pos[r["parent_node_id"]] < pos[r["node_id"]]
+            assert bids[r["parent_node_id"]] == (*lead(r), *r["path"][:-1])
+            assert pos[r["parent_node_id"]] < pos[r["node_id"]]
 
 
 @settings(max_examples=100, deadline=None)

@@ -38,8 +38,37 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTCOMES = ("ok", "crash", "hang", "raw_error", "wrap")
-#: address-space limit of a child (bytes): the inputs are KB, any analysis of them fits in this
+#: resident-memory limit of a child (bytes): the inputs are KB, any analysis of them fits in this.
+#: The parent polls the child's RSS; ``RLIMIT_AS`` is `ADDRESS_FACTOR` times it, a backstop for a
+#: burst between polls (Polars' and glibc's per-thread arenas reserve gigabytes of address space
+#: they never touch: a 3 GiB RLIMIT_AS alone killed children holding 250 MB)
 MEMORY_LIMIT = 3 * 2**30
+ADDRESS_FACTOR = 4
+#: seconds between two RSS polls
+POLL_S = 0.05
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a live process (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def wait_readable(fd: int, deadline: float, pid: int, memory: int) -> str:
+    """Wait until `fd` is readable (``"ready"``), `deadline` passes (``"time"``) or the process's
+    RSS passes `memory` (``"memory"``), polling every `POLL_S`."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "time"
+        ready, _, _ = select.select([fd], [], [], min(left, POLL_S))
+        if ready:
+            return "ready"
+        if rss_bytes(pid) > memory:
+            return "memory"
 
 
 class Wrong(AssertionError):
@@ -633,19 +662,23 @@ class Result:
 
 def run_bounded(names: list[str], *, memory: int = MEMORY_LIMIT, scale_timeout: float = 1.0,
                 src: str | None = None) -> list[Result]:
-    """Run reproducers in child processes under RLIMIT_AS `memory` and their time limits.
+    """Run reproducers in child processes under an RSS limit `memory` and their time limits.
 
-    A child that exceeds a case's limit is killed (the case is a hang) and a new child takes the
-    remaining cases; a child that dies (memory limit, signal) makes its case a crash.
+    A child that exceeds a case's time limit is killed (the case is a hang) and a new child takes
+    the remaining cases; a child that dies (a signal, RLIMIT_AS = `ADDRESS_FACTOR` x `memory`) or
+    whose RSS passes `memory` (it is killed) makes its case a crash.
     `src` runs another source tree's proftab (the *before* column).
     """
     results: list[Result] = []
     todo = list(names)
-    # the proftab under test is the installed one (CI installs the package, not an editable copy),
-    # or `src` (a tree given with --src, for "before" runs); ROOT makes tests.fuzz importable
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(ROOT)] if src else [str(ROOT)])}
+    # the proftab under test is the one this process imports (CI installs the package, not an
+    # editable copy; a checkout puts its src/ on PYTHONPATH), or `src` (a tree given with --src,
+    # for "before" runs); ROOT makes tests.fuzz importable
+    from tests.fuzz.terminal import proftab_dir
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src or proftab_dir(), str(ROOT)])}
     code = ("import sys, json; from tests.fuzz.hostile import child_main, _limit_memory; "
-            f"_limit_memory({memory}); child_main(json.loads(sys.argv[1]))")
+            f"_limit_memory({memory * ADDRESS_FACTOR}); child_main(json.loads(sys.argv[1]))")
     while todo:
         err_file = tempfile.TemporaryFile()
         proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(todo)], stdout=subprocess.PIPE,
@@ -658,15 +691,15 @@ def run_bounded(names: list[str], *, memory: int = MEMORY_LIMIT, scale_timeout: 
         done = False
         while not done:
             while b"\n" not in buf:
-                left = deadline - time.monotonic()
-                ready, _, _ = select.select([fd], [], [], max(left, 0))
-                if not ready:  # over the case's limit
+                why = wait_readable(fd, deadline, proc.pid, memory)
+                if why != "ready":  # over the case's time or memory limit
                     proc.kill()
                     proc.wait()
                     if current is None:
                         raise RuntimeError("the child did not start")
-                    results.append(Result(current, _cls(current), "hang",
-                                          f"over {_timeout(current) * scale_timeout:.0f} s"))
+                    detail = (f"over {_timeout(current) * scale_timeout:.0f} s" if why == "time"
+                              else f"resident memory over {memory / 2**30:.1f} GiB")
+                    results.append(Result(current, _cls(current), "hang" if why == "time" else "crash", detail))
                     todo = todo[todo.index(current) + 1:]
                     done = True
                     break
@@ -912,6 +945,15 @@ def _selftest_bomb(tmp: Path) -> None:
     b[-1] = 1
 
 
+def _selftest_resident(tmp: Path) -> None:
+    """Touches memory page by page past the RSS limit (under RLIMIT_AS): the runner must call it a crash."""
+    chunks = []
+    for _ in range(2**30 // 2**24 * 6):  # up to 6 GiB, 16 MiB at a time
+        chunks.append(bytearray(b"x" * 2**24))
+        time.sleep(0.001)
+
+
+_RANDOM["selftest_resident"] = ("selftest", _selftest_resident, 60.0)
 _RANDOM["selftest_sleep"] = ("selftest", _selftest_sleep, 2.0)
 _RANDOM["selftest_bomb"] = ("selftest", _selftest_bomb, 30.0)
 

@@ -136,8 +136,8 @@ def _blocks(tr: Trace, args: argparse.Namespace) -> list[Block | str]:
         notes = []
         if r["pre_window_bytes"]:
             before = r["pre_window_bytes"]
-            notes.append(f"  + {fmt_bytes(before)} ({fmt_share(before / r['peak_bytes'])})"
-                         " allocated before the profile started")
+            share = f" ({fmt_share(before / r['peak_bytes'])})" if r["peak_bytes"] else ""  # no share of a 0 peak
+            notes.append(f"  + {fmt_bytes(before)}{share} allocated before the profile started")
         if frame.is_empty():
             blocks += [head, "  (no block allocated inside the window is live at the peak)", *notes]
             continue
