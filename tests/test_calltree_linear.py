@@ -297,6 +297,12 @@ def test_deep_module_frames(tmp_path: Any) -> None:
             m = _timed(tr.modules.modules)
             assert m.height == n and m["ops"].sum() == 1
             assert m.sort("depth")["host_total_ns"].to_list() == [(2 * (n - i) + 1) * 1000 for i in range(n)]
+            # the text tree's order: one Euler tour (sorting by ancestor-path chains held depth² characters a row)
+            from proftab.modules import render_modules
+
+            text = _timed(render_modules, m, tr.modules.tree())
+            rows = [line for line in text.splitlines() if "L_" in line]
+            assert [line.index("L_") for line in rows[:5]] == [0, 2, 4, 6, 8] and len(rows) == n
         else:
             with pytest.raises(ProftabError, match="nest 7,000 deep"):
                 _timed(tr.modules.modules)

@@ -75,7 +75,7 @@ def _argvs(h: dict[str, Path]) -> list[list[str]]:
         ["diff", str(H100), gpu], ["memory", cnn], ["memory", cnn, "--by", "op"],
         ["modules", mods], ["modules", mods, "--by", "type"],
         ["critical-path", gpu, "--by", "name"], ["critical-path", gpu, "--by", "path"],
-        ["critical-path", gpu, "--by", "module"],
+        ["critical-path", gpu, "--by", "module"], ["findings", named],
     ]
 
 

@@ -63,7 +63,7 @@ HOSTILE_NAMES = [
     "\x1b]0;window title\x07", "\x1bP+q\x1b\\dcs", "p" * 5000 + "::tail", "aten::mm" + "\u0301" * 50,
 ]
 #: hostile file names (no "/" or NUL: they are real files)
-HOSTILE_FILES = ["evil\x1b]0;pwned\x07\u202e[red]{i}.json.gz", "[link=https://e.example]{i}\x9b2J.json.gz",
+HOSTILE_FILES = ["evil\x1b]0;pwned\x07\u202e[red]{i}.json.gz", "[link=evil.example]{i}\x9b2J.json.gz",
                  "t{i}\n" + FAKE + ".json.gz"]
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")

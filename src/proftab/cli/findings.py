@@ -54,28 +54,32 @@ def _table(df: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 def _text(df: pl.DataFrame, args: argparse.Namespace) -> None:
     from proftab.findings import format_value
+    from proftab.render.sanitize import sanitize_text as safe  # names and files: one line, no raw controls
     from proftab.render.text import fmt_ns, fmt_share
 
     console = rich_console(args)
     if console is not None:
         from rich.table import Table
+        from rich.text import Text  # text, never markup: a name like "[link=...]" stays text
 
-        table = Table(title=f"proftab findings: {', '.join(args.trace)}", title_justify="left", show_lines=True)
+        table = Table(title=Text(safe(f"proftab findings: {', '.join(args.trace)}")), title_justify="left",
+                      show_lines=True)
         headers, rows = _table(df)
         for h in headers:
             table.add_column(h, justify="right" if h in ("#", "saving/step", "share", "value") else "left",
                              overflow="fold")
         for row, sugg in zip(rows, df["suggestion"].to_list(), strict=True):
-            table.add_row(*row[:-1], f"{row[-1]}\n[dim]→ {sugg}[/dim]")
+            table.add_row(*(Text(safe(c)) for c in row[:-1]),
+                          Text.assemble(safe(row[-1]), "\n", (f"→ {safe(sugg)}", "dim")))
         console.print(table)  # type: ignore[attr-defined]
         return
-    lines = [f"proftab findings: {', '.join(args.trace)} ({df.height} findings)"]
+    lines = [safe(f"proftab findings: {', '.join(args.trace)} ({df.height} findings)")]
     for i, r in enumerate(df.iter_rows(named=True), 1):
         saving = f"saving {fmt_ns(r['est_saving_ns'])}/step" if r["est_saving_ns"] is not None else "saving -"
         share = f"share {fmt_share(r['share'])}" if r["share"] is not None else ""
         head = "  ".join(x for x in (f"{i}. [{r['severity']}] {r['rule']}", saving, share,
                                      format_value(r["value"], r["unit"]), r["scope"] or "") if x)
-        lines += [head, f"   {r['message']}", f"   -> {r['suggestion']}"]
+        lines += [safe(head), f"   {safe(r['message'])}", f"   -> {safe(r['suggestion'])}"]
     if df.is_empty():
         lines.append("no findings")
     write_text("\n".join(lines) + "\n", args.output)
