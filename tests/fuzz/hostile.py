@@ -964,6 +964,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--random", type=int, default=0, help="also N seeded random analysis cases")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--pty", type=int, default=0, help="also N cases of every renderer on a pty (fuzz/terminal.py)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     names = args.only or list(REPRODUCERS)
@@ -973,9 +974,16 @@ def main(argv: list[str] | None = None) -> int:
     for r in res:
         print(f"{r.cls:28} {r.name:26} {r.outcome:9} {r.seconds:6.1f}s {r.detail[:160]}")
     print(outcome_table(res))
+    bad = any(r.outcome != "ok" for r in res)
+    if args.pty:
+        from tests.fuzz import terminal
+
+        pty_res = terminal.run(args.pty, args.seed, src=args.src, verbose=True)
+        print(terminal.outcome_table(pty_res))
+        bad = bad or any(r.outcome != "ok" for r in pty_res)
     if args.json:
         Path(args.json).write_text(json.dumps([dataclasses.asdict(r) for r in res], indent=1))
-    return 1 if any(r.outcome != "ok" for r in res) else 0
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

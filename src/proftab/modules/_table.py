@@ -36,9 +36,10 @@ MAX_ANCESTOR_PAIRS = 20_000_000
 
 def _ancestor_rows(frames: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(frame row, ancestor-or-self row) pairs: O(Σ (depth + 1)), at most `MAX_ANCESTOR_PAIRS`."""
-    pairs = int(frames["depth"].cast(pl.Int64).sum() or 0) + frames.height
+    depths = frames["depth"].to_numpy().astype(np.int64)
+    pairs = int(depths.sum()) + frames.height
     if pairs > MAX_ANCESTOR_PAIRS:
-        msg = (f"the module frames nest {int(frames['depth'].max()) + 1:,} deep: charging every frame's "
+        msg = (f"the module frames nest {int(depths.max()) + 1:,} deep: charging every frame's "
                f"ancestors takes {pairs:,} pairs (more than {MAX_ANCESTOR_PAIRS:,})")
         raise ProftabError(msg)
     rank = frames["rank"].to_numpy()
