@@ -49,12 +49,13 @@ def test_renderers_on_a_pty_bounded() -> None:
     no crash, hang, raw error or raw control character."""
     from tests.fuzz import terminal
 
-    res = terminal.run(1, seed=3, kinds=["random"], limit_s=60)
+    res = terminal.run(1, seed=3, kinds=["random"], limit_s=60, n_ops=60)
     assert len(res) == 14
     bad = [(r.cls, r.outcome, r.detail) for r in res if r.outcome != "ok"]
     assert not bad, bad
     shown = {r.cls for r in res if r.escaped}
-    assert {"summary", "modules", "critical-path --by name", "diff"} <= shown, shown  # the hostile names reached the terminal
+    # the hostile names reached the terminal (as escapes)
+    assert {"summary", "modules", "critical-path --by name", "diff"} <= shown, shown
 
 
 def test_pty_judge_flags_raw_output() -> None:

@@ -856,7 +856,15 @@ def gen_tree(tmp: Path, rng: random.Random) -> None:
     import proftab as pt
 
     tr = load(write_trace(tmp / "t.json.gz", ev))
-    for f in (lambda: tr.tree.call_tree(max_depth=rng.choice([None, 3]), paths=rng.random() < 0.5),
+    import inspect
+
+    def call_tree() -> Any:
+        kw: dict[str, Any] = {"max_depth": rng.choice([None, 3]), "paths": rng.random() < 0.5}
+        if "paths" not in inspect.signature(tr.tree.call_tree).parameters:  # a --src tree from before `paths`
+            kw["max_depth"] = kw["max_depth"] if kw.pop("paths") else 3
+        return tr.tree.call_tree(**kw)
+
+    for f in (call_tree,
               lambda: tr.tree.bottom_up(max_depth=rng.choice([None, 4])),
               tr.modules.tree, tr.modules.modules, tr.critical_path.summary, tr.memory.timeline, tr.perf.ops):
         with contextlib.suppress(pt.ProftabError):  # a clear error (a depth bound) is an answer

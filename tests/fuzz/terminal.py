@@ -123,11 +123,11 @@ def _hostile(rng: random.Random) -> str:
     return rng.choice(HOSTILE_NAMES)
 
 
-def _random_events(rng: random.Random, hostile: bool) -> list[dict[str, Any]]:
+def _random_events(rng: random.Random, hostile: bool, n_ops: int | None = None) -> list[dict[str, Any]]:
     """Overlapping ops (or a deep chain), module frames, launches, kernels, syncs, [memory] events."""
     from tests.fuzz.hostile import x
 
-    n = rng.choice([40, 400, 3000])
+    n = n_ops or rng.choice([40, 400, 3000])
     chain = rng.random() < 0.25
     names = ["aten::mm", "aten::add", "aten::empty", "autograd::engine::evaluate_function: AddBackward0"]
     ev = [x("ProfilerStep#1", 0, 10 * n + 100, cat="user_annotation"),
@@ -154,8 +154,9 @@ def _random_events(rng: random.Random, hostile: bool) -> list[dict[str, Any]]:
     return ev
 
 
-def make_case(tmp: Path, rng: random.Random, index: int, kind: str | None = None) -> PtyCase:
-    """Write one case's files under `tmp` (kind: ``names``, ``loader`` or ``random``)."""
+def make_case(tmp: Path, rng: random.Random, index: int, kind: str | None = None, n_ops: int | None = None) -> PtyCase:
+    """Write one case's files under `tmp` (kind: ``names``, ``loader`` or ``random``; `n_ops`: the
+    random trace's size, else drawn)."""
     from tests.fuzz import harness
 
     kind = kind or rng.choice(["names", "loader", "random"])
@@ -178,8 +179,8 @@ def make_case(tmp: Path, rng: random.Random, index: int, kind: str | None = None
                 if isinstance(ev.get("name"), str) and rng.random() < 0.15:
                     ev["name"] = _hostile(rng) + ev["name"][:20]
         else:
-            head, events = {"schemaVersion": 1}, _random_events(rng, hostile=True)
-            base_events = _random_events(random.Random(rng.random()), hostile=False)
+            head, events = {"schemaVersion": 1}, _random_events(rng, hostile=True, n_ops=n_ops)
+            base_events = _random_events(random.Random(rng.random()), hostile=False, n_ops=n_ops)
         for path, evs in ((trace, events), (base, base_events)):
             with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
                 json.dump({**head, "traceEvents": evs}, fh)
@@ -370,14 +371,14 @@ def run_case(case: PtyCase, *, limit_s: float = RENDER_LIMIT_S, memory: int = ME
 
 
 def run(n: int, seed: int = 0, *, kinds: list[str] | None = None, limit_s: float = RENDER_LIMIT_S,
-        src: str | None = None, verbose: bool = False) -> list[Result]:
+        src: str | None = None, verbose: bool = False, n_ops: int | None = None) -> list[Result]:
     """`n` seeded cases, each through every renderer; returns one result per (case, renderer)."""
     rng = random.Random(seed)
     tmp = Path(tempfile.mkdtemp(prefix="proftab-pty-"))
     results: list[Result] = []
     try:
         for i in range(n):
-            case = make_case(tmp, rng, i, rng.choice(kinds) if kinds else None)
+            case = make_case(tmp, rng, i, rng.choice(kinds) if kinds else None, n_ops)
             res = run_case(case, limit_s=limit_s, src=src)
             if verbose:
                 for r in res:
