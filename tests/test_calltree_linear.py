@@ -223,7 +223,7 @@ def test_call_tree_matches_a_recursive_reference(f: Any, by_thread: bool, max_de
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(-1, 30), min_size=1, max_size=40), st.randoms(use_true_random=False))
 def test_tree_kernels_match_a_recursive_reference(raw: list[int], rnd: Any) -> None:
-    """preorder, subtree_sum (both methods), path_classes (both methods), root_first_paths."""
+    """preorder, subtree_sum, path_classes (each by both methods: level passes, log rounds), root_first_paths."""
     n = len(raw)
     parent = np.array([p if 0 <= p < i else -1 for i, p in enumerate(raw)])
     perm = np.array(rnd.sample(range(n), n))
@@ -245,8 +245,6 @@ def test_tree_kernels_match_a_recursive_reference(raw: list[int], rnd: Any) -> N
 
     for r in kids[-1]:
         dfs(r)
-    pre, size = tree_mod.preorder(parent, order)
-    assert pre.tolist() == pre_ref and size.tolist() == size_ref
     values = np.array([rnd.randrange(-9, 100) for _ in range(n)], np.int64)
     want = [int(values[[u for u in range(n) if pre_ref[v] <= pre_ref[u] < pre_ref[v] + size_ref[v]]].sum())
             for v in range(n)]
@@ -259,6 +257,8 @@ def test_tree_kernels_match_a_recursive_reference(raw: list[int], rnd: Any) -> N
     paths = [root_path(v) for v in range(n)]
     for passes in (0, 64):
         with mock.patch.object(tree_mod, "LEVEL_PASSES", passes):
+            pre, size = tree_mod.preorder(parent, order)
+            assert pre.tolist() == pre_ref and size.tolist() == size_ref
             assert tree_mod.subtree_sum(values, parent, depth).tolist() == want
             cls = tree_mod.path_classes(parent, token, depth)
         assert all((cls[a] == cls[b]) == (paths[a] == paths[b]) for a in range(n) for b in range(n))

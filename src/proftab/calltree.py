@@ -24,7 +24,8 @@ so `call_tree(paths=False)` is O(n log n) at any depth, a 10^5-deep chain includ
 `path` lists are the output: O(S log k) for S = Σ (depth + 1) of the kept nodes, one pass;
 above `MAX_PATH_NAMES` names they are a `UsageError` (pass `max_depth` or `paths=False`).
 `bottom_up` builds its k' inverted nodes with one pass per caller level kept and its paths in
-one pass: O(Σ kept levels · log) plus the paths' size, under the same bound.
+one pass: O(Σ kept levels · log) plus the paths' size, under `MAX_BOTTOM_UP_NAMES` (inverted
+trees are larger: a 4 MB real inference trace's holds 2.1·10^7 names, 1.8 GB at the peak).
 """
 
 from __future__ import annotations
@@ -102,22 +103,26 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
         pl.Series("path_id", path), pl.Series("parent_path_id", parent_path), pl.Series("tree_depth", depth))
 
 
-#: most names the `path` lists of one call tree (or bottom-up tree) may hold in all
+#: most names the `path` lists of one call tree may hold in all (about 80 bytes each at the peak)
 MAX_PATH_NAMES = 20_000_000
+#: most names the `path` lists of one bottom-up tree may hold in all (and caller levels walked)
+MAX_BOTTOM_UP_NAMES = 50_000_000
 
 
 def _list_column(name: str, offsets: np.ndarray, values: pl.Series) -> pl.Series:
     """A List column from flat `values` cut at `offsets` (no per-row work)."""
     import pyarrow as pa
 
-    arr = pa.LargeListArray.from_arrays(pa.array(offsets), values.to_arrow())
+    # string views cross to arrow and back without copying the strings (a plain to_arrow copies them all)
+    arr = pa.LargeListArray.from_arrays(pa.array(offsets), values.to_arrow(compat_level=pl.CompatLevel.newest()))
     return cast("pl.Series", pl.from_arrow(arr)).alias(name)
 
 
-def _too_many_names(cells: int, depth: int, what: str) -> UsageError:
+def _too_many_names(cells: int, depth: int, what: str, limit: int) -> UsageError:
+    out = "" if what.startswith("bottom") else ", or paths=False to leave `path` out"
     return UsageError(
         f"the {what} is {depth + 1:,} levels deep: its paths would hold at least {cells:,} names (more than "
-        f"{MAX_PATH_NAMES:,}); pass max_depth to keep the shallower levels, or paths=False to leave `path` out")
+        f"{limit:,}); pass max_depth to keep the shallower levels{out}")
 
 
 def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True,
@@ -135,7 +140,7 @@ def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True,
     depth = nodes["depth"].to_numpy()
     order = nodes.select(pl.arg_sort_by([pl.col(weight), pl.col("name"), pl.int_range(n)],
                                         descending=[True, False, False])).to_series().to_numpy()
-    pre, _ = preorder(parent, order)
+    pre, _ = preorder(parent, order, depth)
     out = nodes.with_columns(pl.Series("_pre", pre))
     keep = np.arange(n) if max_depth is None else np.flatnonzero(depth <= max_depth)
     if max_depth is not None:
@@ -143,7 +148,7 @@ def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True,
     if with_path:
         cells = int(depth[keep].sum()) + len(keep)
         if cells > MAX_PATH_NAMES:
-            raise _too_many_names(cells, int(depth[keep].max()), "call tree")
+            raise _too_many_names(cells, int(depth[keep].max()), "call tree", MAX_PATH_NAMES)
         offsets, anc = root_first_paths(parent, keep, depth, pre)
         out = out.with_columns(_list_column("path", offsets, nodes["name"].gather(anc)))
     return out.sort("_pre").drop("_pre")
@@ -223,7 +228,7 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
         See `call_tree`.
     max_depth
         Longest caller chain kept (0 = only the self-time roots). The inverted tree of a
-        d-deep chain has d²/2 nodes: more than `MAX_PATH_NAMES` (caller levels or path
+        d-deep chain has d²/2 nodes: more than `MAX_BOTTOM_UP_NAMES` (caller levels or path
         names) is a `UsageError` naming `max_depth`.
 
     Returns
@@ -251,8 +256,8 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
              if track_cols else np.zeros(top.height, np.int64))
     levels = depth[leaves] if max_depth is None else np.minimum(depth[leaves], max_depth)
     pairs = int(levels.sum()) + len(leaves)
-    if pairs > MAX_PATH_NAMES:
-        raise _too_many_names(pairs, int(levels.max()), "bottom-up tree")
+    if pairs > MAX_BOTTOM_UP_NAMES:
+        raise _too_many_names(pairs, int(levels.max()), "bottom-up tree", MAX_BOTTOM_UP_NAMES)
     calls, self_ns = top["calls"].to_numpy(), top["self_ns"].to_numpy()
     # level k: each leaf's chain of k callers, hash-consed as (its chain of k - 1, the k-th caller's name)
     idx = np.arange(len(leaves))  # the leaves whose chain reaches this level
@@ -263,8 +268,8 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     for k in range(int(levels.max()) + 1):
         m = int(label.max()) + 1
         cells += m * (k + 1)  # the names of this level's paths: refused before they are held
-        if cells > MAX_PATH_NAMES:
-            raise _too_many_names(cells, k, "bottom-up tree")
+        if cells > MAX_BOTTOM_UP_NAMES:
+            raise _too_many_names(cells, k, "bottom-up tree", MAX_BOTTOM_UP_NAMES)
         _, rep = np.unique(label, return_index=True)
         node_calls = np.zeros(m, np.int64)
         node_self = np.zeros(m, np.int64)

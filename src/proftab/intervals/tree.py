@@ -12,7 +12,8 @@ cycle raise `TreeCycleError` instead of looping):
 `tree_depth`           O(n log D), pointer jumping
 `containing_ancestor`  O(n · k) for k ≤ 16 crossing steps, else O(n log D) (binary lifting)
 `subtree_sum`          O(n) in D passes for D < 64 levels, else O(n log n) (`preorder`)
-`preorder`             O(n log n): Euler tour + list ranking, ⌈log2 2n⌉ + 1 vectorized rounds
+`preorder`             O(n log n): D passes for D < 64 levels, else an Euler tour + list
+                       ranking, ⌈log2 2n⌉ + 1 vectorized rounds
 `path_classes`         O(n log n) per round: D rounds for D < 64 levels, else ⌈log2 D⌉ + 1
                        (prefix doubling); never one pass per node
 `root_first_paths`     O(S log n) for S = Σ (depth + 1) of the rows (the output), one pass
@@ -200,7 +201,7 @@ def subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray | None
             has = p >= 0
             np.add.at(total, p[has], total[chunk[has]])
         return total
-    pre, size = preorder(parent)
+    pre, size = preorder(parent, depth=depth)
     by_pre = np.empty(len(parent), np.int64)
     by_pre[pre] = values
     prefix = np.zeros(len(parent) + 1, np.int64)
@@ -210,14 +211,17 @@ def subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray | None
     return out
 
 
-def preorder(parent: np.ndarray, sibling_order: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def preorder(parent: np.ndarray, sibling_order: np.ndarray | None = None,
+             depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Depth-first preorder position (0..n-1) and subtree size of each node.
 
     Roots, and the children of a node, are visited in the order they appear in
-    `sibling_order` (a permutation of the rows; default: row order). The Euler tour (enter /
-    exit of every node) is linked in O(n log n) (one stable sort by parent) and ranked by
-    pointer jumping: ⌈log2 2n⌉ + 1 vectorized rounds whatever the depth. Links that form a
-    cycle never reach the tour's end: `TreeCycleError`.
+    `sibling_order` (a permutation of the rows; default: row order). Siblings are grouped by
+    one stable sort by parent (O(n log n)). A tree under `LEVEL_PASSES` levels (`depth`,
+    computed when not given) is placed level by level (a node's position = its parent's + 1 +
+    the sizes of the siblings before it); a deeper one by its Euler tour (enter / exit of
+    every node) ranked by pointer jumping, ⌈log2 2n⌉ + 1 vectorized rounds whatever the depth.
+    Links that form a cycle never reach a root: `TreeCycleError`.
     """
     n = len(parent)
     if n == 0:
@@ -227,6 +231,20 @@ def preorder(parent: np.ndarray, sibling_order: np.ndarray | None = None) -> tup
     seq = order[np.argsort(parent[order], kind="stable")]  # by parent, siblings in their order
     ps = parent[seq]
     same = ps[1:] == ps[:-1]
+    if depth is None:
+        depth = tree_depth(parent)
+    if int(depth.max()) < LEVEL_PASSES:
+        size = subtree_sum(np.ones(n, np.int64), parent, depth)
+        sizes = size[seq]
+        before = np.cumsum(sizes) - sizes  # Σ sizes before, over all groups
+        group = np.cumsum(np.concatenate(([True], ~same))) - 1
+        offset = np.empty(n, np.int64)
+        offset[seq] = before - before[np.flatnonzero(np.concatenate(([True], ~same)))][group]
+        pre = np.zeros(n, np.int64)
+        for level in depth_levels(depth):
+            p = parent[level]
+            pre[level] = np.where(p >= 0, pre[np.maximum(p, 0)] + 1, 0) + offset[level]
+        return pre, size
     next_sib = np.full(n, -1, np.int64)
     next_sib[seq[:-1][same]] = seq[1:][same]
     first = np.concatenate(([True], ~same))
@@ -321,7 +339,7 @@ def root_first_paths(parent: np.ndarray, rows: np.ndarray, depth: np.ndarray, pr
     if len(rows) == 0:
         return offsets, np.zeros(0, np.int64)
     if pre is None:
-        pre = preorder(parent)[0]
+        pre = preorder(parent, depth=depth)[0]
     stride = np.int64(n)
     key = depth.astype(np.int64) * stride + pre
     by_key = np.argsort(key, kind="stable")
