@@ -88,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
         write_frame(shown, fmt, args.output)
         return 0
     prov = "provenance" if tr.compiled.provenance is not None else "no provenance: ops from kernel names (a guess)"
-    title = f"proftab compiled  {', '.join(args.trace)}  ({prov})"
+    from proftab.render.sanitize import sanitize_text
+
+    title = sanitize_text(f"proftab compiled  {', '.join(args.trace)}  ({prov})")  # one line: a file name's \n too
     write_text(title + "\n" + _text(shown) + f"{table.height:,} rows ({shown.height:,} shown)\n", args.output)
     return 0
 

@@ -95,7 +95,10 @@ def _blocks(tr: Trace, args: argparse.Namespace) -> list[Block | str]:
     summary = tr.memory.peak()
     if args.device is not None:
         summary = summary.filter(pl.col("device_name") == args.device)
-    files = ", ".join(str(f).rsplit("/", 1)[-1] for f in tr.files["source_file"])
+    from proftab.render.sanitize import sanitize_text
+
+    # a text block keeps its newlines: a file name's are escaped here (else a name fakes a line)
+    files = ", ".join(sanitize_text(str(f).rsplit("/", 1)[-1]) for f in tr.files["source_file"])
     title = f"proftab memory: {files}"
     if summary.is_empty():
         return [title, f"no [memory] events{'' if args.device is None else ' on ' + args.device}"
