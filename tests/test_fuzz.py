@@ -40,3 +40,32 @@ def test_fuzz_analyses_bounded() -> None:
     bad = [(r.name, r.outcome, r.detail) for r in res if r.outcome != "ok"]
     assert not bad, bad
     assert {r.cls for r in res} <= {f"fuzz {k}" for k in hostile._GENERATORS}
+
+
+def test_renderers_on_a_pty_bounded() -> None:
+    """Every CLI renderer (summary, perf, memory, modules, critical-path, check, diff, findings, report,
+    plot) and tr.findings() / tr.report() on a pseudo-terminal, over one random trace with hostile names
+    and file name (tests/fuzz/terminal.py): a child process under an RSS and a per-renderer time limit;
+    no crash, hang, raw error or raw control character."""
+    from tests.fuzz import terminal
+
+    res = terminal.run(1, seed=3, kinds=["random"], limit_s=60, n_ops=60)
+    assert len(res) == 14
+    bad = [(r.cls, r.outcome, r.detail) for r in res if r.outcome != "ok"]
+    assert not bad, bad
+    shown = {r.cls for r in res if r.escaped}
+    # the hostile names reached the terminal (as escapes)
+    assert {"summary", "modules", "critical-path --by name", "diff"} <= shown, shown
+
+
+def test_pty_judge_flags_raw_output() -> None:
+    """The pty harness's oracle: rich's colours pass, anything else raw is an injection."""
+    from tests.fuzz.terminal import judge
+
+    assert judge("\x1b[1;31maten::mm\x1b[0m  1.2ms\n", 0) == ("ok", "")
+    assert judge("aten::bad\\x1b]8;;x\\x07 \\u202e", 0) == ("ok", "")
+    for raw in ("a\x1b]8;;https://e.example\x1b\\x", "a\x1b[2Jb", "x\u202ey", "x\x9b2J", "x\ry", "a\x07"):
+        assert judge(raw, 0)[0] == "injection", repr(raw)
+    assert judge("│ x │\n│ FAKE ROW │ 1 │\n", 0)[0] == "injection"
+    assert judge("proftab: internal error: KeyError: 'x'", 1)[0] == "raw_error"
+    assert judge("proftab: internal error: MemoryError", 1)[0] == "crash"

@@ -41,8 +41,9 @@ def test_reproducers_of_each_class_are_bounded(cls: str) -> None:
 
 def test_the_runner_catches_a_hang_and_a_bomb() -> None:
     """The bounds themselves: a sleeping case is a hang, an allocation past the limit a crash."""
-    out = {r.name: r.outcome for r in hostile.run_bounded(["selftest_sleep", "selftest_bomb"], memory=2**30)}
-    assert out == {"selftest_sleep": "hang", "selftest_bomb": "crash"}
+    res = hostile.run_bounded(["selftest_sleep", "selftest_bomb", "selftest_resident"], memory=2**30)
+    out = {r.name: r.outcome for r in res}
+    assert out == {"selftest_sleep": "hang", "selftest_bomb": "crash", "selftest_resident": "crash"}, res
 
 
 # ----------------------------------------------------------------------------- the errors say what is wrong

@@ -75,7 +75,7 @@ def _argvs(h: dict[str, Path]) -> list[list[str]]:
         ["diff", str(H100), gpu], ["memory", cnn], ["memory", cnn, "--by", "op"],
         ["modules", mods], ["modules", mods, "--by", "type"],
         ["critical-path", gpu, "--by", "name"], ["critical-path", gpu, "--by", "path"],
-        ["critical-path", gpu, "--by", "module"],
+        ["critical-path", gpu, "--by", "module"], ["findings", named],
     ]
 
 
@@ -228,3 +228,19 @@ def test_every_chart_reachable_from_the_cli(tmp_path: Path) -> None:
     text = json.dumps(roof)
     assert "aten::addmm" in text  # the ops are the points
     assert "bf16 peak 989.4 TFLOP/s" in text and "memory 3.35 TB/s" in text  # ceilings labelled (H100-SXM)
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["piped", "terminal"])
+def test_a_newline_in_a_file_name_makes_no_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               terminal: bool) -> None:
+    """A file named ``t\\nFAKE ROW.json.gz`` (found by tests/fuzz/terminal.py: `memory` and `findings`
+    printed it in a text line): every subcommand shows the newline escaped."""
+    import shutil
+
+    path = tmp_path / "t\nFAKE ROW.json.gz"
+    shutil.copy(MODULES, path)
+    for argv in (["summary"], ["perf"], ["memory"], ["modules"], ["critical-path"], ["check"], ["findings"],
+                 ["compiled"], ["diff", str(MODULES)]):
+        _, out, err = _run([*argv, str(path)], monkeypatch, terminal=terminal)
+        for text in (out, err):
+            assert not any(line.lstrip("│┃ ").startswith("FAKE ROW") for line in text.splitlines()), (argv, text)

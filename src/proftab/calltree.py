@@ -16,11 +16,21 @@ Definitions (per path node):
 
 Per thread, Σ `self_ns` of the roots' subtrees is the busy time (union of the events), so
 flame graphs built from these numbers add up exactly.
+
+Complexity (n events, k path nodes, D the depth; `proftab.intervals.tree`): path ids are
+hash-consed integers (`path_classes`: one pass per level below 64 levels, else ⌈log2 D⌉ + 1
+prefix-doubling rounds), totals a prefix sum over the preorder and the order an Euler tour,
+so `call_tree(paths=False)` is O(n log n) at any depth, a 10^5-deep chain included. The
+`path` lists are the output: O(S log k) for S = Σ (depth + 1) of the kept nodes, one pass;
+above `MAX_PATH_NAMES` names they are a `UsageError` (pass `max_depth` or `paths=False`).
+`bottom_up` builds its k' inverted nodes with one pass per caller level kept and its paths in
+one pass: O(Σ kept levels · log) plus the paths' size, under `MAX_BOTTOM_UP_NAMES` (inverted
+trees are larger: a 4 MB real inference trace's holds 2.1·10^7 names, 1.8 GB at the peak).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import polars as pl
@@ -28,7 +38,14 @@ import polars as pl
 from proftab import kinds, schema
 from proftab.api import register_trace_namespace
 from proftab.exceptions import UsageError
-from proftab.intervals.tree import depth_levels, row_positions, subtree_sum, tree_depth
+from proftab.intervals.tree import (
+    path_classes,
+    preorder,
+    root_first_paths,
+    row_positions,
+    subtree_sum,
+    tree_depth,
+)
 from proftab.torch.aggregate import torch_name_expr
 
 if TYPE_CHECKING:
@@ -38,8 +55,6 @@ __all__ = ["CALL_TREE_COLUMNS", "TreeNamespace", "bottom_up", "call_tree", "even
 
 CALL_TREE_COLUMNS = ["node_id", "parent_node_id", "depth", "name", "path", "n_calls", "self_ns", "total_ns",
                      "dur_ns", "self_share", "total_share"]
-
-
 
 
 def _select(nested: pl.DataFrame, *, device: bool) -> pl.DataFrame:
@@ -82,21 +97,32 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
         track = ev.select(pl.struct(schema.TRACK_KEYS).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     else:
         track = np.zeros(n, np.int64)
-    path = np.full(n, -1, np.int64)
-    next_id = 0
-    for rows in depth_levels(depth):
-        head = np.where(parent[rows] >= 0, path[np.maximum(parent[rows], 0)], track[rows])
-        combo = head * n_names + name_id[rows]
-        uniq, inv = np.unique(combo, return_inverse=True)
-        path[rows] = next_id + inv
-        next_id += len(uniq)
+    path = path_classes(parent, track * n_names + name_id, depth)
     parent_path = np.where(parent >= 0, path[np.maximum(parent, 0)], -1)
     return ev.with_columns(
         pl.Series("path_id", path), pl.Series("parent_path_id", parent_path), pl.Series("tree_depth", depth))
 
 
-#: largest (nodes x levels) frame the `path` lists of one call tree are built from
+#: most names the `path` lists of one call tree may hold in all (about 80 bytes each at the peak)
 MAX_PATH_NAMES = 20_000_000
+#: most names the `path` lists of one bottom-up tree may hold in all (and caller levels walked)
+MAX_BOTTOM_UP_NAMES = 50_000_000
+
+
+def _list_column(name: str, offsets: np.ndarray, values: pl.Series) -> pl.Series:
+    """A List column from flat `values` cut at `offsets` (no per-row work)."""
+    import pyarrow as pa
+
+    # string views cross to arrow and back without copying the strings (a plain to_arrow copies them all)
+    arr = pa.LargeListArray.from_arrays(pa.array(offsets), values.to_arrow(compat_level=pl.CompatLevel.newest()))
+    return cast("pl.Series", pl.from_arrow(arr)).alias(name)
+
+
+def _too_many_names(cells: int, depth: int, what: str, limit: int) -> UsageError:
+    out = "" if what.startswith("bottom") else ", or paths=False to leave `path` out"
+    return UsageError(
+        f"the {what} is {depth + 1:,} levels deep: its paths would hold at least {cells:,} names (more than "
+        f"{limit:,}); pass max_depth to keep the shallower levels{out}")
 
 
 def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True,
@@ -105,47 +131,41 @@ def _preorder(nodes: pl.DataFrame, weight: str, *, with_path: bool = True,
 
     `nodes` has `node_id` (0..n-1, the row order), `parent_node_id` (-1 for roots),
     `depth`, `name` and the `weight` column. With `max_depth`, only the nodes up to that depth
-    are kept (and get a path): the paths cost O(kept nodes x their depth), and more than
-    `MAX_PATH_NAMES` is a `UsageError` naming `max_depth`.
+    are kept (and get a path). The order is an Euler tour (O(n log n) at any depth); the paths
+    cost O(S log n) for S = Σ (depth + 1) of the kept nodes, and more than `MAX_PATH_NAMES`
+    is a `UsageError`.
     """
     n = nodes.height
     parent = nodes["parent_node_id"].to_numpy()
     depth = nodes["depth"].to_numpy()
-    size = subtree_sum(np.ones(n, np.int64), parent, depth)
-    # offset of each node among its siblings = Σ sizes of the heavier siblings before it
-    off = (nodes.select("parent_node_id", pl.col(weight).neg().alias("_w"), "name",
-                        pl.Series("_size", size), pl.int_range(n).alias("_i"))
-           .sort(["parent_node_id", "_w", "name", "_i"])
-           .with_columns((pl.col("_size").cum_sum().over("parent_node_id") - pl.col("_size")).alias("_off"))
-           .sort("_i")["_off"].to_numpy())
-    pre = np.zeros(n, np.int64)
-    for rows in depth_levels(depth):
-        p = parent[rows]
-        pre[rows] = np.where(p >= 0, pre[np.maximum(p, 0)] + 1, 0) + off[rows]
+    order = nodes.select(pl.arg_sort_by([pl.col(weight), pl.col("name"), pl.int_range(n)],
+                                        descending=[True, False, False])).to_series().to_numpy()
+    pre, _ = preorder(parent, order, depth)
     out = nodes.with_columns(pl.Series("_pre", pre))
     keep = np.arange(n) if max_depth is None else np.flatnonzero(depth <= max_depth)
     if max_depth is not None:
         out = out[keep]
     if with_path:
-        cells = len(keep) * (int(depth[keep].max(initial=0)) + 1)  # the frame the paths are built from
+        cells = int(depth[keep].sum()) + len(keep)
         if cells > MAX_PATH_NAMES:
-            msg = (f"the call tree is {int(depth.max()) + 1} levels deep: its paths would hold {cells:,} names "
-                   f"(more than {MAX_PATH_NAMES:,}); pass max_depth to keep the shallower levels")
-            raise UsageError(msg)
-        names = nodes["name"]
-        cols = []
-        anc = keep.copy()
-        while (anc >= 0).any():
-            cols.append(names.gather(np.maximum(anc, 0)).set(pl.Series(anc < 0), None))
-            anc = np.where(anc >= 0, parent[np.maximum(anc, 0)], -1)
-        frame = pl.DataFrame({f"_a{i}": c for i, c in enumerate(reversed(cols))})
-        path = frame.select(pl.concat_list(pl.all()).list.drop_nulls().alias("path"))["path"]
-        out = out.with_columns(path)
+            raise _too_many_names(cells, int(depth[keep].max()), "call tree", MAX_PATH_NAMES)
+        offsets, anc = root_first_paths(parent, keep, depth, pre)
+        out = out.with_columns(_list_column("path", offsets, nodes["name"].gather(anc)))
     return out.sort("_pre").drop("_pre")
 
 
+def _path_nodes(ev: pl.DataFrame, track_cols: list[str]) -> pl.DataFrame:
+    """One row per call path (`event_paths`), in `node_id` order: `node_id`, `parent_node_id`
+    (-1 for roots), `depth`, `name`, the track columns, `n_calls`, `self_ns`, `dur_ns`."""
+    return (ev.group_by("path_id").agg(
+        pl.col("parent_path_id").first(), pl.col("tree_depth").first().alias("depth"),
+        pl.col("_tname").first().alias("name"), *(pl.col(c).first() for c in track_cols),
+        pl.len().cast(pl.Int64).alias("n_calls"), pl.col("self_ns").sum(), pl.col("dur_ns").sum())
+        .sort("path_id").rename({"path_id": "node_id", "parent_path_id": "parent_node_id"}))
+
+
 def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = False, merge_steps: bool = True,
-              max_depth: int | None = None) -> pl.DataFrame:
+              max_depth: int | None = None, paths: bool = True) -> pl.DataFrame:
     """Top-down call tree: one row per call path, depth-first, heaviest sibling first.
 
     Parameters
@@ -157,6 +177,9 @@ def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
         `tid`, `tid_text`) lead the columns.
     max_depth
         Drop nodes deeper than this (0 = roots only); totals are unchanged.
+    paths
+        Build the `path` lists (null when False). They hold Σ (depth + 1) names: for a tree
+        deeper than a few thousand levels pass `max_depth` or ``paths=False``.
 
     Returns
     -------
@@ -167,24 +190,20 @@ def call_tree(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     """
     ev = event_paths(nested, device=device, by_thread=by_thread, merge_steps=merge_steps)
     track_cols = schema.TRACK_KEYS if by_thread else []
-    nodes = (ev.group_by("path_id").agg(
-        pl.col("parent_path_id").first(), pl.col("tree_depth").first().alias("depth"),
-        pl.col("_tname").first().alias("name"), *(pl.col(c).first() for c in track_cols),
-        pl.len().cast(pl.Int64).alias("n_calls"), pl.col("self_ns").sum(), pl.col("dur_ns").sum())
-        .sort("path_id"))
+    nodes = _path_nodes(ev, track_cols)
     if nodes.is_empty():
         return pl.DataFrame(schema={**dict.fromkeys(track_cols, pl.Int64), "node_id": pl.Int64,
                                     "parent_node_id": pl.Int64, "depth": pl.Int64, "name": pl.String,
                                     "path": pl.List(pl.String), "n_calls": pl.Int64, "self_ns": pl.Int64,
                                     "total_ns": pl.Int64, "dur_ns": pl.Int64, "self_share": pl.Float64,
                                     "total_share": pl.Float64})
-    parent = nodes["parent_path_id"].to_numpy()
-    depth = nodes["depth"].to_numpy()
-    total = subtree_sum(nodes["self_ns"].to_numpy(), parent, depth)
+    parent = nodes["parent_node_id"].to_numpy()
+    total = subtree_sum(nodes["self_ns"].to_numpy(), parent, nodes["depth"].to_numpy())
     grand = int(nodes["self_ns"].sum())
-    nodes = nodes.with_columns(pl.Series("total_ns", total)).rename(
-        {"path_id": "node_id", "parent_path_id": "parent_node_id"})
-    nodes = _preorder(nodes, "total_ns", max_depth=max_depth)
+    nodes = _preorder(nodes.with_columns(pl.Series("total_ns", total)), "total_ns", max_depth=max_depth,
+                      with_path=paths)
+    if not paths:
+        nodes = nodes.with_columns(pl.lit(None, pl.List(pl.String)).alias("path"))
     def share(c: str) -> pl.Expr:
         return pl.col(c) / grand if grand else pl.lit(None, pl.Float64)
     return nodes.select(
@@ -208,7 +227,9 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
     nested, device, by_thread, merge_steps
         See `call_tree`.
     max_depth
-        Longest caller chain kept (0 = only the self-time roots).
+        Longest caller chain kept (0 = only the self-time roots). The inverted tree of a
+        d-deep chain has d²/2 nodes: more than `MAX_BOTTOM_UP_NAMES` (caller levels or path
+        names) is a `UsageError` naming `max_depth`.
 
     Returns
     -------
@@ -217,33 +238,69 @@ def bottom_up(nested: pl.DataFrame, *, device: bool = False, by_thread: bool = F
         `function` (``path[0]``), `path`, `n_calls`, `self_ns`, `self_share`; depth-first,
         heaviest first.
     """
-    top = call_tree(nested, device=device, by_thread=by_thread, merge_steps=merge_steps)
+    ev = event_paths(nested, device=device, by_thread=by_thread, merge_steps=merge_steps)
     track_cols = schema.TRACK_KEYS if by_thread else []
+    top = _path_nodes(ev, track_cols)
     empty = pl.DataFrame(schema={**dict.fromkeys(track_cols, pl.Int64), "node_id": pl.Int64,
                                  "parent_node_id": pl.Int64, "depth": pl.Int64, "name": pl.String,
                                  "function": pl.String, "path": pl.List(pl.String), "n_calls": pl.Int64,
                                  "self_ns": pl.Int64, "self_share": pl.Float64})
-    leaf = top.filter(pl.col("n_calls") > 0).select(
-        *track_cols, pl.col("path").list.reverse().alias("_rev"), "n_calls", "self_ns")
-    if leaf.is_empty():
+    leaves = np.flatnonzero(top["n_calls"].to_numpy() > 0)
+    if len(leaves) == 0:
         return empty
-    limit = pl.col("_rev").list.len() if max_depth is None else pl.min_horizontal(
-        pl.col("_rev").list.len(), pl.lit(max_depth + 1))
-    pref = (leaf.with_columns(pl.int_ranges(1, limit + 1).alias("_k")).explode("_k")
-            .with_columns(pl.col("_rev").list.head(pl.col("_k")).alias("path"))
-            .group_by(*track_cols, "path", maintain_order=True)
-            .agg(pl.col("n_calls").sum(), pl.col("self_ns").sum()))
-    pref = pref.with_columns(depth=pl.col("path").list.len().cast(pl.Int64) - 1,
-                             name=pl.col("path").list.last(), function=pl.col("path").list.first())
-    pref = pref.with_row_index("node_id").with_columns(pl.col("node_id").cast(pl.Int64))
-    parents = pref.select(*track_cols, pl.col("path").alias("_ppath"), pl.col("node_id").alias("parent_node_id"))
-    pref = pref.with_columns(
-        pl.when(pl.col("depth") > 0).then(pl.col("path").list.head(pl.col("depth"))).alias("_ppath"))
-    pref = pref.join(parents, on=[*track_cols, "_ppath"], how="left", nulls_equal=True).drop("_ppath")
-    pref = pref.with_columns(pl.col("parent_node_id").fill_null(-1))
-    grand = int(top["self_ns"].sum())
-    out = _preorder(pref, "self_ns", with_path=False)
-    return out.select(
+    parent = top["parent_node_id"].to_numpy()
+    depth = top["depth"].to_numpy().astype(np.int64)
+    name_id = top.select(pl.col("name").rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+    n_names = int(name_id.max()) + 1
+    track = (top.select(pl.struct(track_cols).rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+             if track_cols else np.zeros(top.height, np.int64))
+    levels = depth[leaves] if max_depth is None else np.minimum(depth[leaves], max_depth)
+    pairs = int(levels.sum()) + len(leaves)
+    if pairs > MAX_BOTTOM_UP_NAMES:
+        raise _too_many_names(pairs, int(levels.max()), "bottom-up tree", MAX_BOTTOM_UP_NAMES)
+    calls, self_ns = top["n_calls"].to_numpy(), top["self_ns"].to_numpy()
+    # level k: each leaf's chain of k callers, hash-consed as (its chain of k - 1, the k-th caller's name)
+    idx = np.arange(len(leaves))  # the leaves whose chain reaches this level
+    anc = leaves.copy()  # their k-th caller
+    label = np.unique(track[leaves] * n_names + name_id[leaves], return_inverse=True)[1].reshape(-1)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("parent", "depth", "leaf", "n_calls", "self")}
+    first_id, prev, cells = 0, np.zeros(0, np.int64), 0
+    for k in range(int(levels.max()) + 1):
+        m = int(label.max()) + 1
+        cells += m * (k + 1)  # the names of this level's paths: refused before they are held
+        if cells > MAX_BOTTOM_UP_NAMES:
+            raise _too_many_names(cells, k, "bottom-up tree", MAX_BOTTOM_UP_NAMES)
+        _, rep = np.unique(label, return_index=True)
+        node_calls = np.zeros(m, np.int64)
+        node_self = np.zeros(m, np.int64)
+        np.add.at(node_calls, label, calls[leaves[idx]])
+        np.add.at(node_self, label, self_ns[leaves[idx]])
+        parts["parent"].append(prev[rep] if k else np.full(m, -1, np.int64))
+        parts["depth"].append(np.full(m, k, np.int64))
+        parts["leaf"].append(leaves[idx[rep]])
+        parts["n_calls"].append(node_calls)
+        parts["self"].append(node_self)
+        ids = first_id + label
+        first_id += m
+        more = levels[idx] > k
+        idx, ids, anc = idx[more], ids[more], parent[anc[more]]
+        if not len(idx):
+            break
+        label = np.unique(ids * n_names + name_id[anc], return_inverse=True)[1].reshape(-1)
+        prev = ids
+    b_parent, b_depth, b_leaf = (np.concatenate(parts[c]) for c in ("parent", "depth", "leaf"))
+    offsets, chain = root_first_paths(parent, b_leaf, depth, levels=b_depth + 1)
+    item = np.repeat(np.arange(len(b_leaf)), b_depth + 1)
+    flip = offsets[:-1][item] + offsets[1:][item] - 1 - np.arange(len(chain))  # callee first
+    names = top["name"]
+    bu = pl.DataFrame([*(top[c].gather(b_leaf) for c in track_cols),
+                       pl.Series("node_id", np.arange(len(b_leaf), dtype=np.int64))]).with_columns(
+        pl.Series("parent_node_id", b_parent),
+        pl.Series("depth", b_depth), names.gather(chain[offsets[:-1]]).alias("name"),
+        names.gather(b_leaf).alias("function"), _list_column("path", offsets, names.gather(chain[flip])),
+        pl.Series("n_calls", np.concatenate(parts["n_calls"])), pl.Series("self_ns", np.concatenate(parts["self"])))
+    grand = int(self_ns.sum())
+    return _preorder(bu, "self_ns", with_path=False).select(
         *track_cols, "node_id",
         pl.when(pl.col("parent_node_id") >= 0).then(pl.col("parent_node_id")).alias("parent_node_id"),
         "depth", "name", "function", "path", "n_calls", "self_ns",
@@ -258,10 +315,10 @@ class TreeNamespace:
         self._trace = trace
 
     def call_tree(self, *, device: bool = False, by_thread: bool = False, merge_steps: bool = True,
-                  max_depth: int | None = None) -> pl.DataFrame:
-        """Top-down call tree: per call path `calls`, `self_ns`, `total_ns` (`call_tree`)."""
+                  max_depth: int | None = None, paths: bool = True) -> pl.DataFrame:
+        """Top-down call tree: per call path `n_calls`, `self_ns`, `total_ns` (`call_tree`)."""
         return call_tree(self._trace.collect("nested"), device=device, by_thread=by_thread, merge_steps=merge_steps,
-                         max_depth=max_depth)
+                         max_depth=max_depth, paths=paths)
 
     def bottom_up(self, *, device: bool = False, by_thread: bool = False, merge_steps: bool = True,
                   max_depth: int | None = None) -> pl.DataFrame:

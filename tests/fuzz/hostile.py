@@ -38,8 +38,37 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTCOMES = ("ok", "crash", "hang", "raw_error", "wrap")
-#: address-space limit of a child (bytes): the inputs are KB, any analysis of them fits in this
+#: resident-memory limit of a child (bytes): the inputs are KB, any analysis of them fits in this.
+#: The parent polls the child's RSS; ``RLIMIT_AS`` is `ADDRESS_FACTOR` times it, a backstop for a
+#: burst between polls (Polars' and glibc's per-thread arenas reserve gigabytes of address space
+#: they never touch: a 3 GiB RLIMIT_AS alone killed children holding 250 MB)
 MEMORY_LIMIT = 3 * 2**30
+ADDRESS_FACTOR = 4
+#: seconds between two RSS polls
+POLL_S = 0.05
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a live process (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def wait_readable(fd: int, deadline: float, pid: int, memory: int) -> str:
+    """Wait until `fd` is readable (``"ready"``), `deadline` passes (``"time"``) or the process's
+    RSS passes `memory` (``"memory"``), polling every `POLL_S`."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "time"
+        ready, _, _ = select.select([fd], [], [], min(left, POLL_S))
+        if ready:
+            return "ready"
+        if rss_bytes(pid) > memory:
+            return "memory"
 
 
 class Wrong(AssertionError):
@@ -633,19 +662,23 @@ class Result:
 
 def run_bounded(names: list[str], *, memory: int = MEMORY_LIMIT, scale_timeout: float = 1.0,
                 src: str | None = None) -> list[Result]:
-    """Run reproducers in child processes under RLIMIT_AS `memory` and their time limits.
+    """Run reproducers in child processes under an RSS limit `memory` and their time limits.
 
-    A child that exceeds a case's limit is killed (the case is a hang) and a new child takes the
-    remaining cases; a child that dies (memory limit, signal) makes its case a crash.
+    A child that exceeds a case's time limit is killed (the case is a hang) and a new child takes
+    the remaining cases; a child that dies (a signal, RLIMIT_AS = `ADDRESS_FACTOR` x `memory`) or
+    whose RSS passes `memory` (it is killed) makes its case a crash.
     `src` runs another source tree's proftab (the *before* column).
     """
     results: list[Result] = []
     todo = list(names)
-    # the proftab under test is the installed one (CI installs the package, not an editable copy),
-    # or `src` (a tree given with --src, for "before" runs); ROOT makes tests.fuzz importable
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(ROOT)] if src else [str(ROOT)])}
+    # the proftab under test is the one this process imports (CI installs the package, not an
+    # editable copy; a checkout puts its src/ on PYTHONPATH), or `src` (a tree given with --src,
+    # for "before" runs); ROOT makes tests.fuzz importable
+    from tests.fuzz.terminal import proftab_dir
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src or proftab_dir(), str(ROOT)])}
     code = ("import sys, json; from tests.fuzz.hostile import child_main, _limit_memory; "
-            f"_limit_memory({memory}); child_main(json.loads(sys.argv[1]))")
+            f"_limit_memory({memory * ADDRESS_FACTOR}); child_main(json.loads(sys.argv[1]))")
     while todo:
         err_file = tempfile.TemporaryFile()
         proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(todo)], stdout=subprocess.PIPE,
@@ -658,15 +691,15 @@ def run_bounded(names: list[str], *, memory: int = MEMORY_LIMIT, scale_timeout: 
         done = False
         while not done:
             while b"\n" not in buf:
-                left = deadline - time.monotonic()
-                ready, _, _ = select.select([fd], [], [], max(left, 0))
-                if not ready:  # over the case's limit
+                why = wait_readable(fd, deadline, proc.pid, memory)
+                if why != "ready":  # over the case's time or memory limit
                     proc.kill()
                     proc.wait()
                     if current is None:
                         raise RuntimeError("the child did not start")
-                    results.append(Result(current, _cls(current), "hang",
-                                          f"over {_timeout(current) * scale_timeout:.0f} s"))
+                    detail = (f"over {_timeout(current) * scale_timeout:.0f} s" if why == "time"
+                              else f"resident memory over {memory / 2**30:.1f} GiB")
+                    results.append(Result(current, _cls(current), "hang" if why == "time" else "crash", detail))
                     todo = todo[todo.index(current) + 1:]
                     done = True
                     break
@@ -784,17 +817,33 @@ def gen_perf(tmp: Path, rng: random.Random) -> None:
 
 
 def gen_tree(tmp: Path, rng: random.Random) -> None:
-    """Random overlapping ops and module frames: tree, modules, critical path, memory run bounded."""
-    n = rng.choice([10, 200, 3000])
+    """Random overlapping ops and module frames: tree, modules, critical path, memory run bounded.
+
+    A third of the cases are deep: a nested chain (up to 20,000 levels) with random crossings,
+    or a 'caterpillar' whose ops nest in one of the last few opened."""
+    n = rng.choice([10, 200, 3000, 3000, 20_000])
+    shape = rng.choice(["random", "random", "chain", "caterpillar"])
     ev = [x("ProfilerStep#1", 0, 10 * n + 100, cat="user_annotation")]
+    stack: list[tuple[int, int]] = []
     for i in range(n):
-        ts = rng.randrange(0, 10 * n)
-        dur = rng.choice([0, 1, rng.randrange(1, 10 * n)])
+        if shape == "random":
+            ts = rng.randrange(0, 10 * n)
+            dur = rng.choice([0, 1, rng.randrange(1, 10 * n)])
+        elif shape == "chain":  # each op inside the previous one, a few crossing its end
+            ts, dur = i + 1, 10 * n - 2 * i - rng.choice([0, 0, 0, 5])
+        else:  # nest in one of the last 3 open ops
+            while len(stack) > 3 and rng.random() < 0.5:
+                stack.pop(rng.randrange(len(stack) - 3, len(stack)))
+            lo, hi = stack[-1] if stack else (0, 10 * n + 100)
+            ts = lo + 1
+            dur = max(hi - ts - 1 - rng.randrange(2), 0)
+            stack.append((ts, ts + dur))
         cat = rng.choice(["cpu_op", "cpu_op", "python_function", "user_annotation"])
         name = rng.choice(["aten::mm", "aten::add", f"nn.Module: Lin_{i % 5}", "autograd::engine::evaluate_function: "
                            "AddBackward0", "x"])
-        ev.append(x(name, ts, dur, cat=cat, tid=rng.choice([1, 1, 2]), **{"External id": rng.randrange(3)}))
-        if rng.random() < 0.3:
+        ev.append(x(name, ts, dur, cat=cat, tid=rng.choice([1, 1, 2]) if shape == "random" else 1,
+                    **{"External id": rng.randrange(3)}))
+        if rng.random() < (0.3 if n < 20_000 else 0.01):
             c = rng.randrange(1, 5)
             ev.append(x(rng.choice(["cudaLaunchKernel", "cudaDeviceSynchronize", "cudaStreamSynchronize"]), ts, 1,
                         cat="cuda_runtime", correlation=c, **{"External id": rng.randrange(3)}))
@@ -804,14 +853,22 @@ def gen_tree(tmp: Path, rng: random.Random) -> None:
             ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
                        "ts": ts, "args": {"Device Type": 1, "Device Id": 0, "Addr": rng.randrange(3),
                                           "Bytes": rng.choice([1, -1, 2**62, -(2**62)]), "Total Allocated": 0}})
+    import proftab as pt
+
     tr = load(write_trace(tmp / "t.json.gz", ev))
-    tr.tree.call_tree(max_depth=rng.choice([None, 3]))
-    tr.tree.bottom_up(max_depth=4)
-    tr.modules.tree()
-    tr.modules.modules()
-    tr.critical_path.summary()
-    tr.memory.timeline()
-    tr.perf.ops()
+    import inspect
+
+    def call_tree() -> Any:
+        kw: dict[str, Any] = {"max_depth": rng.choice([None, 3]), "paths": rng.random() < 0.5}
+        if "paths" not in inspect.signature(tr.tree.call_tree).parameters:  # a --src tree from before `paths`
+            kw["max_depth"] = kw["max_depth"] if kw.pop("paths") else 3
+        return tr.tree.call_tree(**kw)
+
+    for f in (call_tree,
+              lambda: tr.tree.bottom_up(max_depth=rng.choice([None, 4])),
+              tr.modules.tree, tr.modules.modules, tr.critical_path.summary, tr.memory.timeline, tr.perf.ops):
+        with contextlib.suppress(pt.ProftabError):  # a clear error (a depth bound) is an answer
+            f()
 
 
 def gen_dataset(tmp: Path, rng: random.Random) -> None:
@@ -896,6 +953,15 @@ def _selftest_bomb(tmp: Path) -> None:
     b[-1] = 1
 
 
+def _selftest_resident(tmp: Path) -> None:
+    """Touches memory page by page past the RSS limit (under RLIMIT_AS): the runner must call it a crash."""
+    chunks = []
+    for _ in range(2**30 // 2**24 * 6):  # up to 6 GiB, 16 MiB at a time
+        chunks.append(bytearray(b"x" * 2**24))
+        time.sleep(0.001)
+
+
+_RANDOM["selftest_resident"] = ("selftest", _selftest_resident, 60.0)
 _RANDOM["selftest_sleep"] = ("selftest", _selftest_sleep, 2.0)
 _RANDOM["selftest_bomb"] = ("selftest", _selftest_bomb, 30.0)
 
@@ -906,6 +972,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--random", type=int, default=0, help="also N seeded random analysis cases")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--pty", type=int, default=0, help="also N cases of every renderer on a pty (fuzz/terminal.py)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     names = args.only or list(REPRODUCERS)
@@ -915,9 +982,16 @@ def main(argv: list[str] | None = None) -> int:
     for r in res:
         print(f"{r.cls:28} {r.name:26} {r.outcome:9} {r.seconds:6.1f}s {r.detail[:160]}")
     print(outcome_table(res))
+    bad = any(r.outcome != "ok" for r in res)
+    if args.pty:
+        from tests.fuzz import terminal
+
+        pty_res = terminal.run(args.pty, args.seed, src=args.src, verbose=True)
+        print(terminal.outcome_table(pty_res))
+        bad = bad or any(r.outcome != "ok" for r in pty_res)
     if args.json:
         Path(args.json).write_text(json.dumps([dataclasses.asdict(r) for r in res], indent=1))
-    return 1 if any(r.outcome != "ok" for r in res) else 0
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

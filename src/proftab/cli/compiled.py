@@ -90,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
     if "stacks" in shown.columns:  # Python tracebacks: their count in the text view, the text in -o files
         shown = shown.with_columns(shown["stacks"].list.len().alias("stacks"))
     prov = "provenance" if tr.compiled.provenance is not None else "no provenance: ops from kernel names (a guess)"
-    title = f"proftab compiled  {', '.join(args.trace)}  ({prov})"
+    from proftab.render.sanitize import sanitize_text
+
+    title = sanitize_text(f"proftab compiled  {', '.join(args.trace)}  ({prov})")  # one line: a file name's \n too
     write_text(title + "\n" + _text(shown) + f"{table.height:,} rows ({shown.height:,} shown)\n", args.output)
     return 0
 

@@ -43,9 +43,9 @@ def _table(df: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
     from proftab.findings import format_value, scope_text
     from proftab.render.text import fmt_ns, fmt_share
 
-    several = df["rank"].drop_nulls().n_unique() > 1
     headers = ["#", "severity", "rule", "saving/step", "share", "value", "scope", "message"]
     rows = []
+    several = df["rank"].drop_nulls().n_unique() > 1
     for i, r in enumerate(df.iter_rows(named=True), 1):
         rows.append([str(i), r["severity"], r["rule"], fmt_ns(r["est_saving_ns"]) if r["est_saving_ns"] is not None
                      else "", fmt_share(r["share"]), format_value(r["value"], r["unit"]),
@@ -55,22 +55,26 @@ def _table(df: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 def _text(df: pl.DataFrame, args: argparse.Namespace) -> None:
     from proftab.findings import format_value, scope_text
+    from proftab.render.sanitize import sanitize_text as safe  # names and files: one line, no raw controls
     from proftab.render.text import fmt_ns, fmt_share
 
     console = rich_console(args)
     if console is not None:
         from rich.table import Table
+        from rich.text import Text  # text, never markup: a name like "[link=...]" stays text
 
-        table = Table(title=f"proftab findings: {', '.join(args.trace)}", title_justify="left", show_lines=True)
+        table = Table(title=Text(safe(f"proftab findings: {', '.join(args.trace)}")), title_justify="left",
+                      show_lines=True)
         headers, rows = _table(df)
         for h in headers:
             table.add_column(h, justify="right" if h in ("#", "saving/step", "share", "value") else "left",
                              overflow="fold")
         for row, sugg in zip(rows, df["suggestion"].to_list(), strict=True):
-            table.add_row(*row[:-1], f"{row[-1]}\n[dim]→ {sugg}[/dim]")
+            table.add_row(*(Text(safe(c)) for c in row[:-1]),
+                          Text.assemble(safe(row[-1]), "\n", (f"→ {safe(sugg)}", "dim")))
         console.print(table)  # type: ignore[attr-defined]
         return
-    lines = [f"proftab findings: {', '.join(args.trace)} ({df.height} findings)"]
+    lines = [safe(f"proftab findings: {', '.join(args.trace)} ({df.height} findings)")]
     several = df["rank"].drop_nulls().n_unique() > 1
     for i, r in enumerate(df.iter_rows(named=True), 1):
         saving = f"saving {fmt_ns(r['est_saving_ns'])}/step" if r["est_saving_ns"] is not None else "saving -"
@@ -78,7 +82,7 @@ def _text(df: pl.DataFrame, args: argparse.Namespace) -> None:
         head = "  ".join(x for x in (f"{i}. [{r['severity']}] {r['rule']}", saving, share,
                                      format_value(r["value"], r["unit"]),
                                      scope_text(r["rank"], r["scope"], several)) if x)
-        lines += [head, f"   {r['message']}", f"   -> {r['suggestion']}"]
+        lines += [safe(head), f"   {safe(r['message'])}", f"   -> {safe(r['suggestion'])}"]
     if df.is_empty():
         lines.append("no findings")
     write_text("\n".join(lines) + "\n", args.output)

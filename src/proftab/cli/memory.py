@@ -95,7 +95,10 @@ def _blocks(tr: Trace, args: argparse.Namespace) -> list[Block | str]:
     summary = tr.memory.peak()
     if args.device is not None:
         summary = summary.filter(pl.col("device_name") == args.device)
-    files = ", ".join(str(f).rsplit("/", 1)[-1] for f in tr.files["source_file"])
+    from proftab.render.sanitize import sanitize_text
+
+    # a text block keeps its newlines: a file name's are escaped here (else a name fakes a line)
+    files = ", ".join(sanitize_text(str(f).rsplit("/", 1)[-1]) for f in tr.files["source_file"])
     title = f"proftab memory: {files}"
     if summary.is_empty():
         return [title, f"no [memory] events{'' if args.device is None else ' on ' + args.device}"
@@ -136,8 +139,8 @@ def _blocks(tr: Trace, args: argparse.Namespace) -> list[Block | str]:
         notes = []
         if r["pre_window_bytes"]:
             before = r["pre_window_bytes"]
-            notes.append(f"  + {fmt_bytes(before)} ({fmt_share(before / r['peak_bytes'])})"
-                         " allocated before the profile started")
+            share = f" ({fmt_share(before / r['peak_bytes'])})" if r["peak_bytes"] else ""  # no share of a 0 peak
+            notes.append(f"  + {fmt_bytes(before)}{share} allocated before the profile started")
         if frame.is_empty():
             blocks += [head, "  (no block allocated inside the window is live at the peak)", *notes]
             continue

@@ -11,18 +11,32 @@ cycle raise `TreeCycleError` instead of looping):
 `depth_levels`         O(n) (16-bit radix sort) or O(n log n)
 `tree_depth`           O(n log D), pointer jumping
 `containing_ancestor`  O(n · k) for k ≤ 16 crossing steps, else O(n log D) (binary lifting)
-`subtree_sum`          O(n) work in D vectorized passes
+`subtree_sum`          O(n) in D passes for D < 64 levels, else O(n log n) (`preorder`)
+`preorder`             O(n log n): D passes for D < 64 levels, else an Euler tour + list
+                       ranking, ⌈log2 2n⌉ + 1 vectorized rounds
+`path_classes`         O(n log n) per round: D rounds for D < 64 levels, else ⌈log2 D⌉ + 1
+                       (prefix doubling); never one pass per node
+`root_first_paths`     O(S log n) for S = Σ (depth + 1) of the rows (the output), one pass
 `nearest_ancestor`     O(m · k) for k ≤ 8 steps, else O(n log D) (pointer jumping)
 `ancestor_pairs`       O(output) = O(Σ depth of the items), D passes
 =====================  ===============================================================
+
+"Levels" below means `depth_levels`: a pass per depth, each over that level's rows only, so
+the work is O(n) but the passes are D; a kernel switches to a log-round method past
+`LEVEL_PASSES` levels, so a 10^5-deep chain costs about 20 passes, not 10^5.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["TreeCycleError", "ancestor_pairs", "containing_ancestor", "depth_levels", "nearest_ancestor",
-           "row_positions", "subtree_sum", "tree_depth"]
+__all__ = ["LEVEL_PASSES", "TreeCycleError", "ancestor_pairs", "containing_ancestor", "depth_levels",
+           "nearest_ancestor", "path_classes", "preorder", "root_first_paths", "row_positions", "subtree_sum",
+           "tree_depth"]
+
+#: deepest tree (levels) the level-by-level kernels walk one pass per level; deeper trees take
+#: the O(log) -round methods (Euler tour, prefix doubling)
+LEVEL_PASSES = 64
 
 
 class TreeCycleError(ValueError):
@@ -172,14 +186,172 @@ def _first_ancestor_reaching(parent: np.ndarray, end: np.ndarray, node: np.ndarr
     return out
 
 
-def subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Σ of `values` over each node's subtree (parent = row index, -1 for roots)."""
-    total = values.astype(np.int64, copy=True)
-    for chunk in reversed(depth_levels(depth)):
-        p = parent[chunk]
-        has = p >= 0
-        np.add.at(total, p[has], total[chunk[has]])
-    return total
+def subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray | None = None) -> np.ndarray:
+    """Σ of `values` over each node's subtree (parent = row index, -1 for roots).
+
+    With `depth` of a tree under `LEVEL_PASSES` levels: one `np.add.at` per level, deepest
+    first (O(n)). Otherwise a prefix sum over the `preorder` (O(n log n), no pass per level);
+    int64 sums are exact whenever the subtree sums themselves fit (the prefix sums wrap
+    modulo 2^64 and their differences do not).
+    """
+    if depth is not None and (len(depth) == 0 or int(depth.max()) < LEVEL_PASSES):
+        total = values.astype(np.int64, copy=True)
+        for chunk in reversed(depth_levels(depth)):
+            p = parent[chunk]
+            has = p >= 0
+            np.add.at(total, p[has], total[chunk[has]])
+        return total
+    pre, size = preorder(parent, depth=depth)
+    by_pre = np.empty(len(parent), np.int64)
+    by_pre[pre] = values
+    prefix = np.zeros(len(parent) + 1, np.int64)
+    with np.errstate(over="ignore"):
+        np.cumsum(by_pre, out=prefix[1:])
+        out: np.ndarray = prefix[pre + size] - prefix[pre]
+    return out
+
+
+def preorder(parent: np.ndarray, sibling_order: np.ndarray | None = None,
+             depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Depth-first preorder position (0..n-1) and subtree size of each node.
+
+    Roots, and the children of a node, are visited in the order they appear in
+    `sibling_order` (a permutation of the rows; default: row order). Siblings are grouped by
+    one stable sort by parent (O(n log n)). A tree under `LEVEL_PASSES` levels (`depth`,
+    computed when not given) is placed level by level (a node's position = its parent's + 1 +
+    the sizes of the siblings before it); a deeper one by its Euler tour (enter / exit of
+    every node) ranked by pointer jumping, ⌈log2 2n⌉ + 1 vectorized rounds whatever the depth.
+    Links that form a cycle never reach a root: `TreeCycleError`.
+    """
+    n = len(parent)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rows = np.arange(n, dtype=np.int64)
+    order = rows if sibling_order is None else np.asarray(sibling_order, np.int64)
+    seq = order[np.argsort(parent[order], kind="stable")]  # by parent, siblings in their order
+    ps = parent[seq]
+    same = ps[1:] == ps[:-1]
+    if depth is None:
+        depth = tree_depth(parent)
+    if int(depth.max()) < LEVEL_PASSES:
+        size = subtree_sum(np.ones(n, np.int64), parent, depth)
+        sizes = size[seq]
+        before = np.cumsum(sizes) - sizes  # Σ sizes before, over all groups
+        group = np.cumsum(np.concatenate(([True], ~same))) - 1
+        offset = np.empty(n, np.int64)
+        offset[seq] = before - before[np.flatnonzero(np.concatenate(([True], ~same)))][group]
+        pre = np.zeros(n, np.int64)
+        for level in depth_levels(depth):
+            p = parent[level]
+            pre[level] = np.where(p >= 0, pre[np.maximum(p, 0)] + 1, 0) + offset[level]
+        return pre, size
+    next_sib = np.full(n, -1, np.int64)
+    next_sib[seq[:-1][same]] = seq[1:][same]
+    first = np.concatenate(([True], ~same))
+    first_child = np.full(n, -1, np.int64)
+    fp = ps[first]
+    first_child[fp[fp >= 0]] = seq[first][fp >= 0]
+    # tokens: enter v = v, exit v = n + v, the end = 2n (points to itself)
+    end = 2 * n
+    succ = np.empty(2 * n + 1, np.int64)
+    succ[:n] = np.where(first_child >= 0, first_child, n + rows)
+    succ[n:end] = np.where(next_sib >= 0, next_sib, np.where(parent >= 0, n + parent, end))
+    succ[end] = end
+    # every token has one predecessor but the first root's enter (the head): nodes on a cycle
+    # are never entered from a root and their tokens never reach the end
+    weight = np.zeros(2 * n + 1, np.int64)
+    weight[:n] = 1  # suffix sums count the enters from a token to the end
+    live = np.flatnonzero(succ[:end] != end)
+    for _ in range(_max_rounds(2 * n) + 1):
+        if not len(live):
+            break
+        nxt = succ[live]
+        weight[live] += weight[nxt]
+        succ[live] = succ[nxt]
+        live = live[succ[live] != end]
+    else:
+        msg = "preorder"
+        raise TreeCycleError(msg)
+    pre = n - weight[:n]
+    size = weight[:n] - weight[n:end]
+    return pre, size
+
+
+def path_classes(parent: np.ndarray, token: np.ndarray, depth: np.ndarray | None = None) -> np.ndarray:
+    """Hash-consed root paths: an id per node, equal for two nodes iff the sequences of `token`
+    from their roots down to them are equal.
+
+    Ids are 0..k-1, numbered by depth first, so a node's id is larger than its parent's. For
+    a tree under `LEVEL_PASSES` levels (`depth`), one pass per level over that level's rows
+    (a node's id = the rank of (its parent's id, its token)); deeper trees by prefix doubling
+    (the class of a node's first 2^(r+1) tokens upwards = the rank of (its class over 2^r, the
+    class over 2^r of its 2^r-th ancestor)), ⌈log2 D⌉ + 1 rounds of O(n log n) each.
+    """
+    n = len(parent)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    if depth is None:
+        depth = tree_depth(parent)
+    tok = np.unique(token, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    n_tok = int(tok.max()) + 1
+    path = np.full(n, -1, np.int64)
+    if int(depth.max()) < LEVEL_PASSES:
+        next_id = 0
+        for rows in depth_levels(depth):
+            p = parent[rows]
+            head = np.where(p >= 0, path[np.maximum(p, 0)] + 1, 0)
+            uniq, inv = np.unique(head * n_tok + tok[rows], return_inverse=True)
+            path[rows] = next_id + inv.reshape(-1)
+            next_id += len(uniq)
+        return path
+    label = tok
+    up = parent.copy()
+    for _ in range(_max_rounds(n) + 1):
+        live = up >= 0
+        if not live.any():
+            break
+        above = np.where(live, label[np.maximum(up, 0)] + 1, 0)
+        label = np.unique(label * (n + 1) + above, return_inverse=True)[1].astype(np.int64).reshape(-1)
+        up = np.where(live, up[np.maximum(up, 0)], -1)
+    else:
+        msg = "path_classes"
+        raise TreeCycleError(msg)
+    # renumber depth first (a parent's class is shallower than its children's)
+    key = np.unique(depth * (int(label.max()) + 1) + label, return_inverse=True)[1]
+    return key.astype(np.int64).reshape(-1)
+
+
+def root_first_paths(parent: np.ndarray, rows: np.ndarray, depth: np.ndarray, pre: np.ndarray | None = None,
+                     levels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each of `rows` with its ancestors, root first: (`offsets`, `nodes`), row i's path being
+    ``nodes[offsets[i]:offsets[i + 1]]``; with `levels`, only the last ``levels[i]`` of them
+    (the row and its ``levels[i] - 1`` nearest ancestors).
+
+    One vectorized pass, O(S log n) for S = the output's length: in preorder (`pre`,
+    computed when not given), the ancestor at depth j of a node is the last node at depth j
+    at or before it, found by one binary search per (row, j).
+    """
+    n = len(parent)
+    rows = np.asarray(rows, np.int64)
+    lens = depth[rows].astype(np.int64) + 1 if levels is None else np.asarray(levels, np.int64)
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    if len(rows) == 0:
+        return offsets, np.zeros(0, np.int64)
+    if pre is None:
+        pre = preorder(parent, depth=depth)[0]
+    stride = np.int64(n)
+    key = depth.astype(np.int64) * stride + pre
+    by_key = np.argsort(key, kind="stable")
+    sorted_key = key[by_key]
+    item = np.repeat(np.arange(len(rows), dtype=np.int64), lens)
+    level = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], lens)  # 0.. within a path
+    level += (depth[rows].astype(np.int64) + 1 - lens)[item]  # the depth of that path entry
+    level *= stride
+    level += pre[rows][item]
+    del item
+    pos = np.searchsorted(sorted_key, level, side="right") - 1
+    return offsets, by_key[pos]
 
 
 def nearest_ancestor(parent: np.ndarray, start: np.ndarray, target: np.ndarray) -> np.ndarray:

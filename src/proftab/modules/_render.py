@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from proftab.intervals.tree import preorder
 from proftab.render.table import Col, plain_text
 
 __all__ = ["modules_text_frame", "render_modules", "tree_order"]
@@ -15,18 +16,24 @@ _TIMES = [("host_total_ns", "Host total"), ("host_self_ns", "Host self"), ("devi
 
 
 def tree_order(table: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
-    """`table` (by path) in depth-first order, siblings in the order of their first call."""
-    first = frames.group_by("rank", "path").agg(pl.col("start_ns").min().alias("_first"))
-    t = table.join(first, on=["rank", "path"], how="left")
-    starts = dict(zip(zip(t["rank"].to_list(), t["path"].to_list(), strict=True), t["_first"].to_list(),
-                      strict=True))
+    """`table` (by path) in depth-first order, siblings in the order of their first call (then
+    by path), ranks in order.
 
-    def key(rank: int, path: str) -> tuple[int, list[tuple[int, str]]]:
-        parts = path.split(".")
-        chain = [".".join(parts[: i + 1]) for i in range(len(parts))]
-        return rank, [(starts.get((rank, p)) or 0, p) for p in chain]
-    order = sorted(range(t.height), key=lambda i: key(t["rank"][i], t["path"][i]))
-    return t[order].drop("_first")
+    One Euler tour over the module tree (`intervals.tree.preorder`, O(n log n)); the paths are
+    hashed once to find each row's parent row. (Sorting by each row's chain of ancestor paths
+    held depth² characters per row: 13 GB for 611 modules nested 610 deep.) A row whose parent
+    path is not in `table` is ordered as a root.
+    """
+    if table.is_empty():
+        return table
+    first = frames.group_by("rank", "path").agg(pl.col("start_ns").min().alias("_first"))
+    t = table.join(first, on=["rank", "path"], how="left", maintain_order="left").with_row_index("_row")
+    parent = (t.select("rank", "parent").join(t.select("rank", pl.col("path").alias("parent"), "_row"),
+                                              on=["rank", "parent"], how="left", maintain_order="left")
+              ["_row"].cast(pl.Int64).fill_null(-1).to_numpy())
+    order = t.select(pl.arg_sort_by(["rank", pl.col("_first").fill_null(0), "path"])).to_series().to_numpy()
+    pre, _ = preorder(parent, order)
+    return t.with_columns(pl.Series("_pre", pre)).sort("_pre").drop("_first", "_row", "_pre")
 
 
 def modules_text_frame(table: pl.DataFrame, frames: pl.DataFrame, *, by: str = "path",

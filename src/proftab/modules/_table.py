@@ -14,7 +14,7 @@ import polars as pl
 from proftab import kinds
 from proftab.exceptions import ProftabError
 from proftab.intervals.merge import union_ns
-from proftab.intervals.tree import ancestor_pairs, row_positions
+from proftab.intervals.tree import root_first_paths, row_positions, tree_depth
 from proftab.steps import assign_steps
 
 __all__ = ["MODULE_COLUMNS", "frame_ancestors", "modules"]
@@ -29,12 +29,31 @@ MODULE_COLUMNS = [
 ]
 
 
-def frame_ancestors(frames: pl.DataFrame) -> pl.DataFrame:
-    """(frame, ancestor-or-self) pairs: `rank`, `frame_id`, `anc_path`, `anc_type`."""
+#: most (frame, ancestor) pairs a module table is built from: module frames nested thousands
+#: deep (a hostile trace; real models nest tens) are refused, not charged in minutes and gigabytes
+MAX_ANCESTOR_PAIRS = 20_000_000
+
+
+def _ancestor_rows(frames: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(frame row, ancestor-or-self row) pairs: O(Σ (depth + 1)), at most `MAX_ANCESTOR_PAIRS`."""
+    depths = frames["depth"].to_numpy().astype(np.int64)
+    pairs = int(depths.sum()) + frames.height
+    if pairs > MAX_ANCESTOR_PAIRS:
+        msg = (f"the module frames nest {int(depths.max()) + 1:,} deep: charging every frame's "
+               f"ancestors takes {pairs:,} pairs (more than {MAX_ANCESTOR_PAIRS:,})")
+        raise ProftabError(msg)
     rank = frames["rank"].to_numpy()
     ids = frames["frame_id"].to_numpy()
     fparent = row_positions(rank, ids, rank, frames["parent_frame"].fill_null(-1).to_numpy())
-    item, anc = ancestor_pairs(fparent, np.arange(len(frames)), include_first=True)
+    depth = tree_depth(fparent)  # not the stored depth: `step=` keeps part of the frames
+    rows = np.arange(len(frames))
+    offsets, anc = root_first_paths(fparent, rows, depth)  # one pass, not one per level
+    return np.repeat(rows, np.diff(offsets)), anc
+
+
+def frame_ancestors(frames: pl.DataFrame) -> pl.DataFrame:
+    """(frame, ancestor-or-self) pairs: `rank`, `frame_id`, `anc_path`, `anc_type`."""
+    item, anc = _ancestor_rows(frames)
     return pl.DataFrame({
         "rank": frames["rank"].gather(item), "frame_id": frames["frame_id"].gather(item),
         "anc_path": frames["path"].gather(anc), "anc_type": frames["type"].gather(anc)})
@@ -92,10 +111,16 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
         raise ProftabError(msg)
     if step is not None:
         frames, assigned, links, activities = _one_step(nested, step, frames, assigned, links, activities)
-    key = "path" if by == "path" else "type"
-    anc = frame_ancestors(frames).join(frames.select("rank", "frame_id", "path", "type"), on=["rank", "frame_id"])
-    anc = anc.with_columns(_self=pl.col("anc_path") == pl.col("path")).select(
-        "rank", "frame_id", pl.col(f"anc_{key}").alias(key), "_self")
+    # the ancestor pairs carry an integer id of the module's path (or type), never the strings:
+    # a path is as long as the frame is deep, so hashing it per pair would be depth x pairs
+    name = "path" if by == "path" else "type"
+    names = frames.select("rank", name).unique(maintain_order=True).with_columns(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_key"))
+    frames = frames.join(names, on=["rank", name], how="left", maintain_order="left")
+    key = "_key"
+    item, anc_row = _ancestor_rows(frames)
+    anc = pl.DataFrame({"rank": frames["rank"].gather(item), "frame_id": frames["frame_id"].gather(item),
+                        key: frames[key].gather(anc_row), "_self": item == anc_row})
     fwd = frames.filter(pl.col("phase") == "forward")
     rec = frames.filter(pl.col("phase") == "recompute")
     host = (fwd.group_by("rank", key).agg(n_calls=pl.len(), host_self_ns=pl.col("self_ns").sum())
@@ -133,6 +158,8 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
         + [pl.col(f"{p}_{s}").alias(f"{p}_{s}_ns").fill_null(0).cast(pl.Int64)
            for p in ("device", "bwd_host", "bwd_device") for s in ("self", "total") if f"{p}_{s}" in out.columns])
     out = out.drop([f"{p}_{s}" for p in ("device", "bwd_host", "bwd_device") for s in ("self", "total")])
+    out = out.join(names, on=["rank", key], how="left").drop(key)
+    key = name
     if by == "path":
         meta = frames.unique(["rank", "path"], keep="first").select("rank", "path", "depth", "instance", "type")
         out = out.join(meta, on=["rank", "path"], how="left").with_columns(
