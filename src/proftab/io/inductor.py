@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab.exceptions import TraceError
-from proftab.io.inductor_graph import fits_int64, kernel_bytes, node_flops, parse_graph
+from proftab.io.inductor_graph import FX_NODE_LINE, fits_int64, kernel_bytes, node_flops, parse_graph
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -66,7 +66,6 @@ PROVENANCE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
 }
 
 _FILE_RE = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>[^,]+), code: (?P<code>.*)$")
-_NODE_RE = re.compile(r"^\s+(?P<node>[A-Za-z_]\w*)(?:: \"(?P<shape>[^\"]*)\")? = (?P<rhs>.*)$")
 _ATEN_RE = re.compile(r"^torch\.ops\.(?P<ns>\w+)\.(?P<op>\w+)\.\w+\(")
 _LOG_HEAD_RE = re.compile(r"^[VIWE]\d{4} [\d:.]+ +\d+ [^\]]*\] (?P<json>\{.*\})\s*$")
 _PARAM_RE = re.compile(r"\bl_self_((?:modules_\w+?_)*)(?:parameters|buffers)_\w+?_\b")
@@ -204,11 +203,11 @@ def _post_grad_nodes(text: str) -> dict[str, tuple[str | None, str | None, tuple
         if (f := _FILE_RE.match(line)) is not None:
             source = (f.group("file"), int(f.group("line")), f.group("func").strip(), f.group("code").strip())
             continue
-        if (n := _NODE_RE.match(line)) is None or line.lstrip().startswith(("def ", "class ", "#", "return")):
+        if (n := FX_NODE_LINE.match(line)) is None or line.lstrip().startswith(("def ", "class ", "#", "return")):
             continue
         a = _ATEN_RE.match(n.group("rhs"))
         op = f"{a.group('ns')}::{a.group('op')}" if a else None
-        out[n.group("node")] = (op, n.group("shape"), source)
+        out[n.group("node")] = (op, n.group("type"), source)
     return out
 
 
@@ -231,7 +230,7 @@ def _pre_grad_nodes(text: str) -> dict[str, tuple[str | None, str | None]]:
     """Dynamo graph text -> pre-grad node: (module path of the parameters / buffers it reads, its aten op)."""
     out: dict[str, tuple[str | None, str | None]] = {}
     for line in text.split("\n"):
-        if (n := _NODE_RE.match(line)) is None:
+        if (n := FX_NODE_LINE.match(line)) is None:
             continue
         rhs = n.group("rhs").split(";")[0]
         paths = {m.group(1).removeprefix("modules_").removesuffix("_").replace("_modules_", ".")

@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["DTYPE_BYTES", "Graph", "GraphNode", "fits_int64", "kernel_bytes", "node_flops", "parse_graph",
+__all__ = ["DTYPE_BYTES", "FX_NODE_LINE", "Graph", "GraphNode", "fits_int64", "kernel_bytes", "node_flops", "parse_graph",
            "value_bytes"]
 
 #: bytes per element of the dtype prefixes FX prints in a value type (`f32[...]`)
@@ -40,7 +40,8 @@ VIEW_OPS = frozenset({"view", "reshape", "_unsafe_view", "permute", "expand", "s
 _MM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "convolution"})
 
 _SIG_RE = re.compile(r"(\w+): \"([^\"]*)\"")
-_NODE_RE = re.compile(r"^\s+(?P<node>[A-Za-z_]\w*)(?:: \"(?P<type>[^\"]*)\")? = (?P<rhs>.*)$")
+#: one node line of an FX graph as Inductor prints it: `    name: "f32[8, 4]" = rhs` (the type optional)
+FX_NODE_LINE = re.compile(r"^\s+(?P<node>[A-Za-z_]\w*)(?:: \"(?P<type>[^\"]*)\")? = (?P<rhs>.*)$")
 _CALL_RE = re.compile(r"^torch\.ops\.(?P<ns>\w+)\.(?P<op>\w+)\.\w+\((?P<args>.*)\)$")
 _GETITEM_RE = re.compile(r"^(?P<src>[A-Za-z_]\w*)\[(?P<i>\d+)\]$")
 _TYPE_RE = re.compile(r"^(?P<dtype>[a-z0-9]+)\[(?P<sizes>[^\]]*)\]")
@@ -87,7 +88,7 @@ def parse_graph(text: str) -> Graph:
         if stripped.startswith("return "):
             g.outputs = [n for n in _IDENT_RE.findall(stripped[len("return "):]) if n in g.nodes or n in g.inputs]
             continue
-        m = _NODE_RE.match(line)
+        m = FX_NODE_LINE.match(line)
         if m is None or stripped.startswith("#"):
             continue
         rhs = m.group("rhs").split(";")[0].strip()
