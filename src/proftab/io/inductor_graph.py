@@ -25,8 +25,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["DTYPE_BYTES", "FX_NODE_LINE", "Graph", "GraphNode", "fits_int64", "kernel_bytes", "node_flops", "parse_graph",
-           "value_bytes"]
+__all__ = ["DTYPE_BYTES", "FX_NODE_LINE", "Graph", "GraphNode", "fits_int64", "kernel_bytes", "node_flops",
+           "parse_graph", "value_bytes"]
 
 #: bytes per element of the dtype prefixes FX prints in a value type (`f32[...]`)
 DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "u16": 2,
