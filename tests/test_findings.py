@@ -460,3 +460,13 @@ def test_several_ranks_name_the_rank_in_the_cli_text() -> None:
                           "-q"], capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0 and "rank 2 · straggler op=slow_preprocess" in res.stdout
     assert all(f"rank {r} · exposed" in res.stdout for r in (0, 1, 2))
+
+
+def test_shape_hints_name_only_the_misaligned_sizes() -> None:
+    from proftab.findings.compute_efficiency import shape_hints
+
+    hints = shape_hints("[[512], [141, 512], [512, 512], [], []]", "bf16")
+    assert hints == ["a matrix dimension is not a multiple of 8 (141)"]
+    assert shape_hints("[[64, 128], [128, 256]]", "bf16") == []  # aligned: nothing to say
+    assert shape_hints("[[30, 100], [100, 20]]", "fp8_e4m3")[0].endswith("multiple of 16 (30, 100, 20)")
+    assert shape_hints("not json", None) == []

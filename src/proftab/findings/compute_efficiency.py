@@ -40,8 +40,9 @@ def shape_hints(input_dims: str | None, peak_dtype: str | None) -> list[str]:
         dims = []
     sizes = [d for shape in dims if isinstance(shape, list) for d in shape[-2:] if isinstance(d, int)]
     align = 16 if (peak_dtype or "").startswith("fp8") else 8
-    if any(d % align for d in sizes if d > 1):
-        hints.append(f"a matrix dimension is not a multiple of {align} ({', '.join(map(str, sizes))})")
+    odd = list(dict.fromkeys(d for d in sizes if d > 1 and d % align))  # the offending sizes, once each
+    if odd:
+        hints.append(f"a matrix dimension is not a multiple of {align} ({', '.join(map(str, odd))})")
     if peak_dtype == "fp32":
         hints.append("runs in fp32 without TF32 (torch.backends.cuda.matmul.allow_tf32 / autocast to bf16)")
     lead = [shape[0] for shape in dims if isinstance(shape, list) and len(shape) >= 2 and isinstance(shape[0], int)]
