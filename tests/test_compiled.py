@@ -658,7 +658,8 @@ def test_backward_kernel_time_is_all_on_modules_and_sums_exactly() -> None:
     root = comp.filter(pl.col("path") == "model").row(0, named=True)
     assert root["bwd_host_total_ns"] == bwd_fn_ns and root["n_bwd_calls"] == 3
     # below the root: exactly the backward kernels' and extern calls' time, a kernel's split equally over its
-    # distinct stacks, an extern call's over its distinct modules (computed here from the provenance rows); the root's own stacks' share stays on it
+    # distinct stacks, an extern call's over its distinct modules (computed here from the provenance rows);
+    # the root's own stacks' share stays on it
     charged = int(bk["dur_ns"].sum()) + int(be["dur_ns"].sum())
     rows = tr.compiled.provenance.filter(pl.col("graph") == "backward").select("kernel", "handle", "module")
     kern = pl.concat([bk.select("event_id", "dur_ns", "kernel").join(rows, on="kernel"),

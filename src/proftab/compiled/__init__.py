@@ -51,12 +51,14 @@ BACKWARD_FN = "CompiledFunctionBackward"
 _COMPILE_ID_RE = r"compile_id=(\d+/\d+)"
 
 KERNEL_COLUMNS = ["rank", "event_id", "name", "kernel", "backend", "kernel_kind", "on_device", "start_ns",
-                  "dur_ns", "launch_id", "compile_id", "graph", "region_id", "graph_call_id", "graph_hash", "kernel_file",
+                  "dur_ns", "launch_id", "compile_id", "graph",
+                  "region_id", "graph_call_id", "graph_hash", "kernel_file",
                   "inductor_bytes", "inductor_flops", "stacks", "fused_ops", "mapped", "guess", "n_nodes", "nodes",
                   "aten_ops", "modules", "sources", "read_bytes", "write_bytes", "bytes", "flops"]
 #: columns of `module_times` (`tr.modules.modules(compiled=True)`): `proftab.modules.MODULE_COLUMNS` plus these
 COMPILED_MODULE_EXTRA = ["name", "unmapped_ns", "n_kernels"]
-REGION_COLUMNS = ["rank", "compile_id", "graph", "frame_id", "compile_index", "recompile", "compiled_in_trace", "n_calls",
+REGION_COLUMNS = ["rank", "compile_id", "graph", "frame_id",
+                   "compile_index", "recompile", "compiled_in_trace", "n_calls",
                   "total_ns", "kernel_ns", "n_kernels", "graph_hashes"]
 
 
@@ -152,7 +154,8 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         `compile_id` (`"0/0"` of the enclosing `Torch-Compiled Region`; a backward kernel: of the
         region its forward ran in), `graph` (`"backward"`: under AOTAutograd's
         `CompiledFunctionBackward`; `"forward"`: under a region; else null), `region_id` (the
-        region's event_id; null for backward kernels), `graph_call_id` (event_id of the `## Call CompiledFxGraph ##` annotation),
+        region's event_id; null for backward kernels), `graph_call_id` (event_id of the
+        `## Call CompiledFxGraph ##` annotation),
         `graph_hash`, `kernel_file` (Triton launch args), `inductor_bytes` / `inductor_flops`
         (Inductor's own `kernel_num_gb` x 1e9 / `kernel_flop` launch args, written with
         `TORCHINDUCTOR_BENCHMARK_KERNEL=1` or `TORCHINDUCTOR_PROFILE_BANDWIDTH=1`; else null),
@@ -224,7 +227,8 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
              "inductor_bytes", "inductor_flops", "stacks")
 
 
-EXTERN_COLUMNS = ["rank", "event_id", "name", "compile_id", "graph", "graph_call_id", "kernel", "handle", "start_ns", "dur_ns",
+EXTERN_COLUMNS = ["rank", "event_id", "name", "compile_id", "graph", "graph_call_id",
+                   "kernel", "handle", "start_ns", "dur_ns",
                   "nodes", "pre_grad_ops", "modules", "sources", "read_bytes", "write_bytes", "bytes", "flops"]
 
 
