@@ -320,11 +320,15 @@ def _with_graph(provenance: pl.DataFrame) -> pl.DataFrame:
     return provenance.with_columns(pl.col("graph").fill_null("forward"))
 
 
-def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None, *, use_stacks: bool = False) -> pl.DataFrame:
+def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None, *, use_stacks: bool = False,
+               node_level: bool = False) -> pl.DataFrame:
     """One row per (kernel event, node): provenance nodes where they exist, else the fused ops (a guess).
 
     `use_stacks`: a kernel without provenance that carries `stacks` (torch 2.14's trace handler)
     gets one row per stack instead (its module and source line; node and ops null).
+    `node_level` (per-op and per-node views): provenance rows without a node (a backward kernel
+    known only by its stacks, `read_provenance`) are left out, so such a kernel gets its fused
+    op list from its name, a guess, as a kernel without provenance.
 
     Columns: rank, event_id, dur_ns, mapped, node, aten_op, pre_grad_op, module, source (`file:line`),
     source_code.
@@ -337,7 +341,10 @@ def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None, *, use_sta
                                   "source": pl.String,
                                   "source_code": pl.String, **dict.fromkeys(_PERF, pl.Int64)})
     if provenance is not None and provenance.height:
-        prov = _with_graph(provenance).with_columns(
+        prov = _with_graph(provenance)
+        if node_level:
+            prov = prov.filter(pl.col("node").is_not_null())
+        prov = prov.with_columns(
             source=pl.when(pl.col("source_file").is_not_null())
             .then(pl.format("{}:{}", "source_file", "source_line")))
         prov = prov.with_columns(pl.lit(None, pl.Int64).alias(c) for c in _PERF if c not in prov.columns)
@@ -415,7 +422,9 @@ def kernels(events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.
     pl.DataFrame
         `KERNEL_COLUMNS`: the `kernel_events` columns, `mapped` (provenance found the kernel),
         `guess` (not mapped: `aten_ops` is the kernel name's fused op list), `n_nodes`, and the
-        lists `nodes`, `aten_ops`, `modules`, `sources` (`file:line`, unique, sorted).
+        lists `nodes`, `aten_ops`, `modules`, `sources` (`file:line`, unique, sorted). A kernel the
+        provenance knows only by its stacks (a torch 2.13 backward kernel) is mapped with
+        `n_nodes` 0, its modules and sources from the stacks and `aten_ops` from its name.
     """
     rows = _node_rows(events, provenance)
     agg = rows.group_by("rank", "event_id").agg(
@@ -437,6 +446,10 @@ def kernels(events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.
     out = events.join(agg, on=["rank", "event_id"], how="left").with_columns(
         pl.col("mapped").fill_null(False), pl.col("n_nodes").fill_null(0),
         bytes=pl.col("read_bytes") + pl.col("write_bytes"))
+    # mapped by stacks only (a torch 2.13 backward kernel): the ops are the name's fused op list, as by_op counts them
+    from_name = pl.col("fused_ops").list.eval(pl.format("aten::{}", pl.element())).list.unique().list.sort()
+    out = out.with_columns(aten_ops=pl.when(pl.col("mapped") & (pl.col("n_nodes") == 0)).then(from_name)
+                           .otherwise("aten_ops"))
     return out.with_columns(guess=~pl.col("mapped")).select(KERNEL_COLUMNS)
 
 
@@ -473,7 +486,8 @@ def apportion(events: pl.DataFrame, provenance: pl.DataFrame | None = None, by: 
         msg = f"by must be one of {sorted(_KEYS)}, got {by!r}"
         raise UsageError(msg)
     keys = _KEYS[by]
-    rows = _with_shares(_node_rows(events, provenance, use_stacks=by in ("module", "source")))
+    rows = _with_shares(_node_rows(events, provenance, use_stacks=by in ("module", "source"),
+                                   node_level=by not in ("module", "source")))
     total = int(rows["share_ns"].sum()) if rows.height else 0
     return (rows.group_by(keys).agg(
         pl.col("share_ns").sum().cast(pl.Int64).alias("time_ns"),
@@ -570,7 +584,7 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
         them), so
         `pt.diff(eager, compiled)` compares op by op. The self times still sum to the trace's.
     """
-    rows = _with_shares(_node_rows(events, provenance)).with_columns(
+    rows = _with_shares(_node_rows(events, provenance, node_level=True)).with_columns(
         aten_op=pl.coalesce("pre_grad_op", "aten_op")).join(
         events.select("rank", "event_id", "on_device"), on=["rank", "event_id"], how="left")
     dev_type = ops["device_type"].filter(ops["device_type"] != "CPU").first() if "device_type" in ops.columns \
