@@ -319,13 +319,38 @@ def _common_prefix(paths: list[str]) -> str:
     return ".".join(out)
 
 
-def _stack_only_rows(g: _Graph, key: str, stacks: list[str]) -> list[dict[str, object]]:
+def _forward_stack_modules(g: _Graph, rows: list[dict[str, object]]) -> dict[str, str]:
+    """Stack text -> module of the forward nodes that carry it, where that module is one.
+
+    A forward kernel's stacks are its nodes' stacks; a stack's nodes are the kernel's nodes on
+    the stack's innermost line. A stack whose nodes (over every forward kernel that carries it)
+    have exactly one module maps to it; others are left out.
+    """
+    by_key: dict[str, list[tuple[object, object]]] = {}
+    for r in rows:
+        key = f"{r['kernel']}:{r['handle']}" if r["handle"] is not None else str(r["kernel"])
+        by_key.setdefault(key, []).append((r["source_line"], r["module"]))
+    found: dict[str, set[str]] = {}
+    for key, stacks in g.stacks.items():
+        for stack in stacks:
+            where = module_of_stack(stack)
+            if where is None:
+                continue
+            mods = {str(m) for line, m in by_key.get(key, []) if line == where[1] and m is not None}
+            found.setdefault(stack, set()).update(mods)
+    return {stack: mods.pop() for stack, mods in found.items() if len(mods) == 1}
+
+
+def _stack_only_rows(g: _Graph, key: str, stacks: list[str],
+                     forward_modules: dict[str, str]) -> list[dict[str, object]]:
     """Rows of a kernel the mapping file does not name but the stack traces artifact does.
 
-    torch 2.13 writes an empty mapping (`{"version": 2.0}`) for AOTAutograd's backward graph, but
-    the backward kernels' stacks: the forward source lines each backward node was derived from
-    (AOTAutograd copies them over). One row per distinct stack, its module (`module_of_stack`)
-    and innermost `file:line`; node, ops and perf models null.
+    torch 2.13 and 2.14 write an empty mapping (`{"version": 2.0}`) for AOTAutograd's backward
+    graph, but the backward kernels' stacks: the stacks of the forward nodes each backward node
+    was derived from (AOTAutograd copies them over). One row per distinct stack, with the
+    innermost `file:line` and a module: the forward nodes' module where the forward graph carries
+    the same stack text with one module (`forward_modules`), else `module_of_stack` of the text.
+    Node, ops and perf models are null.
     """
     kernel, _, handle = key.rpartition(":")
     if not kernel or not handle.isdigit():
@@ -333,17 +358,18 @@ def _stack_only_rows(g: _Graph, key: str, stacks: list[str]) -> list[dict[str, o
     rows: list[dict[str, object]] = []
     for stack in sorted(set(stacks)):  # sorted: one order for the apportioning remainder
         found = module_of_stack(stack)
+        module = forward_modules.get(stack, found[0] if found else None)
         rows.append({
             "compile_id": g.compile_id, "graph": g.graph, "artifact": g.artifact, "kernel": kernel,
             "handle": int(handle) if handle else None, "node": None, "aten_op": None, "shape": None,
             "pre_grad_nodes": [], "pre_grad_op": None,
             "source_file": found[2] if found else None, "source_line": found[1] if found else None,
-            "source_function": None, "source_code": None, "module": found[0] if found else None,
+            "source_function": None, "source_code": None, "module": module,
             "node_flops": None, "kernel_read_bytes": None, "kernel_write_bytes": None, "kernel_flops": None})
     return rows
 
 
-def _graph_rows(g: _Graph) -> list[dict[str, object]]:
+def _graph_rows(g: _Graph, forward_modules: dict[str, str] | None = None) -> list[dict[str, object]]:
     code_to_post = g.mappings.get("cppCodeToPost") or {}
     post_to_pre = g.mappings.get("postToPre") or {}
     if not isinstance(code_to_post, dict) or not isinstance(post_to_pre, dict):
@@ -362,7 +388,7 @@ def _graph_rows(g: _Graph) -> list[dict[str, object]]:
     for key, stacks in g.stacks.items():
         if key in code_to_post:
             continue
-        rows += _stack_only_rows(g, key, stacks)
+        rows += _stack_only_rows(g, key, stacks, forward_modules or {})
     for key, post in code_to_post.items():
         post_set = {str(n) for n in post}
         prep = not str(key).startswith("extern_kernels.") and post_set <= extern_nodes  # an extern op's input prep
@@ -422,7 +448,13 @@ def read_provenance(source: str | os.PathLike[str] | Sequence[str | os.PathLike[
     TraceError
         A path is missing or unreadable, a file is not valid JSON, or no provenance is found.
     """
-    rows = [r for g in _graphs(source) for r in _graph_rows(g)]
+    rows: list[dict[str, object]] = []
+    forward: dict[str | None, dict[str, str]] = {}  # compile id -> its forward graph's stack modules
+    for g in _graphs(source):  # a backward graph follows its forward one in the log
+        got = _graph_rows(g, forward.get(g.compile_id) if g.graph == "backward" else None)
+        if g.graph == "forward" and g.compile_id is not None:
+            forward[g.compile_id] = _forward_stack_modules(g, got)
+        rows += got
     return (pl.DataFrame(rows, schema=PROVENANCE_COLUMNS, orient="row") if rows
             else pl.DataFrame(schema=PROVENANCE_COLUMNS)).sort("compile_id", "graph", "handle", "kernel", "node",
                                                                "source_file", "source_line", nulls_last=True)
