@@ -602,31 +602,35 @@ def test_xdit_flux_triton_trace_maps_every_kernel_from_the_trace_alone() -> None
     assert m["unmapped_ns"].item() == int(k["dur_ns"].sum())
 
 
-TRAIN = COMPILED / "torch213"
-
-
-def _train(prov: bool = True) -> pt.Trace:
+def _train(version: str, prov: bool = True) -> pt.Trace:
+    d = COMPILED / version
     if prov:
-        return pt.load(TRAIN / "train_provenance.pt.trace.json.gz", compile_provenance=TRAIN / "provenance_train")
-    return pt.load(TRAIN / "train_compiled.pt.trace.json.gz")
+        return pt.load(d / "train_provenance.pt.trace.json.gz", compile_provenance=d / "provenance_train")
+    return pt.load(d / "train_compiled.pt.trace.json.gz")
 
 
-def test_backward_graph_is_read_apart_from_the_forward_one() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_backward_graph_is_read_apart_from_the_forward_one(version: str) -> None:
     # the log holds two Inductor graphs under compile id 0/0: AOTAutograd's forward, then its backward
-    prov = read_provenance(TRAIN / "provenance_train" / "torch_trace.log.gz")
+    prov = read_provenance(COMPILED / version / "provenance_train" / "torch_trace.log.gz")
     assert set(prov["graph"]) == {"forward", "backward"}
     bwd = prov.filter(pl.col("graph") == "backward")
     assert set(bwd["compile_id"]) == {"0/0"}
     assert bwd["node"].null_count() == bwd.height  # torch 2.13's backward mapping is empty: stacks only
     assert bwd["module"].null_count() == 0 and bwd["source_line"].null_count() == 0
     assert "torch.ops.aten.convolution_backward.default" in set(bwd["kernel"])
+    # the conv's stack is carried by the forward extern convolution alone: its module, not module_of_stack's `block`
+    conv = bwd.filter(pl.col("kernel") == "torch.ops.aten.convolution_backward.default")
+    assert "block.conv" in set(conv["module"])
+    assert set(bwd.filter(pl.col("kernel") == "extern_kernels.mm")["module"]) == {"mlp.fc1", "mlp.fc2"}
     fwd = prov.filter(pl.col("graph") == "forward")
     assert fwd["node"].null_count() == 0 and "extern_kernels.addmm" in set(fwd["kernel"])
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("prov", [True, False])
-def test_backward_kernels_are_told_from_forward_ones(prov: bool) -> None:
-    tr = _train(prov)
+def test_backward_kernels_are_told_from_forward_ones(version: str, prov: bool) -> None:
+    tr = _train(version, prov)
     k = tr.compiled.kernels()
     bwd_fn = tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward")
     assert bwd_fn.height == 3
@@ -643,8 +647,9 @@ def test_backward_kernels_are_told_from_forward_ones(prov: bool) -> None:
     assert int(k.filter(pl.col("mapped"))["dur_ns"].sum()) == (int(k["dur_ns"].sum()) if prov else 0)
 
 
-def test_backward_kernel_time_is_all_on_modules_and_sums_exactly() -> None:
-    tr = _train()
+@pytest.mark.parametrize("version", VERSIONS)
+def test_backward_kernel_time_is_all_on_modules_and_sums_exactly(version: str) -> None:
+    tr = _train(version)
     k = tr.compiled.kernels()
     bk = k.filter(pl.col("graph") == "backward")
     assert bk["mapped"].all() and (bk["modules"].list.len() > 0).all()  # 100 % of backward kernel time mapped
@@ -683,13 +688,14 @@ def test_backward_kernel_time_is_all_on_modules_and_sums_exactly() -> None:
     assert int(by_mod["time_ns"].sum()) == int(k["dur_ns"].sum())
 
 
-def test_backward_modules_against_the_eager_training_step() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_backward_modules_against_the_eager_training_step(version: str) -> None:
     # rule (docs/compiled.md): every compiled module with backward time is an eager module with backward
     # time, run once per step; the eager-only ones are the known misses (ReLU fused into its block's
     # kernel; the conv's backward, whose fallback kernel carries the previous kernel's stacks)
-    names = json.loads((TRAIN / "train_eager.names.json").read_text())
-    eager = pt.load(TRAIN / "train_eager.pt.trace.json.gz").modules(names=names)
-    comp = _train().modules(compiled=True)
+    names = json.loads((COMPILED / version / "train_eager.names.json").read_text())
+    eager = pt.load(COMPILED / version / "train_eager.pt.trace.json.gz").modules(names=names)
+    comp = _train(version).modules(compiled=True)
     e_bwd = set(eager.filter(pl.col("bwd_host_total_ns") > 0)["name"])
     c_bwd = set(comp.filter(pl.col("bwd_host_total_ns") > 0)["name"])
     assert c_bwd <= e_bwd
@@ -700,9 +706,32 @@ def test_backward_modules_against_the_eager_training_step() -> None:
 
 
 def test_backward_without_provenance_is_the_roots() -> None:
-    comp = _train(prov=False).modules(compiled=True)
+    tr = _train("torch213", prov=False)
+    comp = tr.modules(compiled=True)
     assert comp["path"].to_list() == ["model"]
     root = comp.row(0, named=True)
     assert root["n_bwd_calls"] == 3
-    bwd_fn = _train(prov=False).collect("nested").filter(pl.col("name") == "CompiledFunctionBackward")
+    bwd_fn = tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward")
     assert root["bwd_host_total_ns"] == int(bwd_fn["dur_ns"].sum())
+    k = tr.compiled.kernels()
+    assert root["unmapped_ns"] == int(k["dur_ns"].sum())  # forward and backward kernels, all unknown
+
+
+def test_backward_with_the_debug_directory_mapping_file_only_is_charged_to_the_root() -> None:
+    # TORCH_COMPILE_DEBUG writes a mapping file for the forward graph only: the backward kernels map
+    # nowhere (their ops come from their names, a guess) and their time is the root's backward time
+    d = COMPILED / "torch213"
+    tr = pt.load(d / "train_provenance.pt.trace.json.gz",
+                 compile_provenance=d / "provenance_train" / MAPPINGS_FILE)
+    k = tr.compiled.kernels()
+    assert k.filter(pl.col("graph") == "forward")["mapped"].all()
+    bk = k.filter(pl.col("graph") == "backward")
+    assert bk.height == 9 and not bk["mapped"].any() and (bk["aten_ops"].list.len() > 0).all()
+    comp = tr.modules(compiled=True)
+    root = comp.filter(pl.col("path") == "model").row(0, named=True)
+    # the mapping file alone names no module (that needs the log's dynamo graph and stacks): all on the root
+    ext = tr.compiled.extern_kernels()
+    assert root["unmapped_ns"] == int(k["dur_ns"].sum()) + int(ext["dur_ns"].sum())
+    assert comp["path"].to_list() == ["model"]
+    assert root["bwd_host_total_ns"] == root["bwd_host_self_ns"] == int(
+        tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward")["dur_ns"].sum())
