@@ -30,9 +30,9 @@ Each variant runs in its own process (Inductor reads its environment variables a
   step) eager with `with_stack=True` (the reference of `tr.modules()`' bwd columns; plus
   `train_eager.names.json`), and compiled: AOTAutograd compiles the forward and a backward graph
   (`CompiledFunction` / `CompiledFunctionBackward`, each a `## Call CompiledFxGraph ##`), with
-  `TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1`, without / with the provenance artifacts (both
-  graphs' mapping files are kept, `provenance_train/`; the log holds both, by compile id
-  `0/0` and its backward).
+  `TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1`, without / with the provenance artifacts
+  (`provenance_train/`: the log holds both graphs under compile id `0/0`, forward first; the
+  debug directory has a mapping file for the forward graph only).
 
 Caches are disabled and the Inductor cache directory is fresh, so every run compiles (a cache hit
 would skip the provenance tracking). Three calls are profiled after one warm-up call.
