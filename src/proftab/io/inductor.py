@@ -326,18 +326,20 @@ def _forward_stack_modules(g: _Graph, rows: list[dict[str, object]]) -> dict[str
     the stack's innermost line. A stack whose nodes (over every forward kernel that carries it)
     have exactly one module maps to it; others are left out.
     """
-    by_key: dict[str, list[tuple[object, object]]] = {}
+    on_line: dict[tuple[str, object], set[str]] = {}  # (kernel key, source line) -> its nodes' modules
     for r in rows:
         key = f"{r['kernel']}:{r['handle']}" if r["handle"] is not None else str(r["kernel"])
-        by_key.setdefault(key, []).append((r["source_line"], r["module"]))
-    found: dict[str, set[str]] = {}
+        if r["module"] is not None:
+            on_line.setdefault((key, r["source_line"]), set()).add(str(r["module"]))
+    found: dict[str, set[str]] = {}  # linear in rows + stacks (one parse per distinct stack text)
+    parsed: dict[str, tuple[str, int, str] | None] = {}
     for key, stacks in g.stacks.items():
         for stack in stacks:
-            where = module_of_stack(stack)
-            if where is None:
-                continue
-            mods = {str(m) for line, m in by_key.get(key, []) if line == where[1] and m is not None}
-            found.setdefault(stack, set()).update(mods)
+            if stack not in parsed:
+                parsed[stack] = module_of_stack(stack)
+            where = parsed[stack]
+            if where is not None:
+                found.setdefault(stack, set()).update(on_line.get((key, where[1]), ()))
     return {stack: mods.pop() for stack, mods in found.items() if len(mods) == 1}
 
 
