@@ -735,3 +735,14 @@ def test_backward_with_the_debug_directory_mapping_file_only_is_charged_to_the_r
     assert comp["path"].to_list() == ["model"]
     assert root["bwd_host_total_ns"] == root["bwd_host_self_ns"] == int(
         tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward")["dur_ns"].sum())
+
+
+@needs_shared
+def test_old_torch_backward_without_regions_is_left_out() -> None:
+    # HTA's trace_diff test trace (torch ~2.0, Triton): CompiledFunction / CompiledFunctionBackward but no
+    # `Torch-Compiled Region` and no kernel of today's names; no graph without a region is reported (nor crashes)
+    tr = pt.load(SHARED_PUBLIC / "hta" / "trace_diff__test__test.json.gz")
+    assert tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward").height == 6
+    assert tr.compiled.kernels().height == 0
+    assert tr.compiled.regions().height == 0
+    assert tr.modules(compiled=True).height == 0

@@ -103,6 +103,15 @@ def _backward_compile_ids(n: pl.DataFrame, parents: np.ndarray, is_region: np.nd
         "rank", "event_id", "_bwd_cid")
 
 
+def _backward_compiled_ops(nested: pl.DataFrame) -> pl.Series:
+    """(rank, event_id) structs of the `CompiledFunctionBackward` ops linked to a compile id."""
+    empty = pl.Series("ops", [], pl.Struct({"rank": pl.Int32, "event_id": pl.Int64}))
+    if "sequence_number" not in nested.columns or not (nested["name"] == BACKWARD_FN).any():
+        return empty
+    links = _backward_compile_ids(nested, _parents(nested), nested["name"].str.starts_with(REGION_PREFIX).to_numpy())
+    return links.filter(pl.col("_bwd_cid").is_not_null()).select(pl.struct("rank", "event_id")).to_series()
+
+
 def _anchor_graphs(n: pl.DataFrame, parents: np.ndarray, start: np.ndarray) -> pl.DataFrame:
     """For rows `start` (-1: none) of `n`: `compile_id` and `graph` ("forward" / "backward" / null).
 
@@ -110,6 +119,8 @@ def _anchor_graphs(n: pl.DataFrame, parents: np.ndarray, start: np.ndarray) -> p
     (`_backward_compile_ids`); else a row under a `Torch-Compiled Region` (or an AOTAutograd
     `CompiledFunction`) is forward, with the region's compile id; else both are null.
     """
+    if not len(start):  # (no rows: `parents` may not have been built)
+        return pl.DataFrame(schema={"compile_id": pl.String, "graph": pl.String})
     names = n["name"]
     is_region = names.str.starts_with(REGION_PREFIX).to_numpy()
     is_bwd = (names == BACKWARD_FN).to_numpy()
@@ -529,8 +540,8 @@ def regions(nested: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         bwd_ops = n.filter(pl.col("name") == BACKWARD_FN).select("rank", "event_id", "dur_ns").join(
             _backward_compile_ids(n, _parents(n), n["name"].str.starts_with(REGION_PREFIX).to_numpy()),
             on=["rank", "event_id"], how="left")
-        reg = pl.concat([reg, bwd_ops.select("rank", "dur_ns", pl.col("_bwd_cid").alias("compile_id"),
-                                             graph=pl.lit("backward"))])
+        reg = pl.concat([reg, bwd_ops.filter(pl.col("_bwd_cid").is_not_null()).select(  # forward in no region: as
+            "rank", "dur_ns", pl.col("_bwd_cid").alias("compile_id"), graph=pl.lit("backward"))])  # it, left out
     compiled_here = (n.filter(pl.col("name").str.contains(_COMPILE_ID_RE))
                      .select("rank", compile_id=pl.col("name").str.extract(_COMPILE_ID_RE, 1)).unique()
                      .with_columns(compiled_in_trace=pl.lit(True)))
@@ -706,8 +717,11 @@ def module_times(events: pl.DataFrame, provenance: pl.DataFrame | None, externs:
     charges = charges.with_columns(path=full, _unmapped=pl.col("module").is_null(),
                                    _bwd=pl.col("graph").fill_null("forward") == "backward")
     host, dev, bwd = ~pl.col("on_device"), pl.col("on_device"), pl.col("_bwd")
-    # the root's own time: the regions (forward) and the CompiledFunctionBackward ops (backward) outside kernels
-    runs = nested.filter(pl.col("name").str.starts_with(REGION_PREFIX) | (pl.col("name") == BACKWARD_FN)).group_by(
+    # the root's own time: the regions (forward) and the CompiledFunctionBackward ops (backward) outside kernels;
+    # a backward op counts when linked to a forward in a region (`_backward_compile_ids`), as regions() counts it
+    linked = _backward_compiled_ops(nested)
+    runs = nested.filter(pl.col("name").str.starts_with(REGION_PREFIX) | (
+        (pl.col("name") == BACKWARD_FN) & pl.struct("rank", "event_id").is_in(linked.implode()))).group_by(
         "rank").agg(pl.col("dur_ns").filter(pl.col("name") != BACKWARD_FN).sum().cast(pl.Int64).alias("_region_ns"),
                     (pl.col("name") != BACKWARD_FN).sum().cast(pl.Int64).alias("_region_calls"),
                     pl.col("dur_ns").filter(pl.col("name") == BACKWARD_FN).sum().cast(pl.Int64).alias("_bwd_fn_ns"),
