@@ -600,3 +600,149 @@ def test_xdit_flux_triton_trace_maps_every_kernel_from_the_trace_alone() -> None
     m = tr.modules(compiled=True)
     assert m["path"].to_list() == ["model"] and m["device_self_ns"].item() == int(k["dur_ns"].sum())
     assert m["unmapped_ns"].item() == int(k["dur_ns"].sum())
+
+
+def _train(version: str, prov: bool = True) -> pt.Trace:
+    d = COMPILED / version
+    if prov:
+        return pt.load(d / "train_provenance.pt.trace.json.gz", compile_provenance=d / "provenance_train")
+    return pt.load(d / "train_compiled.pt.trace.json.gz")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_backward_graph_is_read_apart_from_the_forward_one(version: str) -> None:
+    # the log holds two Inductor graphs under compile id 0/0: AOTAutograd's forward, then its backward
+    prov = read_provenance(COMPILED / version / "provenance_train" / "torch_trace.log.gz")
+    assert set(prov["graph"]) == {"forward", "backward"}
+    bwd = prov.filter(pl.col("graph") == "backward")
+    assert set(bwd["compile_id"]) == {"0/0"}
+    assert bwd["node"].null_count() == bwd.height  # torch 2.13's backward mapping is empty: stacks only
+    assert bwd["module"].null_count() == 0 and bwd["source_line"].null_count() == 0
+    assert "torch.ops.aten.convolution_backward.default" in set(bwd["kernel"])
+    # the conv's stack is carried by the forward extern convolution alone: its module, not module_of_stack's `block`
+    conv = bwd.filter(pl.col("kernel") == "torch.ops.aten.convolution_backward.default")
+    assert "block.conv" in set(conv["module"])
+    assert set(bwd.filter(pl.col("kernel") == "extern_kernels.mm")["module"]) == {"mlp.fc1", "mlp.fc2"}
+    fwd = prov.filter(pl.col("graph") == "forward")
+    assert fwd["node"].null_count() == 0 and "extern_kernels.addmm" in set(fwd["kernel"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("prov", [True, False])
+def test_backward_kernels_are_told_from_forward_ones(version: str, prov: bool) -> None:
+    tr = _train(version, prov)
+    k = tr.compiled.kernels()
+    bwd_fn = tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward")
+    assert bwd_fn.height == 3
+    # every backward kernel is under a CompiledFunctionBackward op, and has its forward's compile id
+    assert k.filter(pl.col("graph") == "backward").height == 9
+    assert k.filter(pl.col("graph") == "forward").height == 12
+    assert set(k["compile_id"]) == {"0/0"} and k["graph"].null_count() == 0
+    assert k.filter(pl.col("graph") == "backward")["name"].str.contains("backward").any()
+    reg = tr.compiled.regions()
+    assert reg.select("compile_id", "graph", "n_calls").rows() == [("0/0", "forward", 3), ("0/0", "backward", 3)]
+    back = reg.filter(pl.col("graph") == "backward").row(0, named=True)
+    assert back["total_ns"] == int(bwd_fn["dur_ns"].sum())
+    assert back["kernel_ns"] == int(k.filter(pl.col("graph") == "backward")["dur_ns"].sum())
+    assert int(k.filter(pl.col("mapped"))["dur_ns"].sum()) == (int(k["dur_ns"].sum()) if prov else 0)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_backward_kernel_time_is_all_on_modules_and_sums_exactly(version: str) -> None:
+    tr = _train(version)
+    k = tr.compiled.kernels()
+    bk = k.filter(pl.col("graph") == "backward")
+    assert bk["mapped"].all() and (bk["modules"].list.len() > 0).all()  # 100 % of backward kernel time mapped
+    ext = tr.compiled.extern_kernels()
+    be = ext.filter(pl.col("graph") == "backward")
+    # per backward call: mm, mm, convolution_backward (a fallback kernel), mm, mm, all matched in handle order
+    assert be.height == 15 and set(be["name"]) == {"aten::mm", "aten::convolution_backward"}
+    assert (be["modules"].list.len() > 0).all()
+    comp = tr.modules(compiled=True)
+    bwd_fn_ns = int(tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward")["dur_ns"].sum())
+    root = comp.filter(pl.col("path") == "model").row(0, named=True)
+    assert root["bwd_host_total_ns"] == bwd_fn_ns and root["n_bwd_calls"] == 3
+    # below the root: exactly the backward kernels' and extern calls' time, a kernel's split equally over its
+    # distinct stacks, an extern call's over its distinct modules (computed here from the provenance rows);
+    # the root's own stacks' share stays on it
+    charged = int(bk["dur_ns"].sum()) + int(be["dur_ns"].sum())
+    rows = tr.compiled.provenance.filter(pl.col("graph") == "backward").select("kernel", "handle", "module")
+    kern = pl.concat([bk.select("event_id", "dur_ns", "kernel").join(rows, on="kernel"),
+                      be.select("event_id", "dur_ns", "kernel", "handle").join(rows, on=["kernel", "handle"])
+                      .unique(["event_id", "module"])],  # an extern call: over its distinct modules
+                     how="diagonal")
+    shares = _with_shares(kern.with_columns(rank=pl.lit(0)).sort("event_id", "module"))
+    assert int(shares["share_ns"].sum()) == charged
+    own_root = int(shares.filter(pl.col("module") == "")["share_ns"].sum())
+    below_root = int(comp.filter(pl.col("depth") == 1)["bwd_host_total_ns"].sum())
+    # the same shares up to where the 1 ns remainders fall (proftab gives them in node-row order): <= 1 ns per call
+    assert abs(below_root + own_root - charged) <= kern["event_id"].n_unique()
+    assert int(comp["bwd_host_self_ns"].sum()) == bwd_fn_ns  # every ns of the backward calls, exactly once
+    by_mod = tr.compiled.by_module()
+    for row in comp.iter_rows(named=True):
+        below = comp.filter(pl.col("path").str.starts_with(row["path"] + ".") | (pl.col("path") == row["path"]))
+        assert row["bwd_host_total_ns"] == below["bwd_host_self_ns"].sum()
+    # the forward side is unchanged by the backward graph: forward kernels only in the forward columns
+    fwd_total = int(tr.compiled.regions().filter(pl.col("graph") == "forward")["total_ns"].item())
+    assert root["host_total_ns"] == fwd_total
+    assert int(by_mod["time_ns"].sum()) == int(k["dur_ns"].sum())
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_backward_modules_against_the_eager_training_step(version: str) -> None:
+    # rule (docs/compiled.md): every compiled module with backward time is an eager module with backward
+    # time, run once per step; the eager-only ones are the known misses (ReLU fused into its block's
+    # kernel; the conv's backward, whose fallback kernel carries the previous kernel's stacks)
+    names = json.loads((COMPILED / version / "train_eager.names.json").read_text())
+    eager = pt.load(COMPILED / version / "train_eager.pt.trace.json.gz").modules(names=names)
+    comp = _train(version).modules(compiled=True)
+    e_bwd = set(eager.filter(pl.col("bwd_host_total_ns") > 0)["name"])
+    c_bwd = set(comp.filter(pl.col("bwd_host_total_ns") > 0)["name"])
+    assert c_bwd <= e_bwd
+    assert e_bwd - c_bwd == {"model.block.act"}
+    assert set(comp.filter(pl.col("bwd_host_total_ns") > 0)["n_bwd_calls"]) == {3}
+    d = pt.diff(eager, comp)
+    assert set(d.filter(pl.col("status") != "removed")["name"]) == set(comp["path"])
+
+
+def test_backward_without_provenance_is_the_roots() -> None:
+    tr = _train("torch213", prov=False)
+    comp = tr.modules(compiled=True)
+    assert comp["path"].to_list() == ["model"]
+    root = comp.row(0, named=True)
+    assert root["n_bwd_calls"] == 3
+    bwd_fn = tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward")
+    assert root["bwd_host_total_ns"] == int(bwd_fn["dur_ns"].sum())
+    k = tr.compiled.kernels()
+    assert root["unmapped_ns"] == int(k["dur_ns"].sum())  # forward and backward kernels, all unknown
+
+
+def test_backward_with_the_debug_directory_mapping_file_only_is_charged_to_the_root() -> None:
+    # TORCH_COMPILE_DEBUG writes a mapping file for the forward graph only: the backward kernels map
+    # nowhere (their ops come from their names, a guess) and their time is the root's backward time
+    d = COMPILED / "torch213"
+    tr = pt.load(d / "train_provenance.pt.trace.json.gz",
+                 compile_provenance=d / "provenance_train" / MAPPINGS_FILE)
+    k = tr.compiled.kernels()
+    assert k.filter(pl.col("graph") == "forward")["mapped"].all()
+    bk = k.filter(pl.col("graph") == "backward")
+    assert bk.height == 9 and not bk["mapped"].any() and (bk["aten_ops"].list.len() > 0).all()
+    comp = tr.modules(compiled=True)
+    root = comp.filter(pl.col("path") == "model").row(0, named=True)
+    # the mapping file alone names no module (that needs the log's dynamo graph and stacks): all on the root
+    ext = tr.compiled.extern_kernels()
+    assert root["unmapped_ns"] == int(k["dur_ns"].sum()) + int(ext["dur_ns"].sum())
+    assert comp["path"].to_list() == ["model"]
+    assert root["bwd_host_total_ns"] == root["bwd_host_self_ns"] == int(
+        tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward")["dur_ns"].sum())
+
+
+@needs_shared
+def test_old_torch_backward_without_regions_is_left_out() -> None:
+    # HTA's trace_diff test trace (torch ~2.0, Triton): CompiledFunction / CompiledFunctionBackward but no
+    # `Torch-Compiled Region` and no kernel of today's names; no graph without a region is reported (nor crashes)
+    tr = pt.load(SHARED_PUBLIC / "hta" / "trace_diff__test__test.json.gz")
+    assert tr.collect("nested").filter(pl.col("name") == "CompiledFunctionBackward").height == 6
+    assert tr.compiled.kernels().height == 0
+    assert tr.compiled.regions().height == 0
+    assert tr.modules(compiled=True).height == 0

@@ -45,15 +45,20 @@ __all__ = ["EXTERN_COLUMNS", "KERNEL_COLUMNS", "KIND_NAMES", "PROVENANCE_TABLE",
 
 CALL_PREFIX = "## Call CompiledFxGraph"
 REGION_PREFIX = "Torch-Compiled Region"
+#: AOTAutograd's autograd.Function: its forward op runs the forward graph, its backward node the backward graph
+FORWARD_FN = "CompiledFunction"
+BACKWARD_FN = "CompiledFunctionBackward"
 _COMPILE_ID_RE = r"compile_id=(\d+/\d+)"
 
 KERNEL_COLUMNS = ["rank", "event_id", "name", "kernel", "backend", "kernel_kind", "on_device", "start_ns",
-                  "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file",
+                  "dur_ns", "launch_id", "compile_id", "graph",
+                  "region_id", "graph_call_id", "graph_hash", "kernel_file",
                   "inductor_bytes", "inductor_flops", "stacks", "fused_ops", "mapped", "guess", "n_nodes", "nodes",
                   "aten_ops", "modules", "sources", "read_bytes", "write_bytes", "bytes", "flops"]
 #: columns of `module_times` (`tr.modules.modules(compiled=True)`): `proftab.modules.MODULE_COLUMNS` plus these
 COMPILED_MODULE_EXTRA = ["name", "unmapped_ns", "n_kernels"]
-REGION_COLUMNS = ["rank", "compile_id", "frame_id", "compile_index", "recompile", "compiled_in_trace", "n_calls",
+REGION_COLUMNS = ["rank", "compile_id", "graph", "frame_id",
+                   "compile_index", "recompile", "compiled_in_trace", "n_calls",
                   "total_ns", "kernel_ns", "n_kernels", "graph_hashes"]
 
 
@@ -68,6 +73,77 @@ def _take(values: pl.Series, rows: np.ndarray, name: str) -> pl.Series:
 def _parents(n: pl.DataFrame) -> np.ndarray:
     rank = n["rank"].to_numpy()
     return row_positions(rank, n["event_id"].to_numpy(), rank, n["parent_id"].fill_null(-1).to_numpy())
+
+
+def _backward_compile_ids(n: pl.DataFrame, parents: np.ndarray, is_region: np.ndarray) -> pl.DataFrame:
+    """Each `CompiledFunctionBackward` op (rank, event_id) and the compile id of its forward.
+
+    The backward node runs outside any `Torch-Compiled Region`; it is linked to the forward
+    `CompiledFunction` op with the same rank and sequence number that started last before it
+    (autograd gives a node the sequence number of the op that created it; as
+    `proftab.modules` links eager backward ops), whose enclosing region names the compile id.
+    Sort + as-of join: O(n log n).
+    """
+    empty = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "_bwd_cid": pl.String})
+    if "sequence_number" not in n.columns:
+        return empty
+    names = n["name"]
+    fwd_rows = np.flatnonzero((names == FORWARD_FN).to_numpy())
+    bwd_rows = np.flatnonzero((names == BACKWARD_FN).to_numpy())
+    if not len(fwd_rows) or not len(bwd_rows):
+        return empty
+    up = nearest_ancestor(parents, fwd_rows, is_region)
+    fwd = n[fwd_rows].select("rank", "sequence_number", "start_ns").with_columns(
+        _take(names, up, "_region").str.extract(r"(\d+/\d+)", 1).alias("_bwd_cid")).drop_nulls(
+        "sequence_number").sort("start_ns")
+    bwd = n[bwd_rows].select("rank", "event_id", "sequence_number", "start_ns").drop_nulls("sequence_number").sort(
+        "start_ns")
+    return bwd.join_asof(fwd, on="start_ns", by=["rank", "sequence_number"], strategy="backward",
+                         check_sortedness=False).select(  # both sorted by start_ns, so within every group too
+        "rank", "event_id", "_bwd_cid")
+
+
+def _backward_compiled_ops(nested: pl.DataFrame) -> pl.Series:
+    """(rank, event_id) structs of the `CompiledFunctionBackward` ops linked to a compile id."""
+    empty = pl.Series("ops", [], pl.Struct({"rank": pl.Int32, "event_id": pl.Int64}))
+    if "sequence_number" not in nested.columns or not (nested["name"] == BACKWARD_FN).any():
+        return empty
+    links = _backward_compile_ids(nested, _parents(nested), nested["name"].str.starts_with(REGION_PREFIX).to_numpy())
+    return links.filter(pl.col("_bwd_cid").is_not_null()).select(pl.struct("rank", "event_id")).to_series()
+
+
+def _anchor_graphs(n: pl.DataFrame, parents: np.ndarray, start: np.ndarray) -> pl.DataFrame:
+    """For rows `start` (-1: none) of `n`: `compile_id` and `graph` ("forward" / "backward" / null).
+
+    A row under a `CompiledFunctionBackward` op is backward, with its forward's compile id
+    (`_backward_compile_ids`); else a row under a `Torch-Compiled Region` (or an AOTAutograd
+    `CompiledFunction`) is forward, with the region's compile id; else both are null.
+    """
+    if not len(start):  # (no rows: `parents` may not have been built)
+        return pl.DataFrame(schema={"compile_id": pl.String, "graph": pl.String})
+    names = n["name"]
+    is_region = names.str.starts_with(REGION_PREFIX).to_numpy()
+    is_bwd = (names == BACKWARD_FN).to_numpy()
+    is_fwd = is_region | (names == FORWARD_FN).to_numpy()
+
+    def ancestor(mask: np.ndarray) -> np.ndarray:
+        out = np.full(len(start), -1, np.int64)
+        ok = start >= 0
+        out[ok] = nearest_ancestor(parents, start[ok], mask)
+        return out
+
+    region_row, bwd_row, fwd_row = ancestor(is_region), ancestor(is_bwd), ancestor(is_fwd)
+    frame = pl.DataFrame({"_i": np.arange(len(start)), "_region": _take(names, region_row, "_region"),
+                          "rank": _take(n["rank"], bwd_row, "rank"), "event_id": _take(n["event_id"], bwd_row, "e")})
+    links = _backward_compile_ids(n, parents, is_region) if is_bwd.any() else None
+    if links is not None and links.height:
+        frame = frame.join(links, on=["rank", "event_id"], how="left", maintain_order="left")
+    else:
+        frame = frame.with_columns(_bwd_cid=pl.lit(None, pl.String))
+    back = pl.Series(bwd_row >= 0)
+    return frame.sort("_i").select(
+        compile_id=pl.when(back).then("_bwd_cid").otherwise(pl.col("_region").str.extract(r"(\d+/\d+)", 1)),
+        graph=pl.when(back).then(pl.lit("backward")).when(pl.Series(fwd_row >= 0)).then(pl.lit("forward")))
 
 
 def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -86,8 +162,11 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
     pl.DataFrame
         `rank`, `event_id`, `name`, `kernel`, `backend`, `kernel_kind`, `fused_ops`,
         `on_device`, `start_ns`, `dur_ns`, `launch_id` (the op that launched a device kernel),
-        `compile_id` (`"0/0"` of the enclosing `Torch-Compiled Region`), `region_id` (its
-        event_id), `graph_call_id` (event_id of the `## Call CompiledFxGraph ##` annotation),
+        `compile_id` (`"0/0"` of the enclosing `Torch-Compiled Region`; a backward kernel: of the
+        region its forward ran in), `graph` (`"backward"`: under AOTAutograd's
+        `CompiledFunctionBackward`; `"forward"`: under a region; else null), `region_id` (the
+        region's event_id; null for backward kernels), `graph_call_id` (event_id of the
+        `## Call CompiledFxGraph ##` annotation),
         `graph_hash`, `kernel_file` (Triton launch args), `inductor_bytes` / `inductor_flops`
         (Inductor's own `kernel_num_gb` x 1e9 / `kernel_flop` launch args, written with
         `TORCHINDUCTOR_BENCHMARK_KERNEL=1` or `TORCHINDUCTOR_PROFILE_BANDWIDTH=1`; else null),
@@ -95,7 +174,8 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         `inductor_trace_handler` writes with `TORCH_COMPILE_DEBUG_EXTEND=1`; else null).
         Sorted by rank, start_ns, event_id.
     """
-    n = nested.select("rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns", "args")
+    n = nested.select("rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns", "args",
+                      *[c for c in ("sequence_number",) if c in nested.columns])
     is_gen = pl.col("name").str.contains(GENERATED_PATTERN)
     device = n.filter(is_gen & kinds.is_device_work())
     host = n.filter(is_gen & ~kinds.is_device(), kinds.is_host())
@@ -130,10 +210,10 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
     call_row, region_row = ancestor(is_call), ancestor(is_region)
     ids = n["event_id"]
     uniq = ev.select(pl.col("name").unique()).with_columns(kernel_name_columns(pl.col("name")))
-    ev = ev.with_columns(
+    ev = pl.concat([ev.with_columns(
         _take(ids, call_row, "graph_call_id"), _take(names, call_row, "_call"),
-        _take(ids, region_row, "region_id"), _take(names, region_row, "_region"),
-    ).join(uniq, on="name", how="left")
+        _take(ids, region_row, "region_id")), _anchor_graphs(n, parents, start)], how="horizontal").join(
+        uniq, on="name", how="left")
     launchers_of = ev.select("rank", pl.col("launch_id").alias("event_id")).drop_nulls().unique()
     launcher_args = n.join(launchers_of, on=["rank", "event_id"], how="semi").select(  # only their args are parsed
         "rank", pl.col("event_id").alias("launch_id"),
@@ -152,30 +232,37 @@ def kernel_events(nested: pl.DataFrame, activities: pl.DataFrame | None = None) 
         ev = ev.with_columns(kernel_file=pl.lit(None, pl.String), inductor_bytes=pl.lit(None, pl.Int64),
                              inductor_flops=pl.lit(None, pl.Int64), stacks=pl.lit(None, pl.List(pl.String)))
     return ev.with_columns(
-        compile_id=pl.col("_region").str.extract(r"(\d+/\d+)", 1),
         graph_hash=pl.col("_call").str.extract(r"## Call CompiledFxGraph (\S+) ##", 1),
     ).select("rank", "event_id", "name", "kernel", "backend", "kernel_kind", "fused_ops", "on_device", "start_ns",
-             "dur_ns", "launch_id", "compile_id", "region_id", "graph_call_id", "graph_hash", "kernel_file",
+             "dur_ns", "launch_id", "compile_id", "graph", "region_id", "graph_call_id", "graph_hash", "kernel_file",
              "inductor_bytes", "inductor_flops", "stacks")
 
 
-EXTERN_COLUMNS = ["rank", "event_id", "name", "compile_id", "graph_call_id", "kernel", "handle", "start_ns", "dur_ns",
+EXTERN_COLUMNS = ["rank", "event_id", "name", "compile_id", "graph", "graph_call_id",
+                   "kernel", "handle", "start_ns", "dur_ns",
                   "nodes", "pre_grad_ops", "modules", "sources", "read_bytes", "write_bytes", "bytes", "flops"]
 
 
 def _graph_calls(nested: pl.DataFrame) -> pl.DataFrame:
-    """The `## Call CompiledFxGraph ##` annotations with the compile id of their enclosing region."""
+    """The `## Call CompiledFxGraph ##` annotations with the compile id and graph they run (`_anchor_graphs`)."""
     n = nested
     calls = n.filter(pl.col("name").str.starts_with(CALL_PREFIX) & kinds.is_user_annotation()).select(
         "rank", "event_id")
     if not calls.height:
-        return calls.with_columns(compile_id=pl.lit(None, pl.String))
+        return calls.with_columns(compile_id=pl.lit(None, pl.String), graph=pl.lit(None, pl.String))
     parents = _parents(n)
     starts = row_positions(n["rank"].to_numpy(), n["event_id"].to_numpy(), calls["rank"].to_numpy(),
                            calls["event_id"].to_numpy())
-    up = nearest_ancestor(parents, starts, n["name"].str.starts_with(REGION_PREFIX).to_numpy())
-    region = _take(n["name"], up, "_region")
-    return calls.with_columns(compile_id=region.str.extract(r"(\d+/\d+)", 1))
+    return pl.concat([calls, _anchor_graphs(n, parents, starts)], how="horizontal")
+
+
+def _extern_op(kernel: pl.Expr) -> pl.Expr:
+    """The profiler name of an extern / fallback kernel call: `extern_kernels.mm` -> `aten::mm`,
+    `torch.ops.aten.convolution_backward.default` -> `aten::convolution_backward`."""
+    return pl.when(kernel.str.starts_with("extern_kernels.")).then(
+        pl.format("aten::{}", kernel.str.strip_prefix("extern_kernels."))).when(
+        kernel.str.starts_with("torch.ops.aten.")).then(
+        pl.format("aten::{}", kernel.str.extract(r"^torch\.ops\.aten\.(\w+)", 1)))
 
 
 def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.DataFrame:
@@ -194,14 +281,14 @@ def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.
         lists `nodes`, `pre_grad_ops`, `modules`, `sources` of its FX nodes.
     """
     empty = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "name": pl.String, "compile_id": pl.String,
-                                 "graph_call_id": pl.Int64, "kernel": pl.String, "handle": pl.Int64,
+                                 "graph": pl.String, "graph_call_id": pl.Int64, "kernel": pl.String, "handle": pl.Int64,
                                  "start_ns": pl.Int64, "dur_ns": pl.Int64, "nodes": pl.List(pl.String),
                                  "pre_grad_ops": pl.List(pl.String), "modules": pl.List(pl.String),
                                  "sources": pl.List(pl.String), "read_bytes": pl.Int64, "write_bytes": pl.Int64,
                                  "bytes": pl.Int64, "flops": pl.Int64})
     if provenance is None or not provenance.height:
         return empty
-    prov = provenance.filter(pl.col("kernel").str.starts_with("extern_kernels.")).with_columns(
+    prov = _with_graph(provenance).filter(_extern_op(pl.col("kernel")).is_not_null()).with_columns(
         pl.lit(None, pl.Int64).alias(c) for c in _PERF if c not in provenance.columns)
     if prov["compile_id"].is_null().any():
         if prov["artifact"].n_unique() != 1:
@@ -210,24 +297,26 @@ def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.
     calls = _graph_calls(nested).rename({"event_id": "graph_call_id"})
     kids = (nested.filter(kinds.is_host_op() & ~pl.col("name").str.contains(GENERATED_PATTERN))
             .select("rank", "event_id", "name", "start_ns", "dur_ns", pl.col("parent_id").alias("graph_call_id"))
-            .join(calls, on=["rank", "graph_call_id"], how="inner")
+            .join(calls.with_columns(pl.col("graph").fill_null("forward")), on=["rank", "graph_call_id"],
+                  how="inner")
             .sort("rank", "graph_call_id", "start_ns", "event_id")
             .with_columns(_k=pl.int_range(pl.len()).over("rank", "graph_call_id")))
-    handles = (prov.select("compile_id", "kernel", "handle").unique().sort("compile_id", "handle", nulls_last=True)
-               .with_columns(_k=pl.int_range(pl.len()).over("compile_id")))
-    matched = kids.join(handles, on=["compile_id", "_k"], how="inner", nulls_equal=True).filter(
-        pl.col("name") == pl.format("aten::{}", pl.col("kernel").str.strip_prefix("extern_kernels.")))
+    handles = (prov.select("compile_id", "graph", "kernel", "handle").unique()
+               .sort("compile_id", "graph", "handle", nulls_last=True)
+               .with_columns(_k=pl.int_range(pl.len()).over("compile_id", "graph")))
+    matched = kids.join(handles, on=["compile_id", "graph", "_k"], how="inner", nulls_equal=True).filter(
+        pl.col("name") == _extern_op(pl.col("kernel")))
     if not matched.height:
         return empty
     src = prov.with_columns(source=pl.when(pl.col("source_file").is_not_null())
                             .then(pl.format("{}:{}", "source_file", "source_line")))
-    lists = src.group_by("compile_id", "kernel", "handle").agg(
+    lists = src.group_by("compile_id", "graph", "kernel", "handle").agg(
         pl.col("node").sort().alias("nodes"), pl.col("pre_grad_op").drop_nulls().unique().sort().alias("pre_grad_ops"),
         pl.col("module").drop_nulls().unique().sort().alias("modules"),
         pl.col("source").drop_nulls().unique().sort().alias("sources"),
         *[pl.col(f"kernel_{c}").first().alias(c) for c in ("read_bytes", "write_bytes", "flops")]).with_columns(
         bytes=pl.col("read_bytes") + pl.col("write_bytes"))
-    return matched.join(lists, on=["compile_id", "kernel", "handle"], how="left", nulls_equal=True).select(
+    return matched.join(lists, on=["compile_id", "graph", "kernel", "handle"], how="left", nulls_equal=True).select(
         EXTERN_COLUMNS).sort("rank", "start_ns", "event_id")
 
 
@@ -235,34 +324,50 @@ def extern_kernels(nested: pl.DataFrame, provenance: pl.DataFrame | None) -> pl.
 _PERF = ["kernel_read_bytes", "kernel_write_bytes", "kernel_flops"]
 
 
-def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None, *, use_stacks: bool = False) -> pl.DataFrame:
+def _with_graph(provenance: pl.DataFrame) -> pl.DataFrame:
+    """The provenance with `graph` filled: a frame without the column (or a null) is a forward graph's."""
+    if "graph" not in provenance.columns:
+        return provenance.with_columns(graph=pl.lit("forward"))
+    return provenance.with_columns(pl.col("graph").fill_null("forward"))
+
+
+def _node_rows(events: pl.DataFrame, provenance: pl.DataFrame | None, *, use_stacks: bool = False,
+               node_level: bool = False) -> pl.DataFrame:
     """One row per (kernel event, node): provenance nodes where they exist, else the fused ops (a guess).
 
     `use_stacks`: a kernel without provenance that carries `stacks` (torch 2.14's trace handler)
     gets one row per stack instead (its module and source line; node and ops null).
+    `node_level` (per-op and per-node views): provenance rows without a node (a backward kernel
+    known only by its stacks, `read_provenance`) are left out, so such a kernel gets its fused
+    op list from its name, a guess, as a kernel without provenance.
 
     Columns: rank, event_id, dur_ns, mapped, node, aten_op, pre_grad_op, module, source (`file:line`),
     source_code.
     """
-    base = events.select("rank", "event_id", "kernel", "compile_id", "dur_ns", "fused_ops")
+    base = events.select("rank", "event_id", "kernel", "compile_id", "dur_ns", "fused_ops",
+                         pl.col("graph").fill_null("forward") if "graph" in events.columns
+                         else pl.lit("forward").alias("graph"))
     mapped = pl.DataFrame(schema={"rank": pl.Int32, "event_id": pl.Int64, "node": pl.String,
                                   "aten_op": pl.String, "pre_grad_op": pl.String, "module": pl.String,
                                   "source": pl.String,
                                   "source_code": pl.String, **dict.fromkeys(_PERF, pl.Int64)})
     if provenance is not None and provenance.height:
-        prov = provenance.with_columns(
+        prov = _with_graph(provenance)
+        if node_level:
+            prov = prov.filter(pl.col("node").is_not_null())
+        prov = prov.with_columns(
             source=pl.when(pl.col("source_file").is_not_null())
             .then(pl.format("{}:{}", "source_file", "source_line")))
         prov = prov.with_columns(pl.lit(None, pl.Int64).alias(c) for c in _PERF if c not in prov.columns)
         cols = ["node", "aten_op", "pre_grad_op", "module", "source", "source_code", *_PERF]
-        by_id = prov.filter(pl.col("compile_id").is_not_null()).select("compile_id", "kernel", *cols)
-        # mapping files without a compile id: per kernel name, the first artifact that has it
-        first = (prov.filter(pl.col("compile_id").is_null()).select("artifact", "kernel").unique(maintain_order=True)
-                 .unique(subset="kernel", keep="first", maintain_order=True))
-        no_id = prov.join(first, on=["artifact", "kernel"], how="semi").select("kernel", *cols)
-        a = base.join(by_id, on=["compile_id", "kernel"], how="inner")
+        by_id = prov.filter(pl.col("compile_id").is_not_null()).select("compile_id", "graph", "kernel", *cols)
+        # mapping files without a compile id: per (graph, kernel name), the first artifact that has it
+        first = (prov.filter(pl.col("compile_id").is_null()).select("artifact", "graph", "kernel")
+                 .unique(maintain_order=True).unique(subset=["graph", "kernel"], keep="first", maintain_order=True))
+        no_id = prov.join(first, on=["artifact", "graph", "kernel"], how="semi").select("graph", "kernel", *cols)
+        a = base.join(by_id, on=["compile_id", "graph", "kernel"], how="inner")
         b = base.join(a.select("rank", "event_id").unique(), on=["rank", "event_id"], how="anti").join(
-            no_id, on="kernel", how="inner")
+            no_id, on=["graph", "kernel"], how="inner")
         mapped = pl.concat([a.select(mapped.columns), b.select(mapped.columns)])
     done = mapped.select("rank", "event_id").unique()
     # a kernel without op names (`triton_poi_fused_0`) keeps one null node: its time stays in every table
@@ -328,7 +433,9 @@ def kernels(events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.
     pl.DataFrame
         `KERNEL_COLUMNS`: the `kernel_events` columns, `mapped` (provenance found the kernel),
         `guess` (not mapped: `aten_ops` is the kernel name's fused op list), `n_nodes`, and the
-        lists `nodes`, `aten_ops`, `modules`, `sources` (`file:line`, unique, sorted).
+        lists `nodes`, `aten_ops`, `modules`, `sources` (`file:line`, unique, sorted). A kernel the
+        provenance knows only by its stacks (a torch 2.13 backward kernel) is mapped with
+        `n_nodes` 0, its modules and sources from the stacks and `aten_ops` from its name.
     """
     rows = _node_rows(events, provenance)
     agg = rows.group_by("rank", "event_id").agg(
@@ -350,6 +457,10 @@ def kernels(events: pl.DataFrame, provenance: pl.DataFrame | None = None) -> pl.
     out = events.join(agg, on=["rank", "event_id"], how="left").with_columns(
         pl.col("mapped").fill_null(False), pl.col("n_nodes").fill_null(0),
         bytes=pl.col("read_bytes") + pl.col("write_bytes"))
+    # mapped by stacks only (a torch 2.13 backward kernel): the ops are the name's fused op list, as by_op counts them
+    from_name = pl.col("fused_ops").list.eval(pl.format("aten::{}", pl.element())).list.unique().list.sort()
+    out = out.with_columns(aten_ops=pl.when(pl.col("mapped") & (pl.col("n_nodes") == 0)).then(from_name)
+                           .otherwise("aten_ops"))
     return out.with_columns(guess=~pl.col("mapped")).select(KERNEL_COLUMNS)
 
 
@@ -386,7 +497,8 @@ def apportion(events: pl.DataFrame, provenance: pl.DataFrame | None = None, by: 
         msg = f"by must be one of {sorted(_KEYS)}, got {by!r}"
         raise UsageError(msg)
     keys = _KEYS[by]
-    rows = _with_shares(_node_rows(events, provenance, use_stacks=by in ("module", "source")))
+    rows = _with_shares(_node_rows(events, provenance, use_stacks=by in ("module", "source"),
+                                   node_level=by not in ("module", "source")))
     total = int(rows["share_ns"].sum()) if rows.height else 0
     return (rows.group_by(keys).agg(
         pl.col("share_ns").sum().cast(pl.Int64).alias("time_ns"),
@@ -410,7 +522,9 @@ def regions(nested: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     Returns
     -------
     pl.DataFrame
-        `REGION_COLUMNS`: `compile_id`, `frame_id` (the dynamo frame: several frames called in
+        `REGION_COLUMNS`: `compile_id`, `graph` (`"forward"`: the `Torch-Compiled Region` ops;
+        `"backward"`: AOTAutograd's `CompiledFunctionBackward` ops, linked to their forward's
+        compile id by sequence number), `frame_id` (the dynamo frame: several frames called in
         one step mean graph breaks), `compile_index` (> 0: a recompile of that frame), `recompile`,
         `compiled_in_trace` (the trace holds compile-time annotations for this id, e.g.
         `dynamo_data: compile_id=0/1`), `n_calls`, `total_ns` (sum of the region ops'
@@ -418,21 +532,31 @@ def regions(nested: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         (of the `## Call CompiledFxGraph ##` annotations inside; `None` when Inductor's cache
         was off). Sorted by rank, frame_id, compile_index.
     """
-    n = nested.select("rank", "event_id", "parent_id", "cat", "name", "dur_ns")
-    reg = n.filter(pl.col("name").str.starts_with(REGION_PREFIX)).with_columns(
-        compile_id=pl.col("name").str.extract(r"(\d+/\d+)", 1))
+    n = nested.select("rank", "event_id", "parent_id", "cat", "name", "dur_ns",
+                      *[c for c in ("start_ns", "sequence_number") if c in nested.columns])
+    reg = n.filter(pl.col("name").str.starts_with(REGION_PREFIX)).select(
+        "rank", "dur_ns", compile_id=pl.col("name").str.extract(r"(\d+/\d+)", 1), graph=pl.lit("forward"))
+    if "sequence_number" in n.columns and (n["name"] == BACKWARD_FN).any():
+        bwd_ops = n.filter(pl.col("name") == BACKWARD_FN).select("rank", "event_id", "dur_ns").join(
+            _backward_compile_ids(n, _parents(n), n["name"].str.starts_with(REGION_PREFIX).to_numpy()),
+            on=["rank", "event_id"], how="left")
+        reg = pl.concat([reg, bwd_ops.filter(pl.col("_bwd_cid").is_not_null()).select(  # forward in no region: as
+            "rank", "dur_ns", pl.col("_bwd_cid").alias("compile_id"), graph=pl.lit("backward"))])  # it, left out
     compiled_here = (n.filter(pl.col("name").str.contains(_COMPILE_ID_RE))
                      .select("rank", compile_id=pl.col("name").str.extract(_COMPILE_ID_RE, 1)).unique()
                      .with_columns(compiled_in_trace=pl.lit(True)))
     calls = _graph_calls(n).join(n.select("rank", "event_id", "name"), on=["rank", "event_id"], how="left")
-    hashes = calls.group_by("rank", "compile_id").agg(
+    key = ["rank", "compile_id", "graph"]
+    hashes = calls.with_columns(pl.col("graph").fill_null("forward")).group_by(key).agg(
         pl.col("name").str.extract(r"## Call CompiledFxGraph (\S+) ##", 1).unique().sort().alias("graph_hashes"))
-    kern = events.group_by("rank", "compile_id").agg(pl.col("dur_ns").sum().cast(pl.Int64).alias("kernel_ns"),
-                                                     pl.len().cast(pl.Int64).alias("n_kernels"))
-    out = (reg.group_by("rank", "compile_id").agg(pl.len().cast(pl.Int64).alias("n_calls"),
-                                                  pl.col("dur_ns").sum().cast(pl.Int64).alias("total_ns"))
-           .join(kern, on=["rank", "compile_id"], how="left")
-           .join(hashes, on=["rank", "compile_id"], how="left")
+    ev = events.with_columns(pl.col("graph").fill_null("forward")) if "graph" in events.columns \
+        else events.with_columns(graph=pl.lit("forward"))
+    kern = ev.group_by(key).agg(pl.col("dur_ns").sum().cast(pl.Int64).alias("kernel_ns"),
+                                pl.len().cast(pl.Int64).alias("n_kernels"))
+    out = (reg.group_by(key).agg(pl.len().cast(pl.Int64).alias("n_calls"),
+                                 pl.col("dur_ns").sum().cast(pl.Int64).alias("total_ns"))
+           .join(kern, on=key, how="left", nulls_equal=True)
+           .join(hashes, on=key, how="left", nulls_equal=True)
            .join(compiled_here, on=["rank", "compile_id"], how="left")
            .with_columns(frame_id=pl.col("compile_id").str.split("/").list.get(0).cast(pl.Int64),
                          compile_index=pl.col("compile_id").str.split("/").list.get(1).cast(pl.Int64),
@@ -440,7 +564,7 @@ def regions(nested: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                          kernel_ns=pl.col("kernel_ns").fill_null(0), n_kernels=pl.col("n_kernels").fill_null(0),
                          graph_hashes=pl.col("graph_hashes").fill_null(pl.lit([], pl.List(pl.String)))))
     return out.with_columns(recompile=pl.col("compile_index") > 0).select(REGION_COLUMNS).sort(
-        "rank", "frame_id", "compile_index")
+        "rank", "frame_id", "compile_index", pl.col("graph") == "backward", nulls_last=True)
 
 
 def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFrame | None = None,
@@ -471,7 +595,7 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
         them), so
         `pt.diff(eager, compiled)` compares op by op. The self times still sum to the trace's.
     """
-    rows = _with_shares(_node_rows(events, provenance)).with_columns(
+    rows = _with_shares(_node_rows(events, provenance, node_level=True)).with_columns(
         aten_op=pl.coalesce("pre_grad_op", "aten_op")).join(
         events.select("rank", "event_id", "on_device"), on=["rank", "event_id"], how="left")
     dev_type = ops["device_type"].filter(ops["device_type"] != "CPU").first() if "device_type" in ops.columns \
@@ -534,16 +658,16 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
 
 
 def _module_shares(events: pl.DataFrame, provenance: pl.DataFrame | None, externs: pl.DataFrame | None) -> pl.DataFrame:
-    """Per charge: rank, event_id, graph_call_id, module (null: unknown), on_device, share_ns (int64, exact sums)."""
+    """Per charge: rank, event_id, graph_call_id, graph, module (null: unknown), on_device, share_ns (exact sums)."""
     rows = _with_shares(_node_rows(events, provenance, use_stacks=True)).join(
-        events.select("rank", "event_id", "on_device", "graph_call_id"), on=["rank", "event_id"], how="left").select(
-        "rank", "event_id", "graph_call_id", "module", "on_device", "share_ns")
+        events.select("rank", "event_id", "on_device", "graph_call_id", "graph"), on=["rank", "event_id"],
+        how="left").select("rank", "event_id", "graph_call_id", "graph", "module", "on_device", "share_ns")
     if externs is None or not externs.height:
         return rows
     one_null = pl.lit([None], pl.List(pl.String))
     ext = (externs.with_columns(module=pl.when(pl.col("modules").list.len() > 0).then("modules").otherwise(one_null))
            .explode("module").with_columns(node=pl.col("module").fill_null(""))
-           .select("rank", "event_id", "graph_call_id", "module", "dur_ns", "node").pipe(_with_shares)
+           .select("rank", "event_id", "graph_call_id", "graph", "module", "dur_ns", "node").pipe(_with_shares)
            .with_columns(on_device=pl.lit(False)))
     return pl.concat([rows, ext.select(rows.columns)])
 
@@ -580,53 +704,78 @@ def module_times(events: pl.DataFrame, provenance: pl.DataFrame | None, externs:
         over the module and every path below it. `n_calls`: the `## Call CompiledFxGraph ##` calls
         that ran the module's kernels (the root: the region calls). `unmapped_ns`: the part of
         self time from kernels whose module is unknown (charged to the root). `name` = `path`
-        (so `pt.diff` matches it to an eager table's `name`). Backward columns are 0: compiled
-        backward graphs count as forward.
+        (so `pt.diff` matches it to an eager table's `name`). `bwd_*`: the same for kernels of
+        AOTAutograd's backward graphs (`graph == "backward"`), the root's `bwd_host_self_ns`
+        holding the `CompiledFunctionBackward` ops' time outside every charged kernel, so its
+        `bwd_host_total_ns` is their total; `n_bwd_calls`: the backward graph calls that ran the
+        module's kernels (the root: the `CompiledFunctionBackward` calls). The backward graph's
+        kernels map to modules through their stacks (docs/compiled.md, "Backward graphs").
     """
     charges = _module_shares(events, provenance, externs)
     full = (pl.when(pl.col("module").is_null() | (pl.col("module") == "")).then(pl.lit(root))
             .otherwise(pl.format("{}.{}", pl.lit(root), pl.col("module"))))
-    charges = charges.with_columns(path=full, _unmapped=pl.col("module").is_null())
-    regions_ = nested.filter(pl.col("name").str.starts_with(REGION_PREFIX)).group_by("rank").agg(
-        pl.col("dur_ns").sum().cast(pl.Int64).alias("_region_ns"), pl.len().cast(pl.Int64).alias("_region_calls"))
+    charges = charges.with_columns(path=full, _unmapped=pl.col("module").is_null(),
+                                   _bwd=pl.col("graph").fill_null("forward") == "backward")
+    host, dev, bwd = ~pl.col("on_device"), pl.col("on_device"), pl.col("_bwd")
+    # the root's own time: the regions (forward) and the CompiledFunctionBackward ops (backward) outside kernels;
+    # a backward op counts when linked to a forward in a region (`_backward_compile_ids`), as regions() counts it
+    linked = _backward_compiled_ops(nested)
+    runs = nested.filter(pl.col("name").str.starts_with(REGION_PREFIX) | (
+        (pl.col("name") == BACKWARD_FN) & pl.struct("rank", "event_id").is_in(linked.implode()))).group_by(
+        "rank").agg(pl.col("dur_ns").filter(pl.col("name") != BACKWARD_FN).sum().cast(pl.Int64).alias("_region_ns"),
+                    (pl.col("name") != BACKWARD_FN).sum().cast(pl.Int64).alias("_region_calls"),
+                    pl.col("dur_ns").filter(pl.col("name") == BACKWARD_FN).sum().cast(pl.Int64).alias("_bwd_fn_ns"),
+                    (pl.col("name") == BACKWARD_FN).sum().cast(pl.Int64).alias("_bwd_fn_calls"))
     own = charges.group_by("rank", "path").agg(
-        pl.col("share_ns").filter(~pl.col("on_device")).sum().cast(pl.Int64).alias("host_self_ns"),
-        pl.col("share_ns").filter(pl.col("on_device")).sum().cast(pl.Int64).alias("device_self_ns"),
+        pl.col("share_ns").filter(host & ~bwd).sum().cast(pl.Int64).alias("host_self_ns"),
+        pl.col("share_ns").filter(dev & ~bwd).sum().cast(pl.Int64).alias("device_self_ns"),
+        pl.col("share_ns").filter(host & bwd).sum().cast(pl.Int64).alias("bwd_host_self_ns"),
+        pl.col("share_ns").filter(dev & bwd).sum().cast(pl.Int64).alias("bwd_device_self_ns"),
         pl.col("share_ns").filter(pl.col("_unmapped")).sum().cast(pl.Int64).alias("unmapped_ns"),
         pl.struct("event_id").n_unique().cast(pl.Int64).alias("n_kernels"))
     # every path and its ancestors (prefixes), so a module with no node of its own still has a row
-    paths = pl.concat([own.select("rank", "path"), regions_.select("rank", pl.lit(root).alias("path"))]).unique()
+    paths = pl.concat([own.select("rank", "path"), runs.select("rank", pl.lit(root).alias("path"))]).unique()
     parts = paths.with_columns(_parts=pl.col("path").str.split("."))
     anc = (parts.with_columns(_n=pl.int_ranges(1, pl.col("_parts").list.len() + 1)).explode("_n")
            .select("rank", "path", anc=pl.col("_parts").list.head(pl.col("_n")).list.join(".")))
     keys = anc.select("rank", pl.col("anc").alias("path")).unique()
-    host_charged = charges.filter(~pl.col("on_device")).group_by("rank").agg(
-        pl.col("share_ns").sum().cast(pl.Int64).alias("_charged"))
+    host_charged = charges.filter(host).group_by("rank").agg(
+        pl.col("share_ns").filter(~bwd).sum().cast(pl.Int64).alias("_charged"),
+        pl.col("share_ns").filter(bwd).sum().cast(pl.Int64).alias("_bwd_charged"))
+    self_cols = ["host_self_ns", "device_self_ns", "bwd_host_self_ns", "bwd_device_self_ns"]
+    is_root = pl.col("path") == root
     own = (keys.join(own, on=["rank", "path"], how="left").with_columns(
-        pl.col("host_self_ns", "device_self_ns", "unmapped_ns", "n_kernels").fill_null(0))
-        .join(regions_, on="rank", how="left").join(host_charged, on="rank", how="left")
-        .with_columns(host_self_ns=pl.when(pl.col("path") == root).then(
-            pl.col("host_self_ns") + (pl.col("_region_ns").fill_null(0) - pl.col("_charged").fill_null(0)).clip(0))
-            .otherwise("host_self_ns")))
-    sub = anc.join(own.select("rank", pl.col("path"), "host_self_ns", "device_self_ns"), on=["rank", "path"])
+        pl.col(*self_cols, "unmapped_ns", "n_kernels").fill_null(0))
+        .join(runs, on="rank", how="left").join(host_charged, on="rank", how="left")
+        .with_columns(
+            host_self_ns=pl.when(is_root).then(
+                pl.col("host_self_ns") + (pl.col("_region_ns").fill_null(0) - pl.col("_charged").fill_null(0)).clip(0))
+            .otherwise("host_self_ns"),
+            bwd_host_self_ns=pl.when(is_root).then(
+                pl.col("bwd_host_self_ns")
+                + (pl.col("_bwd_fn_ns").fill_null(0) - pl.col("_bwd_charged").fill_null(0)).clip(0))
+            .otherwise("bwd_host_self_ns")))
+    sub = anc.join(own.select("rank", "path", *self_cols), on=["rank", "path"])
     totals = sub.group_by("rank", pl.col("anc").alias("path")).agg(
-        pl.col("host_self_ns").sum().cast(pl.Int64).alias("host_total_ns"),
-        pl.col("device_self_ns").sum().cast(pl.Int64).alias("device_total_ns"))
-    calls_of = (anc.join(charges.select("rank", "path", "graph_call_id"), on=["rank", "path"])
+        pl.col(c).sum().cast(pl.Int64).alias(c.replace("_self_", "_total_")) for c in self_cols)
+    calls_of = (anc.join(charges.select("rank", "path", "graph_call_id", "_bwd"), on=["rank", "path"])
                 .group_by("rank", pl.col("anc").alias("path")).agg(
-                    pl.col("graph_call_id").drop_nulls().n_unique().cast(pl.Int64).alias("n_calls")))
+                    pl.col("graph_call_id").filter(~bwd).drop_nulls().n_unique().cast(pl.Int64).alias("n_calls"),
+                    pl.col("graph_call_id").filter(bwd).drop_nulls().n_unique().cast(pl.Int64).alias("n_bwd_calls")))
     out = (own.join(totals, on=["rank", "path"], how="left").join(calls_of, on=["rank", "path"], how="left")
-           .with_columns(n_calls=pl.when(pl.col("path") == root).then(
+           .with_columns(n_calls=pl.when(is_root).then(
                pl.max_horizontal(pl.col("n_calls").fill_null(0), pl.col("_region_calls").fill_null(0)))
                .otherwise(pl.col("n_calls").fill_null(0)),
+               n_bwd_calls=pl.when(is_root).then(
+               pl.max_horizontal(pl.col("n_bwd_calls").fill_null(0), pl.col("_bwd_fn_calls").fill_null(0)))
+               .otherwise(pl.col("n_bwd_calls").fill_null(0)),
                depth=(pl.col("path").str.count_matches(r"\.")).cast(pl.Int64),
                instance=pl.col("path").str.extract(r"([^.]*)$", 1), type=pl.lit(None, pl.String),
                parent=pl.when(pl.col("path").str.contains(r"\.")).then(pl.col("path").str.replace(r"\.[^.]*$", "")),
                name=pl.col("path")))
-    zero = [c for c in ("n_bwd_calls", "bwd_host_total_ns", "bwd_host_self_ns", "bwd_device_total_ns",
-                        "bwd_device_self_ns", "n_recompute_calls", "recompute_ns", "recompute_device_ns", "n_ops")]
+    zero = ["n_recompute_calls", "recompute_ns", "recompute_device_ns", "n_ops"]
     out = out.with_columns(pl.lit(0, pl.Int64).alias(c) for c in zero).with_columns(
-        pl.col("host_total_ns", "device_total_ns").fill_null(0))
+        pl.col("host_total_ns", "device_total_ns", "bwd_host_total_ns", "bwd_device_total_ns").fill_null(0))
     return out.select(*MODULE_COLUMNS, *COMPILED_MODULE_EXTRA).sort(
         ["host_total_ns", "device_total_ns", "rank", "path"], descending=[True, True, False, False])
 
@@ -655,7 +804,7 @@ class Compiled:
             cats = self._trace.categories
             acts = self._trace.device.activities() if kinds.has_device_rows(cats) else None
             nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns",
-                                                    "dur_ns", "args"])
+                                                    "dur_ns", "args", "sequence_number"])
             return kernel_events(nested, acts)
         out: pl.DataFrame = self._trace.cached("compiled:events", compute)
         return out
@@ -685,17 +834,20 @@ class Compiled:
 
     def regions(self) -> pl.DataFrame:
         """Per compiled graph: calls, time, kernels, recompiles (`regions`)."""
-        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "dur_ns"])
+        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns",
+                                                "sequence_number"])
         return regions(nested, self.events())
 
     def extern_kernels(self) -> pl.DataFrame:
         """The aten ops the generated code calls (`extern_kernels.addmm`) with their FX nodes (`extern_kernels`)."""
-        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns"])
+        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns",
+                                                "sequence_number"])
         return extern_kernels(nested, self.provenance)
 
     def modules(self, root: str = "model") -> pl.DataFrame:
         """Compiled kernel time per nn.Module path, as `tr.modules.modules()` lays it out (`module_times`)."""
-        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "dur_ns"])
+        nested = self._trace.collect("nested", ["rank", "event_id", "parent_id", "cat", "name", "start_ns", "dur_ns",
+                                                "sequence_number"])
         return module_times(self.events(), self.provenance, self.extern_kernels(), nested, root=root)
 
     def key_averages(self) -> pl.DataFrame:

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
     from proftab.trace import Trace
 
-__all__ = ["MAPPINGS_FILE", "POST_GRAD_FILE", "PROVENANCE_COLUMNS", "PROVENANCE_TABLE", "module_of_stack",
-           "read_provenance", "with_provenance"]
+__all__ = ["MAPPINGS_FILE", "POST_GRAD_FILE", "PROVENANCE_COLUMNS", "PROVENANCE_TABLE", "graph_kind",
+           "module_of_stack", "read_provenance", "with_provenance"]
 
 #: the Trace table the provenance is kept in (`tr.collect(PROVENANCE_TABLE)`, read by `tr.compiled`)
 PROVENANCE_TABLE = "compile_provenance"
@@ -46,6 +46,7 @@ POST_GRAD_FILE = "fx_graph_transformed.py"
 #: the columns of the provenance frame (`tr.collect("compile_provenance")`)
 PROVENANCE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "compile_id": pl.String,          # "frame/compile" as in `Torch-Compiled Region: 0/0` (log only)
+    "graph": pl.String,               # "forward" or "backward" (AOTAutograd's backward graph: `tangents_*` inputs)
     "artifact": pl.String,            # the file the mapping came from
     "kernel": pl.String,              # Inductor's kernel name (`cpp_fused_gelu_view_2`, `extern_kernels.addmm`)
     "handle": pl.Int64,               # Inductor's provenance debug handle of the kernel call
@@ -78,6 +79,7 @@ class _Graph:
 
     artifact: str
     compile_id: str | None = None
+    graph: str = "forward"
     mappings: dict[str, object] = field(default_factory=dict)
     post_grad: str = ""
     pre_grad: str = ""
@@ -110,7 +112,8 @@ def _json(text: str, path: str) -> dict[str, object]:
 
 def _log_graphs(path: str) -> list[_Graph]:
     """The graphs of a structured trace log (`TORCH_TRACE`): artifacts by (frame_id, frame_compile_id)."""
-    graphs: dict[str, _Graph] = {}
+    graphs: list[_Graph] = []
+    current: dict[str, _Graph] = {}  # compile id -> its latest graph
     lines = _read_text(path).split("\n")
     i = 0
     while i < len(lines):
@@ -129,9 +132,14 @@ def _log_graphs(path: str) -> list[_Graph]:
         if "frame_id" not in head:
             continue
         cid = f"{head['frame_id']}/{head.get('frame_compile_id', 0)}"
-        g = graphs.setdefault(cid, _Graph(artifact=path, compile_id=cid))
         text = "\n".join(payload)
         name = head["artifact"].get("name") if isinstance(head.get("artifact"), dict) else None
+        g = current.get(cid)
+        if g is None or (name == "inductor_post_grad_graph" and g.post_grad):
+            # one compile id, several Inductor graphs in log order: AOTAutograd's forward, then its backward
+            g = _Graph(artifact=path, compile_id=cid, pre_grad=g.pre_grad if g is not None else "")
+            current[cid] = g
+            graphs.append(g)
         if name == "inductor_provenance_tracking_node_mappings":
             g.mappings = _json(text, path)
         elif name == "inductor_provenance_tracking_kernel_stack_traces":
@@ -139,9 +147,17 @@ def _log_graphs(path: str) -> list[_Graph]:
             g.stacks = {str(k): [str(s) for s in v] for k, v in stacks.items() if isinstance(v, list)}
         elif name == "inductor_post_grad_graph":
             g.post_grad = text
+            g.graph = graph_kind(text)
         elif "dynamo_output_graph" in head:
             g.pre_grad = text
-    return [g for g in graphs.values() if g.mappings]
+    return [g for g in graphs if g.mappings or g.stacks]
+
+
+def graph_kind(post_grad: str) -> str:
+    """`"backward"` when the post-grad graph's inputs include AOTAutograd's `tangents_N` (the incoming
+    gradients, which only a backward graph takes), else `"forward"`."""
+    head = next((line for line in post_grad.split("\n") if line.lstrip().startswith("def forward(")), "")
+    return "backward" if re.search(r"\btangents_\d+\b", head) else "forward"
 
 
 def _dir_graph(mapping_path: str) -> _Graph:
@@ -151,6 +167,7 @@ def _dir_graph(mapping_path: str) -> _Graph:
         post = os.path.join(os.path.dirname(mapping_path), name)
         if os.path.isfile(post):
             g.post_grad = _read_text(post)
+            g.graph = graph_kind(g.post_grad)
             break
     return g
 
@@ -247,8 +264,8 @@ def _call_name(text: str) -> tuple[str | None, bool]:
     depth = 0
     for i in range(m.end() - 1, len(text)):
         depth += {"(": 1, ")": -1}.get(text[i], 0)
-        if depth == 0:  # the call's closing parenthesis
-            return m.group(1), text[i + 1:].strip() == ""
+        if depth == 0:  # the call's closing parenthesis; unbalanced `)` after it are the enclosing calls' own
+            return m.group(1), text[i + 1:].strip().strip(")") == ""  # (the carets overshoot into them)
     return m.group(1), False  # unbalanced (a highlight cut short): not one whole call
 
 
@@ -302,7 +319,59 @@ def _common_prefix(paths: list[str]) -> str:
     return ".".join(out)
 
 
-def _graph_rows(g: _Graph) -> list[dict[str, object]]:
+def _forward_stack_modules(g: _Graph, rows: list[dict[str, object]]) -> dict[str, str]:
+    """Stack text -> module of the forward nodes that carry it, where that module is one.
+
+    A forward kernel's stacks are its nodes' stacks; a stack's nodes are the kernel's nodes on
+    the stack's innermost line. A stack whose nodes (over every forward kernel that carries it)
+    have exactly one module maps to it; others are left out.
+    """
+    on_line: dict[tuple[str, object], set[str]] = {}  # (kernel key, source line) -> its nodes' modules
+    for r in rows:
+        key = f"{r['kernel']}:{r['handle']}" if r["handle"] is not None else str(r["kernel"])
+        if r["module"] is not None:
+            on_line.setdefault((key, r["source_line"]), set()).add(str(r["module"]))
+    found: dict[str, set[str]] = {}  # linear in rows + stacks (one parse per distinct stack text)
+    parsed: dict[str, tuple[str, int, str] | None] = {}
+    for key, stacks in g.stacks.items():
+        for stack in stacks:
+            if stack not in parsed:
+                parsed[stack] = module_of_stack(stack)
+            where = parsed[stack]
+            if where is not None:
+                found.setdefault(stack, set()).update(on_line.get((key, where[1]), ()))
+    return {stack: mods.pop() for stack, mods in found.items() if len(mods) == 1}
+
+
+def _stack_only_rows(g: _Graph, key: str, stacks: list[str],
+                     forward_modules: dict[str, str]) -> list[dict[str, object]]:
+    """Rows of a kernel the mapping file does not name but the stack traces artifact does.
+
+    torch 2.13 and 2.14 write an empty mapping (`{"version": 2.0}`) for AOTAutograd's backward
+    graph, but the backward kernels' stacks: the stacks of the forward nodes each backward node
+    was derived from (AOTAutograd copies them over). One row per distinct stack, with the
+    innermost `file:line` and a module: the forward nodes' module where the forward graph carries
+    the same stack text with one module (`forward_modules`), else `module_of_stack` of the text.
+    Node, ops and perf models are null.
+    """
+    kernel, _, handle = key.rpartition(":")
+    if not kernel or not handle.isdigit():
+        kernel, handle = key, ""
+    rows: list[dict[str, object]] = []
+    for stack in sorted(set(stacks)):  # sorted: one order for the apportioning remainder
+        found = module_of_stack(stack)
+        module = forward_modules.get(stack, found[0] if found else None)
+        rows.append({
+            "compile_id": g.compile_id, "graph": g.graph, "artifact": g.artifact, "kernel": kernel,
+            "handle": int(handle) if handle else None, "node": None, "aten_op": None, "shape": None,
+            "pre_grad_nodes": [], "pre_grad_op": None,
+            "source_file": found[2] if found else None, "source_line": found[1] if found else None,
+            "source_function": None, "source_code": None, "module": module,
+            "node_flops": None, "kernel_read_bytes": None, "kernel_write_bytes": None, "kernel_flops": None})
+    return rows
+
+
+def _graph_rows(g: _Graph, forward_modules: dict[str, str] | None = None) -> list[dict[str, object]]:
     code_to_post = g.mappings.get("cppCodeToPost") or {}
     post_to_pre = g.mappings.get("postToPre") or {}
     if not isinstance(code_to_post, dict) or not isinstance(post_to_pre, dict):
@@ -318,6 +387,10 @@ def _graph_rows(g: _Graph) -> list[dict[str, object]]:
     extern_nodes = {str(n) for key, post in code_to_post.items() if str(key).startswith("extern_kernels.")
                     for n in post}
     rows: list[dict[str, object]] = []
+    for key, stacks in g.stacks.items():
+        if key in code_to_post:
+            continue
+        rows += _stack_only_rows(g, key, stacks, forward_modules or {})
     for key, post in code_to_post.items():
         post_set = {str(n) for n in post}
         prep = not str(key).startswith("extern_kernels.") and post_set <= extern_nodes  # an extern op's input prep
@@ -345,7 +418,7 @@ def _graph_rows(g: _Graph) -> list[dict[str, object]]:
             else:
                 module = None
             rows.append({
-                "compile_id": g.compile_id, "artifact": g.artifact, "kernel": kernel,
+                "compile_id": g.compile_id, "graph": g.graph, "artifact": g.artifact, "kernel": kernel,
                 "handle": int(handle) if handle else None, "node": node, "aten_op": op, "shape": shape,
                 "pre_grad_nodes": pre, "pre_grad_op": pre_op,
                 "source_file": source[0] if source else None, "source_line": source[1] if source else None,
@@ -370,17 +443,23 @@ def read_provenance(source: str | os.PathLike[str] | Sequence[str | os.PathLike[
     Returns
     -------
     pl.DataFrame
-        `PROVENANCE_COLUMNS`, sorted by compile_id, handle, kernel, node.
+        `PROVENANCE_COLUMNS`, sorted by compile_id, graph, handle, kernel, node, source.
 
     Raises
     ------
     TraceError
         A path is missing or unreadable, a file is not valid JSON, or no provenance is found.
     """
-    rows = [r for g in _graphs(source) for r in _graph_rows(g)]
+    rows: list[dict[str, object]] = []
+    forward: dict[str | None, dict[str, str]] = {}  # compile id -> its forward graph's stack modules
+    for g in _graphs(source):  # a backward graph follows its forward one in the log
+        got = _graph_rows(g, forward.get(g.compile_id) if g.graph == "backward" else None)
+        if g.graph == "forward" and g.compile_id is not None:
+            forward[g.compile_id] = _forward_stack_modules(g, got)
+        rows += got
     return (pl.DataFrame(rows, schema=PROVENANCE_COLUMNS, orient="row") if rows
-            else pl.DataFrame(schema=PROVENANCE_COLUMNS)).sort("compile_id", "handle", "kernel", "node",
-                                                               nulls_last=True)
+            else pl.DataFrame(schema=PROVENANCE_COLUMNS)).sort("compile_id", "graph", "handle", "kernel", "node",
+                                                               "source_file", "source_line", nulls_last=True)
 
 
 def with_provenance(trace: Trace, source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> Trace:

@@ -25,6 +25,14 @@ Each variant runs in its own process (Inductor reads its environment variables a
   (two compiled frames per call: a graph break by construction), compiled with `dynamic=False`;
   after the three profiled calls a fourth with batch size 4 recompiles both frames inside the
   profiler (compile ids `N/1`: a recompile by construction).
+- `train_eager`, `train_compiled`, `train_provenance`: a training step (the model in train mode,
+  `loss = run(x).square().mean(); loss.backward()`, gradients zeroed by `set_to_none` before each
+  step) eager with `with_stack=True` (the reference of `tr.modules()`' bwd columns; plus
+  `train_eager.names.json`), and compiled: AOTAutograd compiles the forward and a backward graph
+  (`CompiledFunction` / `CompiledFunctionBackward`, each a `## Call CompiledFxGraph ##`), with
+  `TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1`, without / with the provenance artifacts
+  (`provenance_train/`: the log holds both graphs under compile id `0/0`, forward first; the
+  debug directory has a mapping file for the forward graph only).
 
 Caches are disabled and the Inductor cache directory is fresh, so every run compiles (a cache hit
 would skip the provenance tracking). Three calls are profiled after one warm-up call.
@@ -82,8 +90,12 @@ def child(variant: str, out: str) -> None:
                 torch._dynamo.graph_break()
             return self.head(self.mlp(y) * 0.5)
 
-    model = Model().eval()
+    train = variant.startswith("train")
+    model = Model().train() if train else Model().eval()
     x = torch.randn(8, 4, 8, 8)
+    if train:
+        train_step(model, x, variant, out)
+        return
     if variant == "metrics":
         record_inductor_metrics(model, x, out)
         return
@@ -108,6 +120,44 @@ def child(variant: str, out: str) -> None:
             print("proftab not importable: eager_stack.names.json not written (copy another version's)")
         else:
             with open(os.path.join(out, "eager_stack.names.json"), "w") as fh:
+                json.dump(instance_names(model, x), fh, indent=1, sort_keys=True)
+    path = os.path.join(out, f"{variant}.pt.trace.json")
+    prof.export_chrome_trace(path)
+    with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    os.remove(path)
+
+
+def train_step(model: object, x: object, variant: str, out: str) -> None:
+    """Profile three training steps (forward, loss, backward) of `model`, eager or compiled."""
+    import json
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    eager = variant == "train_eager"
+    run = model if eager else torch.compile(model)  # type: ignore[arg-type]
+    params = list(model.parameters())  # type: ignore[attr-defined]
+
+    def step() -> None:
+        for p in params:
+            p.grad = None
+        loss = run(x).square().mean()  # type: ignore[operator]
+        loss.backward()
+
+    step()  # warm-up (compiles the forward and the backward graph)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=eager,
+                 with_modules=True) as prof:
+        for _ in range(3):
+            with record_function("step"):
+                step()
+    if eager:
+        try:
+            from proftab.modules import instance_names
+        except ImportError:
+            print("proftab not importable: train_eager.names.json not written")
+        else:
+            with open(os.path.join(out, "train_eager.names.json"), "w") as fh:
                 json.dump(instance_names(model, x), fh, indent=1, sort_keys=True)
     path = os.path.join(out, f"{variant}.pt.trace.json")
     prof.export_chrome_trace(path)
@@ -157,15 +207,25 @@ KEPT_ARTIFACTS = ("inductor_provenance_tracking_node_mappings", "inductor_proven
 
 
 def save_artifacts(debug: str, dest: str) -> None:
-    """Copy the provenance artifacts of one TORCH_COMPILE_DEBUG directory (one graph) to `dest`."""
+    """Copy the provenance artifacts of one TORCH_COMPILE_DEBUG directory to `dest`.
+
+    One graph: its files as they are named. Several (a training step: forward and backward):
+    each graph's mapping file and post-grad graph in a subdirectory named after Inductor's
+    per-graph debug directory (`model__0_forward_1.0`, `model__0_backward_2.1`).
+    """
     import json
 
     os.makedirs(dest, exist_ok=True)
-    for src in glob.glob(os.path.join(debug, "**", "inductor_provenance_tracking_node_mappings.json"), recursive=True):
-        shutil.copy(src, os.path.join(dest, os.path.basename(src)))
-    for src in glob.glob(os.path.join(debug, "**", "fx_graph_transformed.py"), recursive=True):  # gzip: not linted
-        with open(src, "rb") as fin, gzip.open(os.path.join(dest, "fx_graph_transformed.py.gz"), "wb") as fout:
-            shutil.copyfileobj(fin, fout)
+    found = sorted(glob.glob(os.path.join(debug, "**", "inductor_provenance_tracking_node_mappings.json"),
+                             recursive=True))
+    for src in found:
+        where = dest if len(found) == 1 else os.path.join(dest, os.path.basename(os.path.dirname(src)))
+        os.makedirs(where, exist_ok=True)
+        shutil.copy(src, os.path.join(where, os.path.basename(src)))
+        post = os.path.join(os.path.dirname(src), "fx_graph_transformed.py")
+        if os.path.isfile(post):  # gzip: not linted
+            with open(post, "rb") as fin, gzip.open(os.path.join(where, "fx_graph_transformed.py.gz"), "wb") as fout:
+                shutil.copyfileobj(fin, fout)
     kept: list[str] = []
     for log in glob.glob(os.path.join(debug, "**", "tlparse", "*.log"), recursive=True):
         with open(log, encoding="utf-8") as fh:
@@ -194,11 +254,12 @@ def main() -> None:
         work = tempfile.mkdtemp(prefix=f"proftab_{variant}_")
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "cache"),
                    TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE="1")
-        if variant == "provenance":
+        if variant in ("provenance", "train_provenance"):
             env.update(TORCH_COMPILE_DEBUG="1", TORCH_COMPILE_DEBUG_DIR=os.path.join(work, "debug"))
         subprocess.run([sys.executable, __file__, "--child", variant, out], env=env, check=True, cwd=work)
-        if variant == "provenance":
-            save_artifacts(os.path.join(work, "debug"), os.path.join(out, "provenance"))
+        if variant in ("provenance", "train_provenance"):
+            save_artifacts(os.path.join(work, "debug"),
+                           os.path.join(out, "provenance" if variant == "provenance" else "provenance_train"))
         print(variant, "->", out, "(work dir", work + ")")
 
 
