@@ -240,8 +240,9 @@ def allocations(mem: pl.DataFrame, ops: pl.DataFrame | None = None, windows: pl.
         in the window), `lifetime_ns`, `status` (`freed`, `live`, `pre_window`, `lost`),
         `alloc_seq`, `free_seq`, `alloc_event_id`, `free_event_id`, `alloc_tid`, `free_tid`,
         `new_reserved_bytes` (growth of `Total Reserved` recorded at the allocation: a new
-        caching-allocator segment; `new_reserved` before issue 25), then with `ops` `alloc_op_id`, `alloc_op`, `alloc_top_op`,
-        `module`, `stack`, `free_op_id`, `free_op`, and with `windows` `step`, `free_step`.
+        caching-allocator segment; `new_reserved` before issue 25), then with `ops`
+        `alloc_op_id`, `alloc_op`, `alloc_top_op`, `module`, `stack`, `free_op_id`, `free_op`,
+        and with `windows` `step`, `free_step`.
         Sorted by device and allocation order (pre-window blocks first, by free order).
         Events without `Addr` (torch <= 1.9 traces) cannot be paired and are left out.
     """
