@@ -47,10 +47,9 @@ def merge_intervals(df: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
     new_block[1:] |= (start[1:] + lift[1:]) > running[:-1]
     heads = np.flatnonzero(new_block)
     ends = np.maximum.reduceat(end, heads)
-    keys = rows[heads].select(by) if by else pl.DataFrame()
-    return keys.with_columns(
-        pl.Series("start_ns", start[heads]).cast(rows.schema["start_ns"]),
-        pl.Series("end_ns", ends).cast(rows.schema["end_ns"]))
+    times = [pl.Series("start_ns", start[heads]).cast(rows.schema["start_ns"]),
+             pl.Series("end_ns", ends).cast(rows.schema["end_ns"])]
+    return rows[heads].select(by).with_columns(times) if by else pl.DataFrame(times)
 
 
 #: lifted ends stay below this (int64 headroom)
