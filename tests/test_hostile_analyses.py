@@ -178,7 +178,7 @@ def test_memory_totals_that_pass_int64_are_null(tmp_path: Path) -> None:
         {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1 + i,
          "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096 * (i + 1), "Bytes": big}} for i in range(3)]
     tl = pt.load(hostile.write_trace(tmp_path / "t.json.gz", ev)).memory.timeline()
-    assert tl["replayed"].to_list() == [big, None, None]  # 2^63 and 3 * 2^62 do not fit int64: null, not wrapped
+    assert tl["replayed_bytes"].to_list() == [big, None, None]  # 2^63 and 3 * 2^62 do not fit int64: null, not wrapped
 
 
 # ----------------------------------------------------------------------------- kernels at 10^5 adversarial rows

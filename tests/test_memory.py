@@ -69,17 +69,17 @@ ALL = _params(LOCAL) + _params(SHARED_MEMORY, shared=True)
 def test_replay_of_bytes_reproduces_every_total_allocated_change(path: Path) -> None:
     tl = _load(path).memory.timeline()
     assert tl.height > 0
-    recorded = tl.filter(pl.col("allocated").is_not_null())
+    recorded = tl.filter(pl.col("allocated_bytes").is_not_null())
     if recorded.is_empty():  # torch <= 1.9 writes no Total Allocated: only the replay exists
-        assert tl["live"].equals(tl["replayed"])
+        assert tl["live_bytes"].equals(tl["replayed_bytes"])
         return
     # allocated[i] - allocated[i-1] == bytes[i] for every event of every device
-    step = recorded.with_columns(prev=pl.col("allocated").shift(1).over(["rank", "device_type", "device"]))
+    step = recorded.with_columns(prev=pl.col("allocated_bytes").shift(1).over(["rank", "device_type", "device"]))
     changes = step.filter(pl.col("prev").is_not_null())
-    assert (changes["allocated"] - changes["prev"]).equals(changes["bytes"], check_names=False)
+    assert (changes["allocated_bytes"] - changes["prev"]).equals(changes["bytes"], check_names=False)
     # hence allocated - replayed is one constant per device: what was allocated before the window
-    pre = tl.group_by(["rank", "device_type", "device"]).agg(pl.col("pre_window").n_unique().alias("n"),
-                                                               pl.col("pre_window").first().alias("v"))
+    pre = tl.group_by(["rank", "device_type", "device"]).agg(pl.col("pre_window_bytes").n_unique().alias("n"),
+                                                               pl.col("pre_window_bytes").first().alias("v"))
     assert (pre["n"] == 1).all()
     assert (pre["v"] >= 0).all()
 
@@ -206,7 +206,7 @@ def test_peak_holders_add_up(path: Path) -> None:
     tl = tr.memory.timeline()
     summary = tr.memory.peak()
     keys = ["rank", "device_type", "device"]
-    top = tl.group_by(keys).agg(pl.col("live").max().alias("m"), pl.col("reserved").max().alias("r"))
+    top = tl.group_by(keys).agg(pl.col("live_bytes").max().alias("m"), pl.col("reserved_bytes").max().alias("r"))
     got = summary.join(top, on=keys)
     assert (got["peak_bytes"] == got["m"]).all()
     assert got["max_reserved_bytes"].equals(got["r"], check_names=False)
@@ -335,7 +335,7 @@ def test_pairing_matches_a_replay_with_a_dict_of_live_addresses(spec: list[tuple
     assert got == _reference(rows)
     assert al.height == len(got)
     tl = timeline(memory_events(_instants(rows)))
-    assert tl.filter(pl.col("pre_window") != 0).is_empty()
+    assert tl.filter(pl.col("pre_window_bytes") != 0).is_empty()
 
 
 def test_reused_address_and_pre_window_free() -> None:
@@ -425,7 +425,7 @@ def test_memory_chart_axis_in_adaptive_units() -> None:
     pytest.importorskip("altair")
     tr = _load(BUNDLED / "train_cnn.pt.trace.json.gz")
     tl = tr.memory.timeline()
-    small = tl.with_columns(pl.col("live").clip(upper_bound=16), pl.col("reserved").clip(upper_bound=16))
+    small = tl.with_columns(pl.col("live_bytes").clip(upper_bound=16), pl.col("reserved_bytes").clip(upper_bound=16))
     from proftab.memory._chart import memory_chart
 
     t0 = tl.group_by("rank").agg(pl.col("start_ns").min().alias("t0"))
@@ -467,7 +467,7 @@ def test_live_profile_memory_matches_torchs_key_averages() -> None:
     tr = pt.from_profiler(prof)
     tl = tr.memory.timeline()
     assert tl.height > 50
-    assert tl["pre_window"].n_unique() == 1
+    assert tl["pre_window_bytes"].n_unique() == 1
     al = tr.memory.allocations()
     derived = _memory_from_allocations(tr.collect("nested"), al)["cpu"]
     # torch's in-memory key_averages (not the JSON's) has a `[memory]` row: the events no op holds

@@ -494,3 +494,38 @@ def test_merge_intervals_against_a_per_group_loop() -> None:
                 cur = [a, b]
         want.append((k, *cur))
     assert merge_intervals(df, by=["k"]).rows() == want
+
+
+@given(st.lists(st.tuples(st.sampled_from([None, 0, 1, 2]), st.integers(0, 1), st.integers(-5, 40), st.integers(0, 8)),
+                max_size=60), st.sampled_from([["a", "b"], ["a"], ["b"], []]),
+       st.sampled_from([(0, 1), (10**15, 1), (0, 2**57)]))
+@settings(max_examples=60, deadline=None)
+def test_merge_intervals_matches_a_plain_sweep(rows, by, placement):
+    """`merge_intervals` (one running max over all groups, lifted per group) equals a sweep per group:
+    touching intervals merge, null keys are a group, the rows come sorted by the keys (nulls last) and
+    start; times spread over more than 2**62 ns (groups x span past int64) take its window-expression
+    path, with the same answer."""
+    from proftab.intervals import merge_intervals
+
+    base, scale = placement
+    df = pl.DataFrame({"a": [r[0] for r in rows], "b": [r[1] for r in rows],
+                       "start_ns": [base + r[2] * scale for r in rows],
+                       "end_ns": [base + (r[2] + r[3]) * scale for r in rows]},
+                      schema={"a": pl.Int64, "b": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    want = []
+    groups: dict[tuple, list[tuple[int, int]]] = {}
+    for r in df.iter_rows(named=True):
+        groups.setdefault(tuple(r[c] for c in by), []).append((r["start_ns"], r["end_ns"]))
+    for key in sorted(groups, key=lambda k: tuple((v is None, v or 0) for v in k)):
+        cur = None
+        for s, e in sorted(groups[key]):
+            if cur is not None and s <= cur[1]:
+                cur[1] = max(cur[1], e)
+            else:
+                if cur is not None:
+                    want.append((*key, *cur))
+                cur = [s, e]
+        want.append((*key, *cur))
+    got = merge_intervals(df, by=by)
+    assert got.columns == [*by, "start_ns", "end_ns"] and got.schema["start_ns"] == pl.Int64
+    assert got.rows() == want

@@ -54,6 +54,8 @@ _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 _BARE_COUNTS = {"calls", "kernels", "activities", "total_activities", "count", "gaps", "negative", "annotations",
                 "collectives", "last_arrivals", "allocations", "retained_blocks", "ops", "bwd_calls",
                 "recompute_calls", "margin_evidence", "ext_rejected", "shared_correlation", "clamped"}
+#: byte quantities named without their unit before issue 25 (now *_bytes)
+_BARE_BYTES = {"allocated", "reserved", "replayed", "pre_window", "reserved_delta", "live", "new_reserved"}
 _OLD = {(frame, old) for frame, m in RENAMED_COLUMNS.items() for old in m}
 
 
@@ -106,6 +108,8 @@ def _problems(where: str, df: pl.DataFrame) -> list[str]:
             bad = f"n_* counts must be integers, is {dtype}"
         elif col in _BARE_COUNTS and dtype.is_integer() and not frame.endswith("key_averages"):
             bad = "a count named by what it counts: name it n_* (torch's key_averages alone keeps calls)"
+        elif col in _BARE_BYTES and dtype.is_integer():
+            bad = "a byte quantity without its unit: name it *_bytes"
         elif col.endswith("_bound") and dtype.is_integer() and not col.startswith("n_"):
             bad = "reads like a flag but is a count: name it n_*"
         elif col == "share" or col.endswith("_share"):
@@ -185,8 +189,31 @@ def test_the_trace_tables_and_memory_frames_name_a_point_in_time_start_ns(traces
         assert "start_ns" in df.columns and "ts_ns" not in df.columns, name
         assert df.schema["start_ns"] == pl.Int64, name
         assert not _problems(f"cnn:{name}", df), name
-        assert RENAMED_COLUMNS[name] == {"ts_ns": "start_ns"}
+        assert RENAMED_COLUMNS[name]["ts_ns"] == "start_ns"
     assert cnn.instants.height > 1000 and gpu.flows.height > 0
     with pytest.warns(DeprecationWarning, match="ts_ns -> start_ns"):
         old = with_old_names(cnn.memory.timeline(), "memory.timeline")
     assert old["ts_ns"].equals(old["start_ns"], check_names=False)
+
+
+def test_memory_byte_columns_say_bytes(traces: dict[str, pt.Trace]) -> None:
+    """Issue 25.9: `memory.timeline()`'s byte columns (`allocated`, `reserved`, `live`...) and
+    `allocations()`' `new_reserved` are `*_bytes`; the old names come back through `with_old_names`."""
+    mem = traces["cnn"].memory
+    tl, al = mem.timeline(), mem.allocations()
+    renamed = {"allocated": "allocated_bytes", "reserved": "reserved_bytes", "replayed": "replayed_bytes",
+               "pre_window": "pre_window_bytes", "reserved_delta": "reserved_delta_bytes", "live": "live_bytes"}
+    assert {k: v for k, v in RENAMED_COLUMNS["memory.timeline"].items() if k != "ts_ns"} == renamed
+    assert set(renamed.values()) <= set(tl.columns) and not set(renamed) & set(tl.columns)
+    assert all(tl.schema[c] == pl.Int64 for c in renamed.values())
+    assert "new_reserved_bytes" in al.columns and "new_reserved" not in al.columns
+    for name, df in (("memory.timeline", tl), ("memory.allocations", al)):
+        assert not _problems(f"cnn:{name}", df), name
+    assert tl["live_bytes"].max() == mem.peak()["peak_bytes"].max()  # the peak is the timeline's largest live
+    with pytest.warns(DeprecationWarning, match="live -> live_bytes"):
+        old = with_old_names(tl, "memory.timeline")
+    for o, n in renamed.items():
+        assert old[o].equals(tl[n], check_names=False)
+    with pytest.warns(DeprecationWarning, match="new_reserved -> new_reserved_bytes"):
+        assert with_old_names(al, "memory.allocations")["new_reserved"].equals(al["new_reserved_bytes"],
+                                                                                check_names=False)

@@ -309,7 +309,9 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "flows": {"ts_ns": "start_ns"},
     "counters": {"ts_ns": "start_ns"},
     "memory.events": {"ts_ns": "start_ns"},
-    "memory.timeline": {"ts_ns": "start_ns"},
+    "memory.timeline": {"ts_ns": "start_ns", **{c: f"{c}_bytes" for c in ("allocated", "reserved", "replayed",
+                                                                           "pre_window", "reserved_delta", "live")}},
+    "memory.allocations": {"new_reserved": "new_reserved_bytes"},
     "memory.snapshot.trace": {"ts_ns": "start_ns"},
 }
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proftab import kinds
-from proftab.steps import step_windows
+from proftab.steps import STEP_PREFIX, step_windows
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from proftab.trace import Trace
 
 __all__ = ["FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "format_value", "frame", "register_rule",
-           "rules", "scope_text", "step_threads", "unregister_rule", "user_frame"]
+           "rules", "scope_text", "step_threads", "trace_steps", "unregister_rule", "user_frame"]
 
 #: severities, most urgent first
 SEVERITIES = ("high", "medium", "low", "info")
@@ -92,15 +92,22 @@ def empty() -> pl.DataFrame:
 
 def step_threads(events: pl.DataFrame) -> pl.DataFrame:
     """`steps.step_windows` plus the `pid` / `tid` of the thread that drives each step (its
-    `ProfilerStep#N` event's thread)."""
-    w = step_windows(events.select("rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id"))
-    return w.join(events.select("rank", "event_id", "pid", "tid"), on=["rank", "event_id"], how="left")
+    `ProfilerStep#N` event's thread). One pass over `events` (the step rows are picked first)."""
+    rows = events.filter(pl.col("name").str.starts_with(STEP_PREFIX)).select(
+        "rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id", "pid", "tid")
+    w = step_windows(rows.drop("pid", "tid"))
+    return w.join(rows.select("rank", "event_id", "pid", "tid"), on=["rank", "event_id"], how="left")
+
+
+def trace_steps(trace: Trace) -> pl.DataFrame:
+    """`step_threads` of `trace`'s events, computed once per trace (the rules share it)."""
+    out: pl.DataFrame = trace.cached("findings:step_threads", lambda: step_threads(trace.collect("events")))
+    return out
 
 
 def host_work() -> pl.Expr:
     """Host rows that are work a step thread does: ops and runtime calls, not frames or annotations."""
-    cat = pl.col("cat").cast(pl.String)
-    return kinds.is_host_op() & ~kinds.is_python_frame() & ~kinds.is_user_annotation() & cat.is_not_null()
+    return kinds.is_host_op() & ~kinds.is_python_frame() & ~kinds.is_user_annotation() & pl.col("cat").is_not_null()
 
 
 #: stack frames that are not the user's code: built-ins, torch's own files, module markers

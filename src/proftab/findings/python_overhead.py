@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
-from proftab.findings._base import finding, frame, register_rule, step_threads
+from proftab.findings._base import finding, frame, register_rule, step_threads, trace_steps
 from proftab.intervals import merge_intervals
 from proftab.intervals.overlap import overlap_join
 from proftab.intervals.tree import nearest_ancestor, row_positions
@@ -52,7 +52,7 @@ def top_level_ops(nested: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def python_overhead(nested: pl.DataFrame, events: pl.DataFrame, *, min_ops: int = MIN_OPS, tiny_ns: int = TINY_NS,
-                    min_gap_share: float = MIN_GAP_SHARE) -> pl.DataFrame:
+                    min_gap_share: float = MIN_GAP_SHARE, steps: pl.DataFrame | None = None) -> pl.DataFrame:
     """Findings: ranks whose steps are thousands of tiny ops (module docstring).
 
     `value` is top-level ops per step (total // steps); `share` the time between them over the
@@ -88,4 +88,4 @@ def python_overhead(nested: pl.DataFrame, events: pl.DataFrame, *, min_ops: int 
 
 @register_rule("python_overhead", "thousands of tiny ops per step, the host's gaps between them dominating")
 def _run(trace: Trace) -> pl.DataFrame:
-    return python_overhead(trace.collect("nested"), trace.collect("events"))
+    return python_overhead(trace.collect("nested"), trace.collect("events"), steps=trace_steps(trace))

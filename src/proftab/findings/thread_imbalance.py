@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import kinds
-from proftab.findings._base import finding, frame, host_work, register_rule, step_threads
+from proftab.findings._base import finding, frame, host_work, register_rule, step_threads, trace_steps
 from proftab.intervals import merge_intervals
 from proftab.intervals.overlap import overlap_join
 from proftab.render.text import fmt_ns, fmt_share
@@ -40,8 +40,10 @@ def _worker_rows() -> pl.Expr:
 def thread_busy(nested: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """Busy time per step and host thread other than the step thread: `rank`, `step`, `pid`,
     `tid`, `busy_ns` (union of its work rows clipped to the step)."""
-    work = nested.filter(_worker_rows()).select(*_THREAD, "start_ns", "end_ns").join(
-        steps.select(*_THREAD).unique(), on=_THREAD, how="anti")
+    # each thread's union first, then clipped to the steps (the union of clipped rows is the clipped union)
+    work = merge_intervals(nested.lazy().select(*_THREAD, "start_ns", "end_ns", _worker_rows().alias("_w")).filter(
+        pl.col("_w")).collect().join(
+        steps.select(*_THREAD).unique(), on=_THREAD, how="anti"), by=_THREAD)
     win = steps.select("rank", "step", pl.col("start_ns").alias("w0"), pl.col("end_ns").alias("w1"))
     pairs = overlap_join(work, win, by=["rank"], right_on=("w0", "w1"))
     clipped = pairs.select(*_THREAD, "step", pl.max_horizontal("start_ns", "w0").alias("start_ns"),
@@ -52,15 +54,17 @@ def thread_busy(nested: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def thread_imbalance(nested: pl.DataFrame, events: pl.DataFrame, threads: pl.DataFrame, *,
-                     min_ratio: float = MIN_RATIO, min_thread_share: float = MIN_THREAD_SHARE) -> pl.DataFrame:
+                     min_ratio: float = MIN_RATIO, min_thread_share: float = MIN_THREAD_SHARE,
+                     steps: pl.DataFrame | None = None) -> pl.DataFrame:
     """Findings: the straggler thread of each rank (module docstring).
 
     `value` is the straggler's excess over the median thread, ns per step (Σ over steps //
     steps); `share` that excess over the steps' total; `est_saving_ns` its excess over the mean
     thread per step (what an even split would save); `evidence` the straggler's work rows
     (`events`) overlapping the steps (their union clipped to each step is its busy time).
+    `steps`: `step_threads(events)` when already computed.
     """
-    steps = step_threads(events)
+    steps = step_threads(events) if steps is None else steps
     if steps.is_empty():
         return frame([])
     busy = thread_busy(nested, steps).join(steps.select("rank", "step", pl.col("dur_ns").alias("step_ns")),
@@ -109,4 +113,5 @@ def thread_imbalance(nested: pl.DataFrame, events: pl.DataFrame, threads: pl.Dat
 
 @register_rule("thread_imbalance", "one host thread doing far more work per step than the others")
 def _run(trace: Trace) -> pl.DataFrame:
-    return thread_imbalance(trace.collect("nested"), trace.collect("events"), trace.collect("threads"))
+    return thread_imbalance(trace.collect("nested"), trace.collect("events"), trace.collect("threads"),
+                            steps=trace_steps(trace))

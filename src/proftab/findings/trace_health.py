@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import kinds
-from proftab.findings._base import finding, frame, register_rule, step_threads
+from proftab.findings._base import finding, frame, register_rule, step_threads, trace_steps
 from proftab.render.text import fmt_ns, fmt_share
 
 if TYPE_CHECKING:
@@ -37,8 +37,9 @@ LAUNCH_CALLS = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC?|GraphLaunch|MemcpyAs
 
 
 def trace_health(nested: pl.DataFrame, events: pl.DataFrame, anomalies: pl.DataFrame, rejected: pl.DataFrame,
-                 threads: pl.DataFrame) -> pl.DataFrame:
-    """Findings about the trace itself (module docstring); `est_saving_ns` is null (nothing to save)."""
+                 threads: pl.DataFrame, *, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Findings about the trace itself (module docstring); `est_saving_ns` is null (nothing to save).
+    `steps`: `step_threads(events)` when already computed."""
     rows = []
     if anomalies.height:
         kinds_ = anomalies.group_by("kind").len().sort("len", "kind", descending=[True, False])
@@ -56,16 +57,16 @@ def trace_health(nested: pl.DataFrame, events: pl.DataFrame, anomalies: pl.DataF
             evidence=rejected["event_id"].drop_nulls().to_list(), evidence_table="rejected",
             message=f"{rejected.height} input events were not loaded ({text})",
             suggestion="see tr.rejected for each event's byte offset and reason"))
-    rows += _helper_threads(nested, events, threads)
+    rows += _helper_threads(nested, step_threads(events) if steps is None else steps, threads)
     rows += _cpu_only(events)
     return frame(rows)
 
 
-def _helper_threads(nested: pl.DataFrame, events: pl.DataFrame, threads: pl.DataFrame) -> list[dict[str, object]]:
+def _helper_threads(nested: pl.DataFrame, steps: pl.DataFrame, threads: pl.DataFrame) -> list[dict[str, object]]:
     host = nested.filter(kinds.is_host_op() & pl.col("tid").is_not_null())
     if host.is_empty():
         return []
-    steps = step_threads(events).select("rank", "pid", "tid").unique()
+    steps = steps.select("rank", "pid", "tid").unique()
     total = host.group_by("rank").agg(pl.col("self_ns").sum().alias("host_ns"))
     wait = pl.col("name").str.contains(WAIT_FRAMES)
     per = host.join(steps, on=["rank", "pid", "tid"], how="anti").group_by("rank", "pid", "tid").agg(
@@ -107,4 +108,4 @@ def _cpu_only(events: pl.DataFrame) -> list[dict[str, object]]:
 @register_rule("trace_health", "damage, rejected events, helper threads in Self CPU, a CPU-only profile of a GPU job")
 def _run(trace: Trace) -> pl.DataFrame:
     return trace_health(trace.collect("nested"), trace.collect("events"), trace.anomalies, trace.collect("rejected"),
-                        trace.collect("threads"))
+                        trace.collect("threads"), steps=trace_steps(trace))

@@ -31,24 +31,24 @@ def peak_summary(tl: pl.DataFrame, allocs: pl.DataFrame) -> pl.DataFrame:
     Returns
     -------
     DataFrame
-        `DEVICE_KEYS`, `device_name`, `peak_ns`, `peak_seq` (the first event at which `live`
+        `DEVICE_KEYS`, `device_name`, `peak_ns`, `peak_seq` (the first event at which `live_bytes`
         is largest), `peak_bytes`, `reserved_at_peak_bytes`, `max_reserved_bytes`, `initial_bytes` (live
         before the first event), `final_bytes`, `n_blocks_at_peak` and `in_window_bytes` (blocks
         allocated inside the window and live at the peak), `pre_window_bytes` (`peak_bytes -
         in_window_bytes`: allocated before the window, still live at the peak), `step` (of the
         peak event, if `tl` has steps), `n_events`. A trace without `Total Allocated` (torch <=
-        1.9) has bytes relative to the window's start (`replayed`), and without `Addr` the
+        1.9) has bytes relative to the window's start (`replayed_bytes`), and without `Addr` the
         three block columns are null.
     """
-    extra = [pl.col("step").get(pl.col("live").arg_max()).alias("step")] if "step" in tl.columns else []
+    extra = [pl.col("step").get(pl.col("live_bytes").arg_max()).alias("step")] if "step" in tl.columns else []
     summary = tl.sort([*DEVICE_KEYS, "seq"]).group_by(_DEVICE, maintain_order=True).agg(
-        pl.col("start_ns").get(pl.col("live").arg_max()).alias("peak_ns"),
-        pl.col("seq").get(pl.col("live").arg_max()).alias("peak_seq"),
-        pl.col("live").max().alias("peak_bytes"),
-        pl.col("reserved").get(pl.col("live").arg_max()).alias("reserved_at_peak_bytes"),
-        pl.col("reserved").max().alias("max_reserved_bytes"),
-        (pl.col("live").first() - pl.col("bytes").first()).alias("initial_bytes"),
-        pl.col("live").last().alias("final_bytes"),
+        pl.col("start_ns").get(pl.col("live_bytes").arg_max()).alias("peak_ns"),
+        pl.col("seq").get(pl.col("live_bytes").arg_max()).alias("peak_seq"),
+        pl.col("live_bytes").max().alias("peak_bytes"),
+        pl.col("reserved_bytes").get(pl.col("live_bytes").arg_max()).alias("reserved_at_peak_bytes"),
+        pl.col("reserved_bytes").max().alias("max_reserved_bytes"),
+        (pl.col("live_bytes").first() - pl.col("bytes").first()).alias("initial_bytes"),
+        pl.col("live_bytes").last().alias("final_bytes"),
         *extra,
         pl.len().cast(pl.Int64).alias("n_events"),
         pl.col("addr").is_null().any().alias("_unpaired"),

@@ -23,13 +23,14 @@ def _downsample(tl: pl.DataFrame, max_points: int) -> pl.DataFrame:
         return tl
     return (tl.with_columns((pl.col("seq") * max_points // pl.len().over(DEVICE_KEYS)).alias("_bin"))
             .group_by([*DEVICE_KEYS, "device_name", "_bin"], maintain_order=True)
-            .agg(pl.col("start_ns").first(), pl.col("seq").first(), pl.col("live").max(), pl.col("reserved").max())
+            .agg(pl.col("start_ns").first(), pl.col("seq").first(), pl.col("live_bytes").max(),
+                 pl.col("reserved_bytes").max())
             .drop("_bin"))
 
 
 def memory_chart(tl: pl.DataFrame, summary: pl.DataFrame, windows: pl.DataFrame, t0: pl.DataFrame, *,
                  device: str | None = None, max_points: int = 20_000, title: str = "memory") -> Any:
-    """Allocated (`live`) and reserved bytes after every [memory] event, one panel per device.
+    """Allocated (`live_bytes`) and reserved bytes after every [memory] event, one panel per device.
 
     Parameters
     ----------
@@ -54,12 +55,12 @@ def memory_chart(tl: pl.DataFrame, summary: pl.DataFrame, windows: pl.DataFrame,
     if tl.is_empty():
         msg = "no [memory] events to chart" + ("" if device is None else f" on device {device!r}")
         raise UsageError(msg)
-    top = max(int(tl["live"].max() or 0), int(tl["reserved"].max() or 0))  # type: ignore[arg-type]
+    top = max(int(tl["live_bytes"].max() or 0), int(tl["reserved_bytes"].max() or 0))  # type: ignore[arg-type]
     unit, mib = next(((u, float(n)) for u, n in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if top >= n),
                      ("B", 1.0))  # the axis unit adapts: 16 B, not 0.000015 MiB
     pts = _downsample(tl, max_points).join(t0, on="rank", how="left").select(
         "rank", "device_name", ((pl.col("start_ns") - pl.col("t0")) / 1e6).alias("ms"),
-        (pl.col("live") / mib).alias("allocated"), (pl.col("reserved") / mib).alias("reserved"))
+        (pl.col("live_bytes") / mib).alias("allocated"), (pl.col("reserved_bytes") / mib).alias("reserved"))
     long = pts.unpivot(index=["rank", "device_name", "ms"], on=["allocated", "reserved"], variable_name="series",
                        value_name="size").drop_nulls("size")
     peaks = summary.join(t0, on="rank", how="left").select(

@@ -94,24 +94,27 @@ def timeline(mem: pl.DataFrame) -> pl.DataFrame:
     -------
     DataFrame
         One row per event: `DEVICE_KEYS`, `device_name`, `seq`, `start_ns`, `event_id`, `tid`,
-        `addr`, `bytes`, `allocated` and `reserved` (`Total Allocated` / `Total Reserved` as
-        recorded, null where the trace has none), `replayed` (Σ `Bytes` from the start of the
-        window), `pre_window` (`allocated - replayed`: bytes allocated before the window and
-        still live; constant when the replay is exact), `reserved_delta` (change of `reserved`
-        at this event, 0 at the first) and `live` (`allocated`, else `replayed`).
+        `addr`, `bytes`, `allocated_bytes` and `reserved_bytes` (`Total Allocated` / `Total
+        Reserved` as recorded, null where the trace has none), `replayed_bytes` (Σ `Bytes` from
+        the start of the window), `pre_window_bytes` (`allocated_bytes - replayed_bytes`: bytes
+        allocated before the window and still live; constant when the replay is exact),
+        `reserved_delta_bytes` (change of `reserved_bytes` at this event, 0 at the first) and
+        `live_bytes` (`allocated_bytes`, else `replayed_bytes`). Before issue 25 these were
+        `allocated`, `reserved`, `replayed`, `pre_window`, `reserved_delta`, `live`
+        (`schema.with_old_names(df, "memory.timeline")` adds them back, one release).
     """
     out = mem.select(
         *DEVICE_KEYS, "device_name", "seq", "start_ns", "event_id", "tid", "addr", "bytes",
-        pl.col("total_allocated").alias("allocated"), pl.col("total_reserved").alias("reserved"),
+        pl.col("total_allocated").alias("allocated_bytes"), pl.col("total_reserved").alias("reserved_bytes"),
         # exact in Int128: a hostile trace's Bytes can pass int64 in total; that total is null, not wrapped
-        fit_int64(pl.col("bytes").cast(pl.Int128).cum_sum().over(DEVICE_KEYS)).alias("replayed"),
+        fit_int64(pl.col("bytes").cast(pl.Int128).cum_sum().over(DEVICE_KEYS)).alias("replayed_bytes"),
     )
     big = pl.Int128
     return out.with_columns(
-        fit_int64(pl.col("allocated").cast(big) - pl.col("replayed").cast(big)).alias("pre_window"),
-        fit_int64(pl.col("reserved").cast(big) - pl.col("reserved").shift(1).over(DEVICE_KEYS).cast(big))
-        .fill_null(0).alias("reserved_delta"),
-        pl.coalesce("allocated", "replayed").alias("live"),
+        fit_int64(pl.col("allocated_bytes").cast(big) - pl.col("replayed_bytes").cast(big)).alias("pre_window_bytes"),
+        fit_int64(pl.col("reserved_bytes").cast(big) - pl.col("reserved_bytes").shift(1).over(DEVICE_KEYS).cast(big))
+        .fill_null(0).alias("reserved_delta_bytes"),
+        pl.coalesce("allocated_bytes", "replayed_bytes").alias("live_bytes"),
     )
 
 
@@ -236,9 +239,10 @@ def allocations(mem: pl.DataFrame, ops: pl.DataFrame | None = None, windows: pl.
         `DEVICE_KEYS`, `device_name`, `addr`, `bytes`, `alloc_ns`, `free_ns` (null if not freed
         in the window), `lifetime_ns`, `status` (`freed`, `live`, `pre_window`, `lost`),
         `alloc_seq`, `free_seq`, `alloc_event_id`, `free_event_id`, `alloc_tid`, `free_tid`,
-        `new_reserved` (growth of `Total Reserved` recorded at the allocation: a new
-        caching-allocator segment), then with `ops` `alloc_op_id`, `alloc_op`, `alloc_top_op`,
-        `module`, `stack`, `free_op_id`, `free_op`, and with `windows` `step`, `free_step`.
+        `new_reserved_bytes` (growth of `Total Reserved` recorded at the allocation: a new
+        caching-allocator segment; `new_reserved` before issue 25), then with `ops`
+        `alloc_op_id`, `alloc_op`, `alloc_top_op`, `module`, `stack`, `free_op_id`, `free_op`,
+        and with `windows` `step`, `free_step`.
         Sorted by device and allocation order (pre-window blocks first, by free order).
         Events without `Addr` (torch <= 1.9 traces) cannot be paired and are left out.
     """
@@ -268,7 +272,7 @@ def allocations(mem: pl.DataFrame, ops: pl.DataFrame | None = None, windows: pl.
         pl.when("_next_free").then("_next_event_id").alias("free_event_id"),
         pl.col("tid").alias("alloc_tid"),
         pl.when("_next_free").then("_next_tid").alias("free_tid"),
-        pl.col("_reserved_delta").clip(lower_bound=0).alias("new_reserved"),
+        pl.col("_reserved_delta").clip(lower_bound=0).alias("new_reserved_bytes"),
     )
     pre = ev.filter((pl.col("bytes") < 0) & ~pl.col("_prev_alloc")).select(
         *base, (-pl.col("bytes")).alias("bytes"),
@@ -277,7 +281,7 @@ def allocations(mem: pl.DataFrame, ops: pl.DataFrame | None = None, windows: pl.
         pl.lit(None, pl.Int64).alias("alloc_seq"), pl.col("seq").alias("free_seq"),
         pl.lit(None, pl.Int64).alias("alloc_event_id"), pl.col("event_id").alias("free_event_id"),
         pl.lit(None, pl.Int64).alias("alloc_tid"), pl.col("tid").alias("free_tid"),
-        pl.lit(0, pl.Int64).alias("new_reserved"),
+        pl.lit(0, pl.Int64).alias("new_reserved_bytes"),
     )
     out = pl.concat([pre, allocs]).with_columns(lifetime_ns=pl.col("free_ns") - pl.col("alloc_ns"))
     out = out.sort([*DEVICE_KEYS, pl.col("alloc_seq").fill_null(-1), "free_seq"])

@@ -144,8 +144,7 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
     dev_b = _charged(acts.filter(pl.col("phase") == "backward"), anc, key, "dur_ns", "bwd_device")
     dev_r = _charged(acts.filter(pl.col("phase") == "recompute"), anc, key, "dur_ns", "recompute_device").select(
         "rank", key, pl.col("recompute_device_total").alias("recompute_device_ns"))
-    host_ops = nested.select("rank", "event_id", "cat").join(assigned, on=["rank", "event_id"]).filter(
-        kinds.is_op() & (pl.col("phase") == "forward"))
+    host_ops = _with_cat(assigned, nested).filter(kinds.is_op() & (pl.col("phase") == "forward"))
     ops = host_ops.join(anc.filter(pl.col("_self")), on=["rank", "frame_id"]).group_by("rank", key).agg(
         n_ops=pl.len())
     keys = pl.concat([d.select("rank", key) for d in (host, recomp, bwd_host, dev_f)], how="vertical").unique()
@@ -168,6 +167,15 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
     else:
         cols = [c for c in MODULE_COLUMNS if c not in ("path", "parent", "depth", "instance")]
     return out.select(cols).sort(["host_total_ns", "rank", key], descending=[True, False, False])
+
+
+def _with_cat(assigned: pl.DataFrame, nested: pl.DataFrame) -> pl.DataFrame:
+    """`assigned` with each row's `cat` from `nested`: side by side when the rows are the same
+    (`assign` returns one row per nested row, in order: an O(n) check), else by a join."""
+    if assigned.height == nested.height and all(
+            np.array_equal(assigned[c].to_numpy(), nested[c].to_numpy()) for c in ("event_id", "rank")):
+        return assigned.with_columns(nested["cat"])
+    return nested.select("rank", "event_id", "cat").join(assigned, on=["rank", "event_id"])
 
 
 def _launch_row(activities: pl.DataFrame) -> pl.Expr:
