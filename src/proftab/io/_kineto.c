@@ -1294,6 +1294,7 @@ static void append_json_repaired(buf_t *b, const char *s, size_t n, int *oom) {
         buf_putc(b, '"');
         for (size_t k = 0; k < bn; k++) {
             if (body[k] == '\\' && k + 1 < bn) { buf_putc(b, body[k]); buf_putc(b, body[k + 1]); k++; continue; }
+            if (body[k] == '\\') { buf_append(b, "\\\\", 2); continue; }  /* a lone backslash at the end: escaped */
             if (body[k] == '"' ) { buf_putc(b, '\\'); buf_putc(b, '"'); continue; }
             size_t j = k;
             while (j < bn && body[j] != '"' && body[j] != '\\') j++;
