@@ -19,6 +19,7 @@ import pytest
 
 import proftab as pt
 from proftab.io import decompress, kineto
+from proftab.schema import Flag
 from tests.conftest import BUNDLED
 
 CNN = BUNDLED / "train_cnn.pt.trace.json.gz"
@@ -400,3 +401,19 @@ def test_zlib_prefix_replay_matches_zlib() -> None:
     good, used = decompress._gzip_prefix(zlib.decompressobj(), bytes(comp))
     assert good == b"".join(want) == bytes(range(256)) * 200
     assert used == i
+
+
+def test_key_with_a_quote_and_a_final_backslash_does_not_hang(tmp_path: Path) -> None:
+    """An args key holding an unescaped quote and ending in `\\"` (raw `"a"b\\"": 1`) made the args repair loop
+    forever on a lone trailing backslash (a 104-byte file held `pt.load` forever); it loads, flagged repaired."""
+    path = tmp_path / "quote_backslash_key.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "n", "ts": 1, "dur": 1, "pid": 1, "tid": 1, '
+                     b'"args": {"a"b\\"": 1}}]}')
+    code = ("import sys, warnings, proftab as pt; warnings.simplefilter('ignore'); "
+            "tr = pt.load(sys.argv[1]); print(tr.events.height, tr.events['args'][0], tr.events['flags'][0], sep='|')")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, check=True)
+    height, args, flags = out.stdout.strip().split("|")
+    assert int(height) == 1
+    assert args.startswith('{"a') and args.endswith(": 1}")
+    assert int(flags) & Flag.ARGS_REPAIRED

@@ -451,6 +451,8 @@ enum { OK = 0, NEED_MORE = 1, BAD = 2 };
 
 /* byte classes for scalar scanning: 1 = ends a scalar, 2 = cannot appear in a scalar */
 static unsigned char DELIM[256];
+/* 1 for , } ] : (what may follow a closing quote) */
+static unsigned char CLOSE[256];
 
 static void init_tables(void) {
     const char *ends = ",}] \n\r\t:";
@@ -458,6 +460,7 @@ static void init_tables(void) {
     DELIM[(unsigned char)'"'] = 2;
     DELIM[(unsigned char)'{'] = 2;
     DELIM[(unsigned char)'['] = 2;
+    for (const char *q = ",}]:"; *q; q++) CLOSE[(unsigned char)*q] = 1;
 }
 
 /* ------------------------------------------------------------------ structural index (stage 1) */
@@ -666,7 +669,8 @@ static inline void skip_ws_scalar(cur_t *c) {
             while (p < end && *p == ' ') p++;
             if (p >= end) break;
         }
-        char ch = *p;
+        unsigned char ch = (unsigned char)*p;
+        if (ch > ' ') break;  /* the usual end: one compare */
         if (ch == '\n' || ch == '\r' || ch == '\t') { p++; continue; }
         break;
     }
@@ -715,7 +719,7 @@ static inline const char *find_quote_or_backslash(const char *p, const char *end
     return p;
 }
 
-static int scan_string_scalar(cur_t *c, const char **s, size_t *n, int *esc) {
+NOINLINE int scan_string_slow(cur_t *c, const char **s, size_t *n, int *esc) {
     const char *p = c->p + 1;
     int flags = 0;
     for (;;) {
@@ -741,6 +745,38 @@ static int scan_string_scalar(cur_t *c, const char **s, size_t *n, int *esc) {
         flags |= 4;
         p = q + 1;
     }
+}
+
+/* quote or backslash bytes of w: the lowest set bit is exact (HAS_ZERO may mark bytes above it) */
+#define QUOTE_OR_BS(w) (HAS_ZERO((w) ^ 0x2222222222222222ULL) | HAS_ZERO((w) ^ 0x5C5C5C5C5C5C5C5CULL))
+
+/* The common string, answered inline: its first quote-or-backslash within 16 bytes is a quote followed
+   directly by , } ] or :. Everything else (escapes, spaces after the quote, longer strings, the end of
+   the buffer near) goes to scan_string_slow, which gives the same answer for these strings. */
+ALWAYS_INLINE int scan_string_scalar(cur_t *c, const char **s, size_t *n, int *esc) {
+    const char *p = c->p + 1;
+    if (c->end - p >= 17) {
+        uint64_t w, m;
+        const char *b = p;
+        memcpy(&w, b, 8);
+        m = QUOTE_OR_BS(w);
+        if (!m) {
+            b += 8;
+            memcpy(&w, b, 8);
+            m = QUOTE_OR_BS(w);
+        }
+        if (m) {
+            const char *q = b + (ctz64(m) >> 3);
+            if (*q == '"' && CLOSE[(unsigned char)q[1]]) {
+                *s = p;
+                *n = (size_t)(q - p);
+                *esc = 0;
+                c->p = q + 1;
+                return OK;
+            }
+        }
+    }
+    return scan_string_slow(c, s, n, esc);
 }
 
 /* scan_string on the index: the string ends at an unescaped quote found in the quote bitmap (the
@@ -1258,6 +1294,7 @@ static void append_json_repaired(buf_t *b, const char *s, size_t n, int *oom) {
         buf_putc(b, '"');
         for (size_t k = 0; k < bn; k++) {
             if (body[k] == '\\' && k + 1 < bn) { buf_putc(b, body[k]); buf_putc(b, body[k + 1]); k++; continue; }
+            if (body[k] == '\\') { buf_append(b, "\\\\", 2); continue; }  /* a lone backslash at the end: escaped */
             if (body[k] == '"' ) { buf_putc(b, '\\'); buf_putc(b, '"'); continue; }
             size_t j = k;
             while (j < bn && body[j] != '"' && body[j] != '\\') j++;
@@ -1347,13 +1384,68 @@ static inline int leading_zero(const char *s, size_t n) {
  * returns 1 and advances the cursor; returns 0 (cursor untouched) for anything else, including
  * a token that may continue past the end of the buffer.
  */
+/* SWAR digits: for t = 8 text bytes ^ '0' each, the bytes that are not a digit (exact per byte: no carries) */
+static inline uint64_t swar_nondigit(uint64_t t) {
+    return (t & 0xF0F0F0F0F0F0F0F0ULL) | (((t & 0x0F0F0F0F0F0F0F0FULL) + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL);
+}
+
+/* the value of the first k (1..8) digits of t (bytes ^ '0', all digits up to k) */
+static inline uint64_t swar_value(uint64_t t, int k) {
+    uint64_t v = t << (8 * (8 - k));
+    v = ((v & 0x0F0F0F0F0F0F0F0FULL) * 2561) >> 8;
+    v = ((v & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
+    return ((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32;
+}
+
+static const int64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* the run of digits at p (at most 24 bytes read; end - p >= 24): its length, capped at 17, and its value
+   when the length is at most 16 */
+static inline int swar_digits(const char *p, int64_t *value) {
+    uint64_t w, t, nd;
+    memcpy(&w, p, 8);
+    t = w ^ 0x3030303030303030ULL;
+    nd = swar_nondigit(t);
+    if (nd) {
+        int k = ctz64(nd) >> 3;
+        *value = k ? (int64_t)swar_value(t, k) : 0;
+        return k;
+    }
+    int64_t v = (int64_t)swar_value(t, 8);
+    memcpy(&w, p + 8, 8);
+    t = w ^ 0x3030303030303030ULL;
+    nd = swar_nondigit(t);
+    if (nd) {
+        int k = ctz64(nd) >> 3;
+        *value = k ? v * POW10[k] + (int64_t)swar_value(t, k) : v;
+        return 8 + k;
+    }
+    *value = v * POW10[8] + (int64_t)swar_value(t, 8);
+    memcpy(&w, p + 16, 8);
+    t = (w ^ 0x3030303030303030ULL);
+    nd = swar_nondigit(t);
+    return (nd & 0xFF) ? 16 : 17;  /* 17: at least 17 digits */
+}
+
 static inline int fast_int(cur_t *c, int64_t *out) {
     const char *p = c->p, *end = c->end;
     int neg = 0;
     if (p < end && *p == '-') { neg = 1; p++; }
     const char *d0 = p;
     int64_t v = 0;
-    while (p < end && (unsigned)(*p - '0') <= 9 && p - d0 < 18) v = v * 10 + (*p++ - '0');
+    if (end - p >= 24) {
+        /* SWAR: the same token rule as the loop below (1-18 digits, then a delimiter) */
+        int k = swar_digits(p, &v);
+        if (k > 16) {
+            /* 17 or more digits: the loop decides (rare) */
+            v = 0;
+            while (p < end && (unsigned)(*p - '0') <= 9 && p - d0 < 18) v = v * 10 + (*p++ - '0');
+        } else {
+            p += k;
+        }
+    } else {
+        while (p < end && (unsigned)(*p - '0') <= 9 && p - d0 < 18) v = v * 10 + (*p++ - '0');
+    }
     if (p == d0 || p >= end || DELIM[(unsigned char)*p] != 1 || (*d0 == '0' && p - d0 > 1)) return 0;
     *out = neg ? -v : v;
     c->p = p;
@@ -1366,6 +1458,28 @@ static inline int fast_time(cur_t *c, int64_t *out, int *frac) {
     const char *p = c->p, *end = c->end;
     const char *d0 = p;
     int64_t v = 0;
+    if (end - p >= 32) {
+        /* SWAR: the same token rule as the loop below */
+        int k = swar_digits(p, &v);
+        if (k == 0 || k > 16 || v >= 9000000000000000LL || (*d0 == '0' && k > 1)) return 0;
+        p += k;
+        int nf = 0;
+        if (*p == '.') {
+            uint64_t w;
+            memcpy(&w, p + 1, 8);
+            uint64_t t = w ^ 0x3030303030303030ULL;
+            uint64_t nd = swar_nondigit(t);
+            nf = ctz64(nd | (1ULL << 63)) >> 3;  /* digits after the point (7 means 7 or more) */
+            if (nf == 0 || nf > 3) return 0;
+            v = v * POW10[nf] + (int64_t)swar_value(t, nf);
+            p += 1 + nf;
+        }
+        if (DELIM[(unsigned char)*p] != 1) return 0;
+        *out = v * scale[nf];
+        *frac = nf;
+        c->p = p;
+        return 1;
+    }
     while (p < end && (unsigned)(*p - '0') <= 9 && p - d0 < 16) v = v * 10 + (*p++ - '0');
     if (p == d0 || p >= end || v >= 9000000000000000LL || (*d0 == '0' && p - d0 > 1)) return 0;
     int nf = 0;
