@@ -111,18 +111,24 @@ def child(variant: str, out: str) -> None:
             if variant == "breaks":
                 with record_function("step"):
                     run(torch.randn(4, 4, 8, 8))
-    if variant == "eager_stack":
+    save_trace(prof, out, variant, names_of=(model, x) if variant == "eager_stack" else None)
+
+
+def save_trace(prof: object, out: str, variant: str, names_of: tuple[object, object] | None = None) -> None:
+    """Write `prof` as `<variant>.pt.trace.json.gz`, and with `names_of` = (model, input) the module
+    instance names as `<variant>.names.json` (proftab.modules.instance_names)."""
+    if names_of is not None:
         import json
 
         try:
             from proftab.modules import instance_names
         except ImportError:  # an interpreter without proftab's dependencies: the names are the same for any torch
-            print("proftab not importable: eager_stack.names.json not written (copy another version's)")
+            print(f"proftab not importable: {variant}.names.json not written (copy another version's)")
         else:
-            with open(os.path.join(out, "eager_stack.names.json"), "w") as fh:
-                json.dump(instance_names(model, x), fh, indent=1, sort_keys=True)
+            with open(os.path.join(out, f"{variant}.names.json"), "w") as fh:
+                json.dump(instance_names(*names_of), fh, indent=1, sort_keys=True)
     path = os.path.join(out, f"{variant}.pt.trace.json")
-    prof.export_chrome_trace(path)
+    prof.export_chrome_trace(path)  # type: ignore[attr-defined]
     with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     os.remove(path)
@@ -130,7 +136,6 @@ def child(variant: str, out: str) -> None:
 
 def train_step(model: object, x: object, variant: str, out: str) -> None:
     """Profile three training steps (forward, loss, backward) of `model`, eager or compiled."""
-    import json
 
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -151,19 +156,7 @@ def train_step(model: object, x: object, variant: str, out: str) -> None:
         for _ in range(3):
             with record_function("step"):
                 step()
-    if eager:
-        try:
-            from proftab.modules import instance_names
-        except ImportError:
-            print("proftab not importable: train_eager.names.json not written")
-        else:
-            with open(os.path.join(out, "train_eager.names.json"), "w") as fh:
-                json.dump(instance_names(model, x), fh, indent=1, sort_keys=True)
-    path = os.path.join(out, f"{variant}.pt.trace.json")
-    prof.export_chrome_trace(path)
-    with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    os.remove(path)
+    save_trace(prof, out, variant, names_of=(model, x) if eager else None)
 
 
 def record_inductor_metrics(model: object, x: object, out: str) -> None:
