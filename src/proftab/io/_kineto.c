@@ -719,6 +719,16 @@ static inline const char *find_quote_or_backslash(const char *p, const char *end
     return p;
 }
 
+/* the string that opened at c->p closes at the quote q (a structural character follows it): its
+   text, length and escape flags out, the cursor past the quote; both string walks end here */
+static inline int close_string(cur_t *c, const char *q, const char **s, size_t *n, int *esc, int flags) {
+    *s = c->p + 1;
+    *n = (size_t)(q - (c->p + 1));
+    *esc = flags;
+    c->p = q + 1;
+    return OK;
+}
+
 NOINLINE int scan_string_slow(cur_t *c, const char **s, size_t *n, int *esc) {
     const char *p = c->p + 1;
     int flags = 0;
@@ -735,13 +745,7 @@ NOINLINE int scan_string_slow(cur_t *c, const char **s, size_t *n, int *esc) {
         const char *f = q + 1;
         while (f < c->end && (*f == ' ' || *f == '\n' || *f == '\r' || *f == '\t')) f++;
         if (f >= c->end) return NEED_MORE;
-        if (*f == ',' || *f == '}' || *f == ']' || *f == ':') {
-            *s = c->p + 1;
-            *n = (size_t)(q - (c->p + 1));
-            *esc = flags;
-            c->p = q + 1;
-            return OK;
-        }
+        if (*f == ',' || *f == '}' || *f == ']' || *f == ':') return close_string(c, q, s, n, esc, flags);
         flags |= 4;
         p = q + 1;
     }
@@ -822,13 +826,7 @@ static int scan_string_ix(cur_t *c, const char **s, size_t *n, int *esc) {
         const char *f = ix_next(x, q + 1, IX_NONWS);
         if (!f) return -1;
         if (f >= c->end) return NEED_MORE;
-        if (*f == ',' || *f == '}' || *f == ']' || *f == ':') {
-            *s = c->p + 1;
-            *n = (size_t)(q - (c->p + 1));
-            *esc = flags;
-            c->p = q + 1;
-            return OK;
-        }
+        if (*f == ',' || *f == '}' || *f == ']' || *f == ':') return close_string(c, q, s, n, esc, flags);
         flags |= 4;
         p = q + 1;
     }
