@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 import proftab as pt
-from proftab.io import decompress, kineto
+from proftab.io import decompress, kineto, scan
 from proftab.schema import Flag
 from tests.conftest import BUNDLED
 
@@ -312,7 +312,7 @@ def test_reading_stops_at_the_first_error(tmp_path: Path, monkeypatch: pytest.Mo
             fed.append(len(chunk))
             yield chunk
 
-    monkeypatch.setattr(kineto, "raw_chunks", counting)
+    monkeypatch.setattr(scan, "raw_chunks", counting)
     with pytest.raises(pt.TraceError, match="not a JSON trace"):
         pt.load(p)
     assert sum(fed) <= 5 * decompress.CHUNK  # not decompressed to the end (the reader thread runs ahead a little)
@@ -323,7 +323,7 @@ def test_a_huge_token_is_capped_and_rescanned_linearly(tmp_path: Path, monkeypat
     p = write(tmp_path, [j(ev()), big])
     monkeypatch.setattr(decompress, "CHUNK", 4096)  # 768 feeds: quadratic rescans would take minutes
     assert len(pt.load(p).events) == 2
-    monkeypatch.setattr(kineto, "MAX_TOKEN_BYTES", 1 << 20)
+    monkeypatch.setattr(scan, "MAX_TOKEN_BYTES", 1 << 20)
     with pytest.raises(pt.TraceError, match="larger than max_token=1048576 bytes"):
         pt.load(p)
     tr = load_quiet(p, salvage=True)

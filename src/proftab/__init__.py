@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
+import importlib as _importlib
 import os as _os
 import sys as _sys
+import types as _types
 from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 
 def _cli_interrupted() -> None:
@@ -23,25 +26,32 @@ def _cli_interrupted() -> None:
         raise SystemExit(130) from None
 
 
+# Polars-free: `load` starts scanning before Polars and numpy are imported (proftab.io.files)
 try:
     from proftab._version import __version__
     from proftab.api import register_trace_method, register_trace_namespace
-    from proftab.diff import diff
+    from proftab.codes import Flag
     from proftab.exceptions import ProftabError, ProftabWarning, TraceError
-    from proftab.io.convert import convert
     from proftab.io.files import load
-    from proftab.io.parquet import read_parquet, scan
-    from proftab.joins import join_samples, overlaps
     from proftab.paths import data_path
-    from proftab.schema import Flag
-    from proftab.trace import Trace
 except KeyboardInterrupt:
     _cli_interrupted()
     raise
 
+#: the rest of the API, imported on first use (`__getattr__`): each imports Polars
+_LAZY = {"Trace": "proftab.trace", "convert": "proftab.io.convert", "diff": "proftab.diff",
+         "join_samples": "proftab.joins", "overlaps": "proftab.joins", "read_parquet": "proftab.io.parquet",
+         "scan": "proftab.io.parquet"}
+
 if _TYPE_CHECKING:
     import os
     from collections.abc import Callable
+
+    from proftab.diff import diff
+    from proftab.io.convert import convert
+    from proftab.io.parquet import read_parquet, scan
+    from proftab.joins import join_samples, overlaps
+    from proftab.trace import Trace
 del annotations  # keep dir(proftab) to the API
 
 __all__ = [
@@ -75,3 +85,31 @@ def profiler_handler(out_dir: str | os.PathLike[str], *, worker_name: str | None
     from proftab.io.torch_live import profiler_handler as _handler
 
     return _handler(out_dir, worker_name=worker_name)
+
+
+def __getattr__(name: str) -> _Any:
+    """The lazily imported part of the API (`_LAZY`), imported once on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'proftab' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *(k for k in globals() if not k.startswith("_"))})
+
+
+class _Package(_types.ModuleType):
+    """`proftab`'s module type: `pt.diff` stays the function when the import system binds the
+    submodule `proftab.diff` to the package's name `diff` (its first import, from anywhere)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "diff" and isinstance(value, _types.ModuleType):
+            value = value.diff
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

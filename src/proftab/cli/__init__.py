@@ -135,7 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     from proftab.exceptions import ProftabError
 
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports the subcommands, and with them Polars
+    except KeyboardInterrupt:
+        print("proftab: interrupted", file=sys.stderr)
+        return 130
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:  # `summary t.json --limt 5`: the subcommand's usage, and the option meant

@@ -1,22 +1,28 @@
-"""Expand a user's source (file, directory, glob or list), read the files in parallel, build the Trace."""
+"""Expand a user's source (file, directory, glob or list), read the files in parallel, build the Trace.
+
+Importing this module imports neither Polars nor numpy: `read_files` starts the C scanner
+first and imports the table builders on a second thread meanwhile (`_TableModules`), so in a
+fresh process `import proftab; pt.load(path)` spends the import time beside the scan.
+"""
 
 from __future__ import annotations
 
 import glob
+import importlib
 import os
+import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-import polars as pl
-
 from proftab.exceptions import TraceError
-from proftab.meta import files_frame
-from proftab.trace import TABLES, Trace
+from proftab.io.scan import scan_path
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from proftab.io.kineto import FileTables
+    from proftab.trace import Trace
 
 __all__ = ["dataset_root", "expand_sources", "load", "read_files", "trace_from_files"]
 
@@ -80,17 +86,61 @@ def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     return paths
 
 
+#: what building a Trace imports (Polars and numpy through them), and the module of
+#: `tr.key_averages()`, which nearly every session calls next; `numpy.ma` is imported by Polars
+#: when it first builds a Series from a numpy array
+_TABLE_MODULES = ("proftab.io.kineto", "proftab.trace", "proftab.meta", "numpy.ma", "proftab.torch")
+
+
+class _TableModules:
+    """Imports `_TABLE_MODULES` on a helper thread while the C scanner reads (the scanner
+    releases the GIL; on a second core the imports cost no wall time).
+
+    `wait()` returns once the thread has finished, so no import is left running when `load`
+    returns. A failed import is left to the caller's own import, which raises it as usual.
+    Nothing is started when the modules are already imported.
+    """
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        if all(m in sys.modules for m in _TABLE_MODULES):
+            return
+
+        def work() -> None:
+            for module in _TABLE_MODULES:
+                try:
+                    importlib.import_module(module)
+                except BaseException:  # noqa: BLE001 - the caller's own import raises it
+                    return
+
+        self._thread = threading.Thread(target=work, name="proftab-imports", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Block until the imports have finished (at once when none were started)."""
+        if self._thread is not None:
+            self._thread.join()
+
+
 def read_files(paths: list[str], *, salvage: bool = False, ranks: Sequence[int] | None = None,
                max_workers: int | None = None) -> list[FileTables]:
-    """Read several trace files concurrently (the scanner releases the GIL)."""
-    from proftab.io.kineto import read_kineto
+    """Read several trace files concurrently (the scanner releases the GIL).
 
+    Each file is scanned first (`proftab.io.scan`); the table builders are imported beside the
+    scans and used once they are there.
+    """
     if ranks is not None and len(ranks) != len(paths):
         msg = f"ranks has {len(ranks)} entries for {len(paths)} files"
         raise TraceError(msg)
+    modules = _TableModules()
 
     def one(i: int) -> FileTables:
-        return read_kineto(paths[i], salvage=salvage, position=i, rank=None if ranks is None else ranks[i])
+        res = scan_path(paths[i], salvage=salvage)
+        modules.wait()
+        from proftab.io.kineto import tables_from_scan
+
+        return tables_from_scan(res, paths[i], salvage=salvage, position=i,
+                                rank=None if ranks is None else ranks[i])
 
     if len(paths) == 1:
         return [one(0)]
@@ -111,6 +161,10 @@ def read_files(paths: list[str], *, salvage: bool = False, ranks: Sequence[int] 
 
 def trace_from_files(files: Sequence[FileTables]) -> Trace:
     """One Trace of per-file tables (ranks already assigned), tables concatenated in file order."""
+    import polars as pl
+
+    from proftab.meta import files_frame
+    from proftab.trace import TABLES, Trace
 
     def cat(name: str) -> pl.DataFrame:
         frames: list[pl.DataFrame] = [getattr(f, name) for f in files]

@@ -13,7 +13,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -21,16 +21,16 @@ import polars as pl
 from proftab import schema
 from proftab.exceptions import ProftabWarning, TraceError
 from proftab.io import _kineto
-from proftab.io.decompress import FileDigest, GzipDamage, raw_chunks, threaded
 from proftab.io.kineto_counters import counters_table
+from proftab.io.scan import MAX_TOKEN_BYTES, TYPED_SPEC, scan_bytes, scan_file, scan_path
 from proftab.schema import ArgKind, Flag
 
-__all__ = ["FileTables", "read_kineto"]
+if TYPE_CHECKING:
+    from proftab.io.decompress import FileDigest
 
-#: the largest single JSON value (one event, one top-level value) the scanner holds while it is
-#: incomplete; a longer one stops the read with a TraceError (resource bound on hostile input)
-MAX_TOKEN_BYTES = int(_kineto.DEFAULT_MAX_TOKEN)
-_TYPED_SPEC = [(k.encode(), list(schema.TYPED_COLUMNS).index(c), kind) for k, c, kind in schema.TYPED_ARGS]
+__all__ = ["MAX_TOKEN_BYTES", "FileTables", "read_kineto", "scan_bytes", "scan_file", "tables_from_scan"]
+
+_TYPED_SPEC = TYPED_SPEC  # the scanner's configuration (`proftab.io.scan`)
 _TYPED_NAMES = list(schema.TYPED_COLUMNS)
 # row kinds, computed from the tiny ph dictionary (no per-row string work)
 _K_X, _K_BE, _K_ASYNC, _K_INSTANT, _K_FLOW, _K_COUNTER, _K_META, _K_UNKNOWN, _K_REJECTED = range(9)
@@ -60,48 +60,6 @@ class FileTables:
     """sha256 of the file's bytes as read (null for a trace that was not a file)"""
     source_bytes: int | None = None
     """the file's size on disk (the bytes `source_sha256` is of)"""
-
-
-# ----------------------------------------------------------------------------- reading
-
-
-def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
-    """Run the C scanner over a file; returns its raw column buffers.
-
-    Reading stops at the scanner's first fatal error (a garbage gzip bomb is not decompressed
-    to its end). A damaged gzip stream raises TraceError, or with `salvage` keeps what
-    decompressed (`res["gzip_error"]` holds the message). `res["digest"]`: the file's
-    `FileDigest`, fed as it was read (on the reading thread, beside decompression).
-    """
-    parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
-    digest = FileDigest()
-    chunks = threaded(raw_chunks(path, digest))
-    damage = None
-    try:
-        for chunk in chunks:
-            if parser.feed(chunk):
-                break  # the scanner has stopped: nothing after this can be kept
-    except GzipDamage as exc:
-        if not salvage:
-            raise TraceError(exc.message, path=path, offset=exc.compressed_offset,
-                             hint="pt.load(..., salvage=True) (CLI: --salvage) keeps the events that "
-                                  "decompressed") from None
-        damage = exc
-    finally:
-        chunks.close()
-    res: dict[str, Any] = parser.finish()
-    res["gzip_error"] = None if damage is None else damage.message
-    res["digest"] = digest
-    return res
-
-
-def scan_bytes(data: bytes, *, salvage: bool = False) -> dict[str, Any]:
-    """Run the C scanner over JSON text in memory."""
-    parser = _kineto.Parser(_TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
-    parser.feed(data)
-    res: dict[str, Any] = parser.finish()
-    res["gzip_error"] = None
-    return res
 
 
 # ----------------------------------------------------------------------------- columns
@@ -565,11 +523,12 @@ def read_kineto(path: str | os.PathLike[str], *, salvage: bool = False, position
                 rank: int | None = None) -> FileTables:
     """Read one trace file (plain or gzipped JSON) into tables."""
     path = os.fspath(path)
-    try:
-        res = scan_file(path, salvage=salvage)
-    except OSError as exc:
-        msg = f"cannot read the file ({exc.strerror or exc})"
-        raise TraceError(msg, path=path) from None
+    return tables_from_scan(scan_path(path, salvage=salvage), path, salvage=salvage, position=position, rank=rank)
+
+
+def tables_from_scan(res: dict[str, Any], path: str, *, salvage: bool = False, position: int = 0,
+                     rank: int | None = None) -> FileTables:
+    """The tables of one file from its `scan_file` result (which this consumes), with its digest."""
     digest: FileDigest = res.pop("digest")
     tables = build_tables(res, path, salvage=salvage, position=position, rank=rank)
     tables.source_sha256 = digest.hexdigest(path)  # only for a file that loads: the unread rest is read now
