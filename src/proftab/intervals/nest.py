@@ -180,6 +180,12 @@ def _track_ids(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, int
         radix *= k
     if tid is None:
         return np.zeros(n, dtype=np.int64), 1
+    if radix <= 4 * n + 1024:  # a small key space: the ids present by one count, renumbered in order
+        present = np.bincount(tid, minlength=radix) > 0
+        if present.all():  # already dense
+            return tid, radix
+        dense = np.cumsum(present) - 1
+        return dense[tid], int(dense[-1]) + 1
     uniq = pl.Series(tid).unique().sort().to_numpy()
     if len(uniq) == radix:  # already dense
         return tid, radix
@@ -195,9 +201,9 @@ def _column_codes(col: pl.Series) -> tuple[np.ndarray | None, int]:
     if nulls == n:
         return None, 1
     if col.dtype.is_integer() or col.dtype == pl.Boolean:
-        values = col.drop_nulls().unique().sort()
-        if len(values) == 1:  # one value (code 0) and null (code 1): no search
+        if col.min() == col.max():  # one value (code 0) and null (code 1): no unique, no search
             return (None, 1) if not nulls else (col.is_null().to_numpy().astype(np.int64), 2)
+        values = col.drop_nulls().unique().sort()
         uniq = values.cast(pl.Int64).to_numpy() if col.dtype != pl.UInt64 else values.to_numpy()
         filled = col if not nulls else col.fill_null(values[0])
         codes = np.searchsorted(uniq, filled.to_numpy()).astype(np.int64, copy=False)

@@ -61,15 +61,17 @@ def row_positions(rank: np.ndarray, ids: np.ndarray, want_rank: np.ndarray, want
     if n == 0 or len(want_id) == 0:
         return np.full(len(want_id), -1, np.int64)
     ranks = np.unique(rank[:1]) if (rank == rank[0]).all() else np.unique(rank)
-    widx = np.clip(np.searchsorted(ranks, want_rank), 0, len(ranks) - 1)
-    ok = (ranks[widx] == want_rank) & (want_id >= 0)
     stride = int(max(ids.max(), want_id.max())) + 1
-    if len(ranks) == 1:  # one rank: the ids are the keys (no key arrays)
+    if len(ranks) == 1:  # one rank: the ids are the keys (no key arrays, no rank search)
+        ok = want_id >= 0
+        ok &= want_rank == ranks[0]
         key, wkey = ids, np.where(ok, want_id, 0)
     else:
+        widx = np.clip(np.searchsorted(ranks, want_rank), 0, len(ranks) - 1)
+        ok = (ranks[widx] == want_rank) & (want_id >= 0)
         key = np.searchsorted(ranks, rank).astype(np.int64) * stride + ids
         wkey = widx.astype(np.int64) * stride + np.where(ok, want_id, 0)
-    del widx
+        del widx
     if stride * len(ranks) <= 4 * n + 1024:
         small = np.int32 if n < 2**31 else np.int64  # the table holds row positions
         table = np.full(stride * len(ranks), -1, small)

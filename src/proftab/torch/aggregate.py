@@ -111,9 +111,9 @@ def _name_codes(names: pl.Series, is_op: np.ndarray | None = None
     """
     cat = names.cast(pl.Categorical)
     phys = cat.to_physical()
-    uniq = cat.unique()
-    u_ids = uniq.to_physical().fill_null(0).to_numpy().astype(np.int64)
-    u_str = uniq.cast(pl.String).to_list()
+    first = phys.arg_unique()  # one row per distinct name (null too): a hash of the integer codes, not the text
+    u_ids = phys.gather(first).fill_null(0).to_numpy().astype(np.int64)
+    u_str = names.gather(first).to_list()
     table: dict[str | None, int] = {}
     overload_re = re.compile(OVERLOAD_NAME_RE)
 
