@@ -135,8 +135,10 @@ def read_files(paths: list[str], *, salvage: bool = False, ranks: Sequence[int] 
     modules = _TableModules()
 
     def one(i: int) -> FileTables:
-        res = scan_path(paths[i], salvage=salvage)
-        modules.wait()
+        try:
+            res = scan_path(paths[i], salvage=salvage)
+        finally:  # a file that fails to scan too: no import is left running when load returns or raises
+            modules.wait()
         from proftab.io.kineto import tables_from_scan
 
         return tables_from_scan(res, paths[i], salvage=salvage, position=i,
