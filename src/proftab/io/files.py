@@ -12,7 +12,6 @@ import importlib
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from proftab.exceptions import TraceError
@@ -146,6 +145,8 @@ def read_files(paths: list[str], *, salvage: bool = False, ranks: Sequence[int] 
 
     if len(paths) == 1:
         return [one(0)]
+    from concurrent.futures import ThreadPoolExecutor  # (imports logging: not for the one-file case)
+
     workers = max_workers or min(len(paths), os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         tables = list(pool.map(one, range(len(paths))))
