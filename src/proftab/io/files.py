@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from proftab.api import BUILTIN
 from proftab.exceptions import TraceError
 from proftab.io.scan import scan_path
 
@@ -85,10 +86,10 @@ def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     return paths
 
 
-#: what building a Trace imports (Polars and numpy through them), and the module of
-#: `tr.key_averages()`, which nearly every session calls next; `numpy.ma` is imported by Polars
-#: when it first builds a Series from a numpy array
-_TABLE_MODULES = ("proftab.io.kineto", "proftab.trace", "proftab.meta", "numpy.ma", "proftab.torch")
+#: what building a Trace imports (Polars and numpy through them), and the module that registers
+#: `tr.key_averages()` (`api.BUILTIN`), which nearly every session calls next; `numpy.ma` is
+#: imported by Polars when it first builds a Series from a numpy array
+_TABLE_MODULES = ("proftab.io.kineto", "proftab.trace", "proftab.meta", "numpy.ma", BUILTIN["key_averages"])
 
 
 class _TableModules:
