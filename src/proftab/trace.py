@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proftab import api, schema
+from proftab._heap import reuse_heap
 from proftab.exceptions import TraceError, UsageError
 from proftab.intervals import nest
 from proftab.meta import file_meta
@@ -94,11 +95,12 @@ class Trace:
             return self._tables["nested"]
         if "nested" not in self._cache:
             ev = self.collect("events")
-            if ev.select((pl.col("end_ns") < pl.col("start_ns")).any()).item():  # negative durations
-                ev = ev.with_columns(_end=pl.col("end_ns"), end_ns=pl.max_horizontal("start_ns", "end_ns"))
-                nested = nest(ev, by=schema.TRACK_KEYS).with_columns(end_ns=pl.col("_end")).drop("_end")
-            else:  # the common case: no clamped copy of end_ns
-                nested = nest(ev, by=schema.TRACK_KEYS)
+            with reuse_heap():  # its int64 temporaries reuse each other's memory (proftab._heap)
+                if ev.select((pl.col("end_ns") < pl.col("start_ns")).any()).item():  # negative durations
+                    ev = ev.with_columns(_end=pl.col("end_ns"), end_ns=pl.max_horizontal("start_ns", "end_ns"))
+                    nested = nest(ev, by=schema.TRACK_KEYS).with_columns(end_ns=pl.col("_end")).drop("_end")
+                else:  # the common case: no clamped copy of end_ns
+                    nested = nest(ev, by=schema.TRACK_KEYS)
             self._cache["nested"] = nested
         out: pl.DataFrame = self._cache["nested"]
         return out
