@@ -1664,6 +1664,53 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
     return OK;
 }
 
+/* The fields of an event proftab reads. Each is usually written as "key": (the quoted key, then its
+   colon directly): match_event_key recognises that form with one masked 8-byte compare, which gives
+   exactly what scan_string + ':' would (the key holds no quote or backslash and ':' follows its
+   closing quote); any other spelling (spaces before the colon, escapes) goes through scan_string
+   and event_key_id. */
+enum { EK_PH, EK_CAT, EK_NAME, EK_PID, EK_TID, EK_TS, EK_DUR, EK_ID, EK_BP, EK_S, EK_ARGS, EK_OTHER };
+typedef struct { const char *text; size_t n; uint64_t word, mask; } event_key_t;
+static event_key_t EVENT_KEYS[EK_OTHER] = {
+    {"\"ph\":", 5, 0, 0}, {"\"cat\":", 6, 0, 0}, {"\"name\":", 7, 0, 0}, {"\"pid\":", 6, 0, 0},
+    {"\"tid\":", 6, 0, 0}, {"\"ts\":", 5, 0, 0}, {"\"dur\":", 6, 0, 0}, {"\"id\":", 5, 0, 0},
+    {"\"bp\":", 5, 0, 0}, {"\"s\":", 4, 0, 0}, {"\"args\":", 7, 0, 0},
+};
+/* by the key's first letter: up to two candidates (EK_OTHER = none) */
+static unsigned char EK_FIRST[256][2];
+
+static void init_event_keys(void) {
+    for (int i = 0; i < 256; i++) EK_FIRST[i][0] = EK_FIRST[i][1] = EK_OTHER;
+    for (int i = 0; i < EK_OTHER; i++) {
+        event_key_t *k = &EVENT_KEYS[i];
+        uint64_t w = 0;
+        memcpy(&w, k->text, k->n);
+        k->word = w;
+        k->mask = k->n >= 8 ? ~0ULL : (((uint64_t)1 << (8 * k->n)) - 1);
+        unsigned char f = (unsigned char)k->text[1];
+        if (EK_FIRST[f][0] == EK_OTHER) EK_FIRST[f][0] = (unsigned char)i;
+        else EK_FIRST[f][1] = (unsigned char)i;
+    }
+}
+
+/* c->p at '"': the id of the event key written there as "key": (at least 8 bytes must remain), or EK_OTHER */
+ALWAYS_INLINE int match_event_key(const cur_t *c) {
+    if (c->end - c->p < 8) return EK_OTHER;
+    uint64_t w;
+    memcpy(&w, c->p, 8);
+    const unsigned char *cand = EK_FIRST[(unsigned char)c->p[1]];
+    if (cand[0] != EK_OTHER && (w & EVENT_KEYS[cand[0]].mask) == EVENT_KEYS[cand[0]].word) return cand[0];
+    if (cand[1] != EK_OTHER && (w & EVENT_KEYS[cand[1]].mask) == EVENT_KEYS[cand[1]].word) return cand[1];
+    return EK_OTHER;
+}
+
+/* the id of a decoded key of n bytes */
+static int event_key_id(const char *k, size_t n) {
+    for (int i = 0; i < EK_OTHER; i++)
+        if (EVENT_KEYS[i].n - 3 == n && memcmp(EVENT_KEYS[i].text + 1, k, n) == 0) return i;
+    return EK_OTHER;
+}
+
 /* parse one traceEvents element into P->e (not committed) */
 static int parse_element(Parser *P, cur_t *c) {
     elem_t *e = &P->e;
@@ -1683,32 +1730,39 @@ static int parse_element(Parser *P, cur_t *c) {
         if (*c->p == '}') { c->p++; break; }
         if (*c->p != '"') { c->msg = "expected a string key in an event"; return BAD; }
         const char *k; size_t kn; int kesc = 0;
-        int r = scan_string(c, &k, &kn, &kesc);
-        if (r) return r;
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p != ':') { c->msg = "expected ':' after a key in an event"; return BAD; }
-        c->p++;
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        const char *mk = k; size_t mkn = kn;
-        key_for_match(P, &mk, &mkn, kesc);
-        if (mkn == 2 && mk[0] == 'p' && mk[1] == 'h') r = parse_string_field(c, &e->ph, &e->ph_n, &e->ph_esc, e, "ph is not a string");
-        else if (mkn == 3 && memcmp(mk, "cat", 3) == 0) r = parse_string_field(c, &e->cat, &e->cat_n, &e->cat_esc, e, "cat is not a string");
-        else if (mkn == 4 && memcmp(mk, "name", 4) == 0) {
-            r = parse_string_field(c, &e->name, &e->name_n, &e->name_esc, e, "name is not a string");
-        }
-        else if (mkn == 3 && memcmp(mk, "pid", 3) == 0) r = parse_idlike(c, e, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str);
-        else if (mkn == 3 && memcmp(mk, "tid", 3) == 0) r = parse_idlike(c, e, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str);
-        else if (mkn == 2 && mk[0] == 't' && mk[1] == 's') r = parse_time_value(P, c, &e->has_ts, &e->ts, e, "ts");
-        else if (mkn == 3 && memcmp(mk, "dur", 3) == 0) r = parse_time_value(P, c, &e->has_dur, &e->dur, e, "dur");
-        else if (mkn == 2 && mk[0] == 'i' && mk[1] == 'd') r = parse_idlike(c, e, &e->has_id, &e->id, &e->id_txt, &e->id_txt_n, &e->id_txt_str);
-        else if (mkn == 2 && mk[0] == 'b' && mk[1] == 'p') r = parse_string_field(c, &e->bp, &e->bp_n, &e->bp_esc, e, "bp is not a string");
-        else if (mkn == 1 && mk[0] == 's') r = parse_string_field(c, &e->s, &e->s_n, &e->s_esc, e, "s is not a string");
-        else if (mkn == 4 && memcmp(mk, "args", 4) == 0) {
-            /* typed values are extracted for every ph; commit_element keeps C/M args whole */
-            r = parse_args(P, c, e);
+        int r;
+        int kid = match_event_key(c);
+        if (kid != EK_OTHER) {
+            k = c->p + 1;
+            kn = EVENT_KEYS[kid].n - 3;
+            c->p += EVENT_KEYS[kid].n;
         } else {
+            r = scan_string(c, &k, &kn, &kesc);
+            if (r) return r;
+            skip_ws(c);
+            if (c->p >= c->end) return NEED_MORE;
+            if (*c->p != ':') { c->msg = "expected ':' after a key in an event"; return BAD; }
+            c->p++;
+            const char *mk = k; size_t mkn = kn;
+            key_for_match(P, &mk, &mkn, kesc);
+            kid = event_key_id(mk, mkn);
+        }
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        switch (kid) {
+        case EK_PH: r = parse_string_field(c, &e->ph, &e->ph_n, &e->ph_esc, e, "ph is not a string"); break;
+        case EK_CAT: r = parse_string_field(c, &e->cat, &e->cat_n, &e->cat_esc, e, "cat is not a string"); break;
+        case EK_NAME: r = parse_string_field(c, &e->name, &e->name_n, &e->name_esc, e, "name is not a string"); break;
+        case EK_PID: r = parse_idlike(c, e, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str); break;
+        case EK_TID: r = parse_idlike(c, e, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str); break;
+        case EK_TS: r = parse_time_value(P, c, &e->has_ts, &e->ts, e, "ts"); break;
+        case EK_DUR: r = parse_time_value(P, c, &e->has_dur, &e->dur, e, "dur"); break;
+        case EK_ID: r = parse_idlike(c, e, &e->has_id, &e->id, &e->id_txt, &e->id_txt_n, &e->id_txt_str); break;
+        case EK_BP: r = parse_string_field(c, &e->bp, &e->bp_n, &e->bp_esc, e, "bp is not a string"); break;
+        case EK_S: r = parse_string_field(c, &e->s, &e->s_n, &e->s_esc, e, "s is not a string"); break;
+        /* typed values are extracted for every ph; commit_element keeps C/M args whole */
+        case EK_ARGS: r = parse_args(P, c, e); break;
+        default: {
             const char *v = c->p;
             int vesc = 0;
             r = skip_value(c, &vesc, 0);
@@ -1717,6 +1771,7 @@ static int parse_element(Parser *P, cur_t *c) {
                 append_kv(&e->extra, &e->nextra, k, kn, kesc, v, (size_t)(c->p - v), vesc, &P->oom, &rep);
                 if (rep) e->flags |= FL_ARGS_REPAIRED;
             }
+        }
         }
         if (r) return r;
         skip_ws(c);
@@ -2914,6 +2969,7 @@ static void set_malloc_policy(void) {
 
 PyMODINIT_FUNC PyInit__kineto(void) {
     init_tables();
+    init_event_keys();
     init_index();
     set_malloc_policy();
     if (!BufferType && !(BufferType = PyType_FromSpec(&Buffer_spec))) return NULL;
