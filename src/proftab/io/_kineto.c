@@ -1846,13 +1846,40 @@ static int parse_element(Parser *P, cur_t *c) {
         skip_ws(c);
         if (c->p >= c->end) return NEED_MORE;
         switch (kid) {
-        case EK_PH: r = parse_string_field(c, &e->ph, &e->ph_n, &e->ph_esc, e, "ph is not a string"); break;
-        case EK_CAT: r = parse_string_field(c, &e->cat, &e->cat_n, &e->cat_esc, e, "cat is not a string"); break;
-        case EK_NAME: r = parse_string_field(c, &e->name, &e->name_n, &e->name_esc, e, "name is not a string"); break;
-        case EK_PID: r = parse_idlike(c, e, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str); break;
-        case EK_TID: r = parse_idlike(c, e, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str); break;
-        case EK_TS: r = parse_time_value(P, c, &e->has_ts, &e->ts, e, "ts"); break;
-        case EK_DUR: r = parse_time_value(P, c, &e->has_dur, &e->dur, e, "dur"); break;
+        /* the usual values (a string, an integer, a decimal time) are read inline; the called
+           functions repeat the same fast reads before their general cases */
+        case EK_PH:
+            r = *c->p == '"' ? scan_string(c, &e->ph, &e->ph_n, &e->ph_esc)
+                             : parse_string_field(c, &e->ph, &e->ph_n, &e->ph_esc, e, "ph is not a string");
+            break;
+        case EK_CAT:
+            r = *c->p == '"' ? scan_string(c, &e->cat, &e->cat_n, &e->cat_esc)
+                             : parse_string_field(c, &e->cat, &e->cat_n, &e->cat_esc, e, "cat is not a string");
+            break;
+        case EK_NAME:
+            r = *c->p == '"' ? scan_string(c, &e->name, &e->name_n, &e->name_esc)
+                             : parse_string_field(c, &e->name, &e->name_n, &e->name_esc, e, "name is not a string");
+            break;
+        case EK_PID:
+            if (fast_int(c, &e->pid)) { e->has_pid = 1; r = OK; }
+            else r = parse_idlike(c, e, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str);
+            break;
+        case EK_TID:
+            if (fast_int(c, &e->tid)) { e->has_tid = 1; r = OK; }
+            else r = parse_idlike(c, e, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str);
+            break;
+        case EK_TS: case EK_DUR: {
+            int is_ts = kid == EK_TS, frac;
+            int64_t *v = is_ts ? &e->ts : &e->dur;
+            if (fast_time(c, v, &frac)) {
+                *(is_ts ? &e->has_ts : &e->has_dur) = 1;
+                if (frac > P->max_frac) P->max_frac = frac;
+                r = OK;
+            } else {
+                r = parse_time_value(P, c, is_ts ? &e->has_ts : &e->has_dur, v, e, is_ts ? "ts" : "dur");
+            }
+            break;
+        }
         case EK_ID: r = parse_idlike(c, e, &e->has_id, &e->id, &e->id_txt, &e->id_txt_n, &e->id_txt_str); break;
         case EK_BP: r = parse_string_field(c, &e->bp, &e->bp_n, &e->bp_esc, e, "bp is not a string"); break;
         case EK_S: r = parse_string_field(c, &e->s, &e->s_n, &e->s_esc, e, "s is not a string"); break;
