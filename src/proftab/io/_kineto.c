@@ -388,6 +388,7 @@ typedef struct {
     const char *args_raw; size_t args_raw_n;  /* whole args object, used for C and M events */
     int args_esc;         /* string flags over the whole args object */
     const char *reason;   /* reject reason */
+    uint64_t typed_cols;  /* bit col: a typed value for column col is in typed[] */
     int ntyped;
     /* not reset: */
     buf_t args;   /* remainder JSON object text */
@@ -1700,9 +1701,7 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
         int taken = 0;
         if (ti >= 0 && e->ntyped < MAX_TYPED) {
             typed_key_t *t = &P->keys[ti];
-            int dup = 0;
-            for (int q = 0; q < e->ntyped; q++) if (e->typed[q].col == t->col) dup = 1;
-            if (!dup) {
+            if (!(e->typed_cols >> t->col & 1)) {
                 int slot = e->ntyped;
                 e->typed[slot].col = t->col;
                 e->typed[slot].kind = t->kind;
@@ -1742,7 +1741,7 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
                     else if (vn == 7 && memcmp(v, "\"false\"", 7) == 0) { e->typed[slot].i = 0; taken = 1; }
                     break;
                 }
-                if (taken) e->ntyped++;
+                if (taken) { e->ntyped++; e->typed_cols |= (uint64_t)1 << t->col; }
             }
         }
         e->args_esc |= kesc | vesc;
