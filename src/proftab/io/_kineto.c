@@ -409,6 +409,22 @@ typedef struct {
     char text[AK_MAXLEN + 2 + 8];  /* key + '"' + ':', zero padded to whole words */
 } argkey_t;
 
+/* The bytes between the end of one value in an object and the start of the next one's value (the
+   whitespace, the comma, the next key and its colon), as a generic parse read them last time after a
+   given key, and what they led to: the next key (its position in these bytes and its id) or the
+   object's end. When the same bytes come again they are taken whole (sep_find): the generic parse of
+   equal bytes gives the same key, so only a memory compare is done. Two per previous key. */
+#define SEP_MAX 40
+#define SEP_CLOSE (-100)  /* `next`: the bytes end with the object's closing brace */
+typedef struct {
+    uint64_t w[SEP_MAX / 8 + 1];  /* the bytes as words, the last one zero padded */
+    uint64_t tail;        /* mask of the bytes used in w[nfull] (0: none) */
+    uint8_t n, nfull;     /* length (0: empty), whole words */
+    uint8_t koff, kn;     /* the next key's text: bytes [koff, koff + kn) */
+    int16_t next;         /* the next key's id (event key id, or typed index / -1 in args), or SEP_CLOSE */
+} sep_t;
+typedef struct { sep_t way[2]; uint8_t older; } sepset_t;
+
 typedef struct {
     PyObject_HEAD
     /* config */
@@ -452,6 +468,8 @@ typedef struct {
     int oom;
     ix_t ix;          /* the structural index of the current run() (SIMD path) */
     argkey_t akc[1 << AK_BITS][AK_WAYS];  /* args keys seen, see match_arg_key */
+    sepset_t esep[16];                    /* after each event key (EK_*), see sep_t */
+    sepset_t asep[MAX_TYPED + 2];         /* after each typed args key, an untyped one, the '{' */
     uint8_t akc_next[1 << AK_BITS];       /* the way each set replaces next */
 } Parser;
 
@@ -1591,6 +1609,43 @@ static int parse_string_field(cur_t *c, const char **s, size_t *n, int *esc, ele
     return scan_string(c, s, n, esc);
 }
 
+/* the remembered separator of set that the text at c->p starts with, or NULL */
+ALWAYS_INLINE const sep_t *sep_find(const sepset_t *set, const cur_t *c) {
+    if (c->end - c->p < SEP_MAX + 8) return NULL;
+    for (int j = 0; j < 2; j++) {
+        const sep_t *sp = &set->way[j];
+        int i = 0, ok = sp->n != 0;
+        for (; ok && i < sp->nfull; i++) {
+            uint64_t x;
+            memcpy(&x, c->p + 8 * i, 8);
+            ok = x == sp->w[i];
+        }
+        if (ok && sp->tail) {
+            uint64_t x;
+            memcpy(&x, c->p + 8 * i, 8);
+            ok = (x & sp->tail) == sp->w[i];
+        }
+        if (ok) return sp;
+    }
+    return NULL;
+}
+
+/* remember the bytes [from, to) (read by a generic parse) as leading to `next` (key at key, kn bytes) */
+static void sep_remember(sepset_t *set, const char *from, const char *to, int next, const char *key, size_t kn) {
+    size_t n = (size_t)(to - from);
+    if (n == 0 || n > SEP_MAX) return;
+    sep_t *sp = &set->way[set->older];
+    set->older ^= 1;
+    memset(sp->w, 0, sizeof sp->w);
+    memcpy(sp->w, from, n);
+    sp->n = (uint8_t)n;
+    sp->nfull = (uint8_t)(n / 8);
+    sp->tail = n % 8 ? (((uint64_t)1) << (8 * (n % 8))) - 1 : 0;
+    sp->next = (int16_t)next;
+    sp->koff = key ? (uint8_t)(key - from) : 0;
+    sp->kn = key ? (uint8_t)kn : 0;
+}
+
 static inline size_t ak_set(uint32_t first4) {
     return (size_t)((first4 * 0x9E3779B1u) >> (32 - AK_BITS));
 }
@@ -1663,31 +1718,52 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
     }
     c->p++;
     int rep = 0;
+    int prev = MAX_TYPED + 1;  /* asep index of the key read last: typed index, MAX_TYPED (untyped), '{' */
     for (;;) {
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p == '}') { c->p++; break; }
-        if (*c->p != '"') { c->msg = "expected a string key in args"; return BAD; }
         const char *k; size_t kn; int kesc = 0;
         int ti, r;
-        const argkey_t *known = match_arg_key(P, c);
-        if (known) {
-            k = c->p + 1;
-            kn = known->n;
-            ti = known->ti;
-            c->p += kn + 3;
+        const char *from = c->p;
+        const sep_t *sp = sep_find(&P->asep[prev], c);
+        if (sp) {
+            c->p += sp->n;
+            if (sp->next == SEP_CLOSE) break;
+            k = from + sp->koff;
+            kn = sp->kn;
+            ti = sp->next;
         } else {
-            r = scan_string(c, &k, &kn, &kesc);
-            if (r) return r;
+            if (prev != MAX_TYPED + 1) {
+                skip_ws(c);
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p == '}') { c->p++; sep_remember(&P->asep[prev], from, c->p, SEP_CLOSE, NULL, 0); break; }
+                if (*c->p != ',') { c->msg = "expected ',' or '}' in args"; return BAD; }
+                c->p++;
+            }
             skip_ws(c);
             if (c->p >= c->end) return NEED_MORE;
-            if (*c->p != ':') { c->msg = "expected ':' after a key in args"; return BAD; }
-            c->p++;
-            const char *mk = k; size_t mkn = kn;
-            key_for_match(P, &mk, &mkn, kesc);
-            ti = lookup_typed(P, mk, mkn, 0);
-            if (!kesc && c->p == k + kn + 2) remember_arg_key(P, k, kn, ti);
+            if (*c->p == '}') { c->p++; break; }
+            if (*c->p != '"') { c->msg = "expected a string key in args"; return BAD; }
+            const argkey_t *known = match_arg_key(P, c);
+            if (known) {
+                k = c->p + 1;
+                kn = known->n;
+                ti = known->ti;
+                c->p += kn + 3;
+            } else {
+                r = scan_string(c, &k, &kn, &kesc);
+                if (r) return r;
+                skip_ws(c);
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p != ':') { c->msg = "expected ':' after a key in args"; return BAD; }
+                c->p++;
+                const char *mk = k; size_t mkn = kn;
+                key_for_match(P, &mk, &mkn, kesc);
+                ti = lookup_typed(P, mk, mkn, 0);
+                if (!kesc && c->p == k + kn + 2) remember_arg_key(P, k, kn, ti);
+            }
+            skip_ws(c);
+            if (!kesc) sep_remember(&P->asep[prev], from, c->p, ti, k, kn);
         }
+        prev = ti >= 0 ? ti : MAX_TYPED;
         skip_ws(c);
         const char *v = c->p;
         int vesc = 0;
@@ -1746,12 +1822,6 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
         }
         e->args_esc |= kesc | vesc;
         if (!taken) append_kv(&e->args, &e->nargs, k, kn, kesc, v, vn, vesc, &P->oom, &rep);
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == '}') { c->p++; break; }
-        c->msg = "expected ',' or '}' in args";
-        return BAD;
     }
     if (rep) e->flags |= FL_ARGS_REPAIRED;
     e->args_raw = start;
@@ -1764,7 +1834,7 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
    exactly what scan_string + ':' would (the key holds no quote or backslash and ':' follows its
    closing quote); any other spelling (spaces before the colon, escapes) goes through scan_string
    and event_key_id. */
-enum { EK_PH, EK_CAT, EK_NAME, EK_PID, EK_TID, EK_TS, EK_DUR, EK_ID, EK_BP, EK_S, EK_ARGS, EK_OTHER };
+enum { EK_PH, EK_CAT, EK_NAME, EK_PID, EK_TID, EK_TS, EK_DUR, EK_ID, EK_BP, EK_S, EK_ARGS, EK_OTHER, EK_START };
 typedef struct { const char *text; size_t n; uint64_t word, mask; } event_key_t;
 static event_key_t EVENT_KEYS[EK_OTHER] = {
     {"\"ph\":", 5, 0, 0}, {"\"cat\":", 6, 0, 0}, {"\"name\":", 7, 0, 0}, {"\"pid\":", 6, 0, 0},
@@ -1819,29 +1889,50 @@ static int parse_element(Parser *P, cur_t *c) {
         return OK;
     }
     c->p++;
+    int prev = EK_START;  /* the key whose value was read last */
     for (;;) {
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p == '}') { c->p++; break; }
-        if (*c->p != '"') { c->msg = "expected a string key in an event"; return BAD; }
         const char *k; size_t kn; int kesc = 0;
-        int r;
-        int kid = match_event_key(c);
-        if (kid != EK_OTHER) {
-            k = c->p + 1;
-            kn = EVENT_KEYS[kid].n - 3;
-            c->p += EVENT_KEYS[kid].n;
+        int r, kid;
+        const char *from = c->p;
+        const sep_t *sp = sep_find(&P->esep[prev], c);
+        if (sp) {
+            c->p += sp->n;
+            if (sp->next == SEP_CLOSE) break;
+            k = from + sp->koff;
+            kn = sp->kn;
+            kid = sp->next;
         } else {
-            r = scan_string(c, &k, &kn, &kesc);
-            if (r) return r;
+            if (prev != EK_START) {
+                skip_ws(c);
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p == '}') { c->p++; sep_remember(&P->esep[prev], from, c->p, SEP_CLOSE, NULL, 0); break; }
+                if (*c->p != ',') { c->msg = "expected ',' or '}' after an event field"; return BAD; }
+                c->p++;
+            }
             skip_ws(c);
             if (c->p >= c->end) return NEED_MORE;
-            if (*c->p != ':') { c->msg = "expected ':' after a key in an event"; return BAD; }
-            c->p++;
-            const char *mk = k; size_t mkn = kn;
-            key_for_match(P, &mk, &mkn, kesc);
-            kid = event_key_id(mk, mkn);
+            if (*c->p == '}') { c->p++; break; }
+            if (*c->p != '"') { c->msg = "expected a string key in an event"; return BAD; }
+            kid = match_event_key(c);
+            if (kid != EK_OTHER) {
+                k = c->p + 1;
+                kn = EVENT_KEYS[kid].n - 3;
+                c->p += EVENT_KEYS[kid].n;
+            } else {
+                r = scan_string(c, &k, &kn, &kesc);
+                if (r) return r;
+                skip_ws(c);
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p != ':') { c->msg = "expected ':' after a key in an event"; return BAD; }
+                c->p++;
+                const char *mk = k; size_t mkn = kn;
+                key_for_match(P, &mk, &mkn, kesc);
+                kid = event_key_id(mk, mkn);
+            }
+            skip_ws(c);
+            if (!kesc) sep_remember(&P->esep[prev], from, c->p, kid, k, kn);
         }
+        prev = kid;
         skip_ws(c);
         if (c->p >= c->end) return NEED_MORE;
         switch (kid) {
@@ -1896,12 +1987,6 @@ static int parse_element(Parser *P, cur_t *c) {
         }
         }
         if (r) return r;
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == '}') { c->p++; break; }
-        c->msg = "expected ',' or '}' after an event field";
-        return BAD;
     }
     if (!e->reason) {
         if (!e->ph) e->reason = "missing ph";
@@ -2338,6 +2423,7 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
     if (n > MAX_TYPED) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many typed keys"); return -1; }
     memset(P->keytab, 0, sizeof P->keytab);
     memset(P->akc, 0, sizeof P->akc);  /* remembered args keys name typed indices of this spec */
+    memset(P->asep, 0, sizeof P->asep);
     P->ntypedcols = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const char *k; Py_ssize_t kn; int col, kind;
