@@ -417,9 +417,9 @@ typedef struct {
 #define SEP_MAX 40
 #define SEP_CLOSE (-100)  /* `next`: the bytes end with the object's closing brace */
 typedef struct {
-    uint64_t w[SEP_MAX / 8 + 1];  /* the bytes as words, the last one zero padded */
-    uint64_t tail;        /* mask of the bytes used in w[nfull] (0: none) */
-    uint8_t n, nfull;     /* length (0: empty), whole words */
+    unsigned char b[48];  /* the bytes, zero padded */
+    unsigned char m[48];  /* 0xFF over the bytes used */
+    uint8_t n;            /* length (0: empty) */
     uint8_t koff, kn;     /* the next key's text: bytes [koff, koff + kn) */
     int16_t next;         /* the next key's id (event key id, or typed index / -1 in args), or SEP_CLOSE */
 } sep_t;
@@ -1609,24 +1609,35 @@ static int parse_string_field(cur_t *c, const char **s, size_t *n, int *esc, ele
     return scan_string(c, s, n, esc);
 }
 
+/* the 48 bytes at p equal sp's bytes where its mask is set */
+ALWAYS_INLINE int sep_equal(const char *p, const sep_t *sp) {
+#ifdef IX_HAVE_SSE2
+    __m128i acc = _mm_setzero_si128();
+    for (int k = 0; k < 3; k++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * k));
+        __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(sp->b + 16 * k));
+        __m128i m = _mm_loadu_si128((const __m128i *)(const void *)(sp->m + 16 * k));
+        acc = _mm_or_si128(acc, _mm_and_si128(_mm_xor_si128(x, y), m));
+    }
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(acc, _mm_setzero_si128())) == 0xFFFF;
+#else
+    uint64_t acc = 0;
+    for (int k = 0; k < 6; k++) {
+        uint64_t x, y, m;
+        memcpy(&x, p + 8 * k, 8);
+        memcpy(&y, sp->b + 8 * k, 8);
+        memcpy(&m, sp->m + 8 * k, 8);
+        acc |= (x ^ y) & m;
+    }
+    return acc == 0;
+#endif
+}
+
 /* the remembered separator of set that the text at c->p starts with, or NULL */
 ALWAYS_INLINE const sep_t *sep_find(const sepset_t *set, const cur_t *c) {
-    if (c->end - c->p < SEP_MAX + 8) return NULL;
-    for (int j = 0; j < 2; j++) {
-        const sep_t *sp = &set->way[j];
-        int i = 0, ok = sp->n != 0;
-        for (; ok && i < sp->nfull; i++) {
-            uint64_t x;
-            memcpy(&x, c->p + 8 * i, 8);
-            ok = x == sp->w[i];
-        }
-        if (ok && sp->tail) {
-            uint64_t x;
-            memcpy(&x, c->p + 8 * i, 8);
-            ok = (x & sp->tail) == sp->w[i];
-        }
-        if (ok) return sp;
-    }
+    if (c->end - c->p < 48) return NULL;
+    if (set->way[0].n && sep_equal(c->p, &set->way[0])) return &set->way[0];
+    if (set->way[1].n && sep_equal(c->p, &set->way[1])) return &set->way[1];
     return NULL;
 }
 
@@ -1636,11 +1647,11 @@ static void sep_remember(sepset_t *set, const char *from, const char *to, int ne
     if (n == 0 || n > SEP_MAX) return;
     sep_t *sp = &set->way[set->older];
     set->older ^= 1;
-    memset(sp->w, 0, sizeof sp->w);
-    memcpy(sp->w, from, n);
+    memset(sp->b, 0, sizeof sp->b);
+    memset(sp->m, 0, sizeof sp->m);
+    memcpy(sp->b, from, n);
+    memset(sp->m, 0xFF, n);
     sp->n = (uint8_t)n;
-    sp->nfull = (uint8_t)(n / 8);
-    sp->tail = n % 8 ? (((uint64_t)1) << (8 * (n % 8))) - 1 : 0;
     sp->next = (int16_t)next;
     sp->koff = key ? (uint8_t)(key - from) : 0;
     sp->kn = key ? (uint8_t)kn : 0;
