@@ -409,6 +409,15 @@ typedef struct {
     char text[AK_MAXLEN + 2 + 8];  /* key + '"' + ':', zero padded to whole words */
 } argkey_t;
 
+/* The last integer token of a field (pid, tid) and its value: Kineto repeats the same pid and tid on
+   every event, so the token and the delimiter after it are compared as two masked words and the value
+   reused (fast_int would read the same bytes to the same value). */
+typedef struct {
+    uint64_t w[2], m[2];  /* token bytes + the delimiter after it, masked */
+    int64_t value;
+    uint8_t n;            /* token length (0: empty) */
+} intmemo_t;
+
 /* The bytes between the end of one value in an object and the start of the next one's value (the
    whitespace, the comma, the next key and its colon), as a generic parse read them last time after a
    given key, and what they led to: the next key (its position in these bytes and its id) or the
@@ -469,6 +478,7 @@ typedef struct {
     ix_t ix;          /* the structural index of the current run() (SIMD path) */
     argkey_t akc[1 << AK_BITS][AK_WAYS];  /* args keys seen, see match_arg_key */
     sepset_t esep[16];                    /* after each event key (EK_*), see sep_t */
+    intmemo_t pid_memo, tid_memo;         /* see intmemo_t */
     sepset_t asep[MAX_TYPED + 2];         /* after each typed args key, an untyped one, the '{' */
     uint8_t akc_next[1 << AK_BITS];       /* the way each set replaces next */
 } Parser;
@@ -1657,6 +1667,36 @@ static void sep_remember(sepset_t *set, const char *from, const char *to, int ne
     sp->kn = key ? (uint8_t)kn : 0;
 }
 
+/* an integer at c->p into *out, as fast_int reads it, through the memo of the last one (a token is
+   remembered once it came twice in a row: counters such as "External id" never are) */
+ALWAYS_INLINE int memo_int(intmemo_t *m, cur_t *c, int64_t *out) {
+    if (m->n && c->end - c->p >= 16) {
+        uint64_t x0, x1;
+        memcpy(&x0, c->p, 8);
+        memcpy(&x1, c->p + 8, 8);
+        if (!(((x0 ^ m->w[0]) & m->m[0]) | ((x1 ^ m->w[1]) & m->m[1]))) {
+            *out = m->value;
+            c->p += m->n;
+            return 1;
+        }
+    }
+    const char *from = c->p;
+    if (!fast_int(c, out)) return 0;
+    size_t n = (size_t)(c->p - from);
+    if (*out != m->value) {
+        m->value = *out;
+        m->n = 0;
+    } else if (n + 1 <= 16 && c->end - from >= 16) {
+        unsigned char b[16] = {0}, k[16] = {0};
+        memcpy(b, from, n + 1);
+        memset(k, 0xFF, n + 1);
+        memcpy(m->w, b, 16);
+        memcpy(m->m, k, 16);
+        m->n = (uint8_t)n;
+    }
+    return 1;
+}
+
 static inline size_t ak_set(uint32_t first4) {
     return (size_t)((first4 * 0x9E3779B1u) >> (32 - AK_BITS));
 }
@@ -1962,11 +2002,11 @@ static int parse_element(Parser *P, cur_t *c) {
                              : parse_string_field(c, &e->name, &e->name_n, &e->name_esc, e, "name is not a string");
             break;
         case EK_PID:
-            if (fast_int(c, &e->pid)) { e->has_pid = 1; r = OK; }
+            if (memo_int(&P->pid_memo, c, &e->pid)) { e->has_pid = 1; r = OK; }
             else r = parse_idlike(c, e, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str);
             break;
         case EK_TID:
-            if (fast_int(c, &e->tid)) { e->has_tid = 1; r = OK; }
+            if (memo_int(&P->tid_memo, c, &e->tid)) { e->has_tid = 1; r = OK; }
             else r = parse_idlike(c, e, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str);
             break;
         case EK_TS: case EK_DUR: {
