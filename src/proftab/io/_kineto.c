@@ -2528,6 +2528,41 @@ static void scan_pending(Parser *P) {
     after_scan(P);
 }
 
+/* A chunk fed while `pending` holds the incomplete item the last chunk ended with. Rather than copying
+   the whole chunk after it, only its first STITCH bytes are: once the item completes there, the rest
+   of the chunk is scanned where it lies (the scan of a text split anywhere gives the same rows). When
+   the item is longer, or a damaged stretch is being skipped (its look-back needs the bytes before),
+   the rest is appended and scanned as one piece as before. Returns -1 when out of memory. */
+#define STITCH ((size_t)1 << 16)
+static int feed_stitched(Parser *P, const char *buf, size_t n) {
+    size_t old = P->pending.len;
+    size_t take = n < STITCH ? n : STITCH;
+    if (take == n || old + take < P->retry_at || P->state == ST_RESYNC) {
+        if (buf_append(&P->pending, buf, n)) return -1;
+        if (P->pending.len >= P->retry_at) scan_pending(P);
+        else P->dirty = 1;
+        return 0;
+    }
+    if (buf_append(&P->pending, buf, take)) return -1;
+    size_t used = run(P, P->pending.p, P->pending.p + P->pending.len);
+    P->consumed += (int64_t)used;
+    if (P->has_error) { after_scan(P); return 0; }
+    if (used >= old && P->state != ST_RESYNC) {
+        size_t off = used - old;  /* bytes of this chunk already scanned */
+        P->pending.len = 0;
+        size_t used2 = run(P, buf + off, buf + n);
+        P->consumed += (int64_t)used2;
+        if (!P->has_error && off + used2 < n && buf_append(&P->pending, buf + off + used2, n - off - used2)) return -1;
+        after_scan(P);
+        return 0;
+    }
+    memmove(P->pending.p, P->pending.p + used, P->pending.len - used);
+    P->pending.len -= used;
+    if (buf_append(&P->pending, buf + take, n - take)) return -1;
+    scan_pending(P);
+    return 0;
+}
+
 static PyObject *Parser_feed(Parser *P, PyObject *arg) {
     Py_buffer view;
     if (P->finished) { PyErr_SetString(PyExc_ValueError, "the parser is finished"); return NULL; }
@@ -2543,10 +2578,8 @@ static PyObject *Parser_feed(Parser *P, PyObject *arg) {
             if (buf_append(&P->pending, (const char *)view.buf + used, (size_t)view.len - used)) oom = 1;
         }
         if (!oom) after_scan(P);
-    } else {
-        if (buf_append(&P->pending, view.buf, (size_t)view.len)) oom = 1;
-        else if (P->pending.len >= P->retry_at) scan_pending(P);
-        else P->dirty = 1;
+    } else if (feed_stitched(P, (const char *)view.buf, (size_t)view.len)) {
+        oom = 1;
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
