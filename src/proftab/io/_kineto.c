@@ -512,6 +512,11 @@ static void init_tables(void) {
 /* which walk run() uses: the scalar reference, the indexed one, or both compared (tests) */
 enum { PATH_SCALAR = 0, PATH_SIMD = 1, PATH_CHECK = 2 };
 static int g_path = PATH_SCALAR;
+/* 0 on the "reference" path: the scalar walk without what the parser learns from the text it has read
+   (remembered separators and args keys, the last pid/tid token; also the one-word event key match and
+   scanning a chunk where it lies), so that tests can compare the two. Nothing is remembered then, so the
+   lookups find nothing: parsers created after set_path("reference") take the generic code throughout. */
+static int g_learn = 1;
 static int64_t g_mismatch;  /* "check" path: answers where the two walks differed (0 = identical) */
 static int g_abort_on_mismatch;  /* PROFTAB_SCANNER_ABORT set: a difference aborts (for the fuzz harness) */
 
@@ -596,6 +601,8 @@ __attribute__((target("avx2"))) static void classify_avx2(const char *p, size_t 
 static classify_fn g_classify = classify_portable;
 static const char *g_isa = "portable";
 
+static void init_event_keys(void);
+
 /* pick the widest classifier this CPU runs, and the default path (PROFTAB_SCANNER overrides) */
 static void init_index(void) {
 #ifdef IX_HAVE_SSE2
@@ -614,6 +621,8 @@ static void init_index(void) {
     if (env && !strcmp(env, "scalar")) g_path = PATH_SCALAR;
     else if (env && !strcmp(env, "simd")) g_path = PATH_SIMD;
     else if (env && !strcmp(env, "check")) g_path = PATH_CHECK;
+    else if (env && !strcmp(env, "reference")) { g_path = PATH_SCALAR; g_learn = 0; }
+    init_event_keys();
 }
 
 static void ix_reset(ix_t *x, const char *base, const char *end, int check) {
@@ -1654,7 +1663,7 @@ ALWAYS_INLINE const sep_t *sep_find(const sepset_t *set, const cur_t *c) {
 /* remember the bytes [from, to) (read by a generic parse) as leading to `next` (key at key, kn bytes) */
 static void sep_remember(sepset_t *set, const char *from, const char *to, int next, const char *key, size_t kn) {
     size_t n = (size_t)(to - from);
-    if (n == 0 || n > SEP_MAX) return;
+    if (n == 0 || n > SEP_MAX || !g_learn) return;
     sep_t *sp = &set->way[set->older];
     set->older ^= 1;
     memset(sp->b, 0, sizeof sp->b);
@@ -1686,7 +1695,7 @@ ALWAYS_INLINE int memo_int(intmemo_t *m, cur_t *c, int64_t *out) {
     if (*out != m->value) {
         m->value = *out;
         m->n = 0;
-    } else if (n + 1 <= 16 && c->end - from >= 16) {
+    } else if (n + 1 <= 16 && c->end - from >= 16 && g_learn) {
         unsigned char b[16] = {0}, k[16] = {0};
         memcpy(b, from, n + 1);
         memset(k, 0xFF, n + 1);
@@ -1736,7 +1745,7 @@ ALWAYS_INLINE const argkey_t *match_arg_key(const Parser *P, const cur_t *c) {
 
 /* remember the plain key k (kn bytes, written as "key":) and its typed index */
 static void remember_arg_key(Parser *P, const char *k, size_t kn, int ti) {
-    if (kn < 2 || kn > AK_MAXLEN) return;  /* the first 4 bytes must be key + '"' + ':' at least */
+    if (kn < 2 || kn > AK_MAXLEN || !g_learn) return;  /* the first 4 bytes must be key + '"' + ':' at least */
     uint32_t f4;
     memcpy(&f4, k, 4);
     size_t si = ak_set(f4);
@@ -1897,7 +1906,7 @@ static unsigned char EK_FIRST[256][2];
 
 static void init_event_keys(void) {
     for (int i = 0; i < 256; i++) EK_FIRST[i][0] = EK_FIRST[i][1] = EK_OTHER;
-    for (int i = 0; i < EK_OTHER; i++) {
+    for (int i = 0; i < EK_OTHER && g_learn; i++) {
         event_key_t *k = &EVENT_KEYS[i];
         uint64_t w = 0;
         memcpy(&w, k->text, k->n);
@@ -2537,7 +2546,7 @@ static void scan_pending(Parser *P) {
 static int feed_stitched(Parser *P, const char *buf, size_t n) {
     size_t old = P->pending.len;
     size_t take = n < STITCH ? n : STITCH;
-    if (take == n || old + take < P->retry_at || P->state == ST_RESYNC) {
+    if (take == n || old + take < P->retry_at || P->state == ST_RESYNC || !g_learn) {
         if (buf_append(&P->pending, buf, n)) return -1;
         if (P->pending.len >= P->retry_at) scan_pending(P);
         else P->dirty = 1;
@@ -3184,14 +3193,18 @@ static PyObject *py_set_path(PyObject *self, PyObject *arg) {
     (void)self;
     const char *name;
     if (!PyArg_Parse(arg, "s", &name)) return NULL;
+    int learn = 1;
     if (!strcmp(name, "scalar")) g_path = PATH_SCALAR;
     else if (!strcmp(name, "simd")) g_path = PATH_SIMD;
     else if (!strcmp(name, "check")) g_path = PATH_CHECK;
+    else if (!strcmp(name, "reference")) { g_path = PATH_SCALAR; learn = 0; }
     else if (!strcmp(name, "auto")) g_path = PATH_SCALAR;  /* the default: see init_index */
     else {
-        PyErr_Format(PyExc_ValueError, "unknown scanner path %R (scalar, simd, check or auto)", arg);
+        PyErr_Format(PyExc_ValueError, "unknown scanner path %R (scalar, simd, check, reference or auto)", arg);
         return NULL;
     }
+    g_learn = learn;
+    init_event_keys();
     g_mismatch = 0;
     Py_RETURN_NONE;
 }
@@ -3216,7 +3229,7 @@ static PyObject *py_set_classifier(PyObject *self, PyObject *arg) {
 static PyObject *py_get_path(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
     static const char *names[] = {"scalar", "simd", "check"};
-    return Py_BuildValue("(ss)", names[g_path], g_isa);
+    return Py_BuildValue("(ss)", g_learn ? names[g_path] : "reference", g_isa);
 }
 
 static PyObject *py_path_mismatches(PyObject *self, PyObject *unused) {
@@ -3227,7 +3240,8 @@ static PyObject *py_path_mismatches(PyObject *self, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"set_path", py_set_path, METH_O,
      "set_path(name): the walk later feeds use: 'scalar' (the reference), 'simd' (structural index), "
-     "'check' (both, counting differences) or 'auto' (the default: scalar); resets path_mismatches()"},
+     "'check' (both, counting differences), 'reference' (scalar, without the shortcuts learned from the text "
+     "read so far) or 'auto' (the default: scalar); resets path_mismatches()"},
     {"set_classifier", py_set_classifier, METH_O,
      "set_classifier(name): the SIMD path's 64-byte classifier: 'avx2', 'sse2' or 'portable' (where available)"},
     {"get_path", py_get_path, METH_NOARGS, "get_path() -> (path, classifier: 'avx2' | 'sse2' | 'portable')"},
