@@ -1631,13 +1631,16 @@ static int parse_string_field(cur_t *c, const char **s, size_t *n, int *esc, ele
 /* the 48 bytes at p equal sp's bytes where its mask is set */
 ALWAYS_INLINE int sep_equal(const char *p, const sep_t *sp) {
 #ifdef IX_HAVE_SSE2
-    __m128i acc = _mm_setzero_si128();
-    for (int k = 0; k < 3; k++) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * k));
-        __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(sp->b + 16 * k));
-        __m128i m = _mm_loadu_si128((const __m128i *)(const void *)(sp->m + 16 * k));
-        acc = _mm_or_si128(acc, _mm_and_si128(_mm_xor_si128(x, y), m));
+#define SEP_BLOCK(k) _mm_and_si128(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)(p + 16 * (k))), \
+                                                  _mm_loadu_si128((const __m128i *)(const void *)(sp->b + 16 * (k)))), \
+                                    _mm_loadu_si128((const __m128i *)(const void *)(sp->m + 16 * (k))))
+    /* the blocks the separator covers: one up to 16 bytes, two up to 32 (most), three */
+    __m128i acc = SEP_BLOCK(0);
+    if (sp->n > 16) {
+        acc = _mm_or_si128(acc, SEP_BLOCK(1));
+        if (sp->n > 32) acc = _mm_or_si128(acc, SEP_BLOCK(2));
     }
+#undef SEP_BLOCK
     return _mm_movemask_epi8(_mm_cmpeq_epi8(acc, _mm_setzero_si128())) == 0xFFFF;
 #else
     uint64_t acc = 0;
