@@ -13,6 +13,9 @@
  * Two walks give identical results: scalar (the default, the reference) and simd (a 64-byte
  * structural index, SSE2/AVX2); set_path/get_path/set_classifier/path_mismatches or
  * PROFTAB_SCANNER=scalar|simd|check choose and compare them (docs/robustness.md "Scanner paths").
+ * Both walks take shortcuts learned from the text already read (remembered separators between values,
+ * args keys, the last pid/tid token; see sep_t, argkey_t, intmemo_t), each only where the bytes are
+ * exactly those it was learned from; the "reference" path learns nothing, for tests to compare with.
  * Every string written to a column is valid UTF-8 (repaired and flagged otherwise).
  * Errors are reported, never raised from the scanner: finish() returns "error" (message,
  * byte offset, excerpt) and "complete" (whether the top-level value was closed); the
