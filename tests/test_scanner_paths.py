@@ -249,7 +249,8 @@ _VALUES = [b"0", b"1", b"6236", b"-1", b"01", b"1.5", b"2.125", b"1e3", b"123456
 
 
 def _object(keys: list[bytes], values: list[bytes], ws: list[bytes]) -> bytes:
-    parts = [ws[i % len(ws)] + k + b":" + ws[(i + 1) % len(ws)] + v for i, (k, v) in enumerate(zip(keys, values))]
+    pairs = enumerate(zip(keys, values, strict=True))
+    parts = [ws[i % len(ws)] + k + b":" + ws[(i + 1) % len(ws)] + v for i, (k, v) in pairs]
     return b"{" + b",".join(parts) + ws[0] + b"}"
 
 
