@@ -61,16 +61,27 @@ typedef struct {
     size_t len, cap;
 } buf_t;
 
-static int buf_reserve(buf_t *b, size_t extra) {
-    size_t need = b->len + extra;
-    if (need <= b->cap) return 0;
+/* Capacity doubles from 256 bytes, except that a buffer outgrowing GROW_SMALL jumps straight to GROW_LARGE.
+   Under the 1 MiB mmap threshold (set_malloc_policy) a large buffer is then a mapping of its own: each later
+   doubling is an mremap (no copy) and pages of the slack that no row reaches are never backed by memory.
+   Growth copies at most GROW_SMALL bytes per buffer instead of every heap-sized step up to 1 MiB. */
+#define GROW_SMALL ((size_t)1 << 16)
+#define GROW_LARGE ((size_t)1 << 21)
+NOINLINE int buf_grow(buf_t *b, size_t need) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need) cap *= 2;
+    if (cap > GROW_SMALL && cap < GROW_LARGE) cap = GROW_LARGE;
     char *np = realloc(b->p, cap);
     if (!np) return -1;
     b->p = np;
     b->cap = cap;
     return 0;
+}
+
+static inline int buf_reserve(buf_t *b, size_t extra) {
+    size_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    return buf_grow(b, need);
 }
 
 /* grow to at least `size` bytes, zero-filling new bytes; len becomes at least `size`.
@@ -120,24 +131,53 @@ static void buf_free(buf_t *b) {
 
 enum { K_I64 = 0, K_U64 = 1, K_F64 = 2, K_STR = 3, K_JSON = 4, K_BOOL = 5 };
 
-/* Fixed-width column written at row index (sparse-friendly: untouched rows stay zero/null). */
+/* Fixed-width column written at row index; rows arrive in increasing order (a row may be written again).
+   While every row so far is valid (not `sparse`) the column keeps no bitmap and writes no zeros: rows
+   [0, nvalid) are its data, data.len == nvalid * width. The first skipped row makes it sparse: the bitmap
+   is built then (rows [0, nvalid) set), and from there rows past data.len are zero, bits past valid.len 0. */
 typedef struct {
     buf_t data;   /* n * width */
-    buf_t valid;  /* bitmap */
+    buf_t valid;  /* bitmap (sparse only) */
     int64_t nvalid;
+    int sparse;
 } fixcol_t;
 
-/* String column: offsets (int64, n+1), data, validity. Rows arrive in increasing order. */
+/* String column: offsets (int64, n+1), data, validity. Rows arrive in increasing order.
+   Not `sparse`: every row in [0, filled) is valid and there is no bitmap yet (as for fixcol_t). */
 typedef struct {
     buf_t offsets;
     buf_t data;
     buf_t valid;
     int64_t filled;  /* offsets written for rows [0, filled) */
     int64_t nvalid;
-    int64_t last_row;
+    int sparse;
 } strcol_t;
 
-static inline int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width) {
+/* a bitmap of `bytes` bytes with bits [0, nset) set, the rest zero; `bm` is empty */
+static int bitmap_ones(buf_t *bm, int64_t nset, size_t bytes) {
+    if (buf_zero_to(bm, bytes)) return -1;
+    size_t full = (size_t)(nset >> 3);
+    memset(bm->p, 0xFF, full);
+    if (nset & 7) bm->p[full] = (char)((1u << (nset & 7)) - 1);
+    return 0;
+}
+
+NOINLINE int fix_set_slow(fixcol_t *c, int64_t row, const void *v, size_t width) {
+    if (!c->sparse) {
+        if (row < c->nvalid) {  /* written again */
+            memcpy(c->data.p + (size_t)row * width, v, width);
+            return 0;
+        }
+        if (row == c->nvalid) {  /* the next row: only the capacity was short */
+            if (buf_reserve(&c->data, width)) return -1;
+            memcpy(c->data.p + c->data.len, v, width);
+            c->data.len += width;
+            c->nvalid++;
+            return 0;
+        }
+        if (bitmap_ones(&c->valid, c->nvalid, (size_t)(row >> 3) + 1)) return -1;
+        c->sparse = 1;
+    }
     if ((size_t)(row + 1) * width > c->data.len && buf_zero_to(&c->data, (size_t)(row + 1) * width)) return -1;
     if ((size_t)(row >> 3) + 1 > c->valid.len && buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
     memcpy(c->data.p + (size_t)row * width, v, width);
@@ -147,9 +187,30 @@ static inline int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width)
     return 0;
 }
 
-static int fix_isset(fixcol_t *c, int64_t row) {
-    if ((size_t)(row >> 3) >= c->valid.len) return 0;
-    return (((unsigned char *)c->valid.p)[row >> 3] >> (row & 7)) & 1;
+ALWAYS_INLINE int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width) {
+    size_t end = (size_t)(row + 1) * width;
+    if (!c->sparse) {
+        if (row == c->nvalid && end <= c->data.cap) {
+            memcpy(c->data.p + end - width, v, width);
+            c->data.len = end;
+            c->nvalid++;
+            return 0;
+        }
+    } else if (end <= c->data.len && (size_t)(row >> 3) < c->valid.len) {
+        memcpy(c->data.p + end - width, v, width);
+        unsigned char *vb = (unsigned char *)c->valid.p + (row >> 3);
+        if (!(*vb & (1u << (row & 7)))) c->nvalid++;
+        *vb |= (unsigned char)(1u << (row & 7));
+        return 0;
+    }
+    return fix_set_slow(c, row, v, width);
+}
+
+/* the bitmap of a column that may still be dense, `bytes` long (rows past the last valid one are null) */
+static int fix_bitmap(fixcol_t *c, size_t bytes) {
+    if (c->sparse) return 0;
+    c->sparse = 1;
+    return bitmap_ones(&c->valid, c->nvalid, bytes);
 }
 
 static int str_fill_to(strcol_t *c, int64_t row) {
@@ -168,11 +229,16 @@ static int str_fill_to(strcol_t *c, int64_t row) {
 
 /* begin writing row `row` (data appended afterwards), end with str_end */
 static int str_begin(strcol_t *c, int64_t row) {
+    if (!c->sparse && row > c->filled) {  /* rows [filled, row) are null: the bitmap starts here */
+        if (bitmap_ones(&c->valid, c->filled, (size_t)(row >> 3) + 1)) return -1;
+        c->sparse = 1;
+    }
     if (str_fill_to(c, row)) return -1;
-    if (buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
-    ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+    if (c->sparse) {
+        if (buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
+        ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+    }
     c->nvalid++;
-    c->last_row = row;
     return 0;
 }
 
@@ -184,8 +250,12 @@ static int str_end(strcol_t *c) {
 }
 
 static int str_finish(strcol_t *c, int64_t nrows) {
+    if (!c->sparse && c->filled < nrows) {
+        if (bitmap_ones(&c->valid, c->filled, (size_t)((nrows + 7) >> 3))) return -1;
+        c->sparse = 1;
+    }
     if (str_fill_to(c, nrows)) return -1;
-    return buf_zero_to(&c->valid, (size_t)((nrows + 7) >> 3));
+    return c->sparse ? buf_zero_to(&c->valid, (size_t)((nrows + 7) >> 3)) : 0;
 }
 
 /* Dictionary-encoded string column (ph, cat, name, bp, s): int32 codes + valid bitmap. */
@@ -2254,6 +2324,7 @@ static PyObject *fix_result(fixcol_t *c, int64_t nrows, size_t width) {
         valid = Py_None;
         Py_INCREF(valid);
     } else {
+        if (fix_bitmap(c, (size_t)((nrows + 7) >> 3))) { Py_DECREF(data); return PyErr_NoMemory(); }
         valid = take_buf(&c->valid, (size_t)((nrows + 7) >> 3));
         if (!valid) { Py_DECREF(data); return NULL; }
     }
