@@ -132,14 +132,16 @@ static void buf_free(buf_t *b) {
 enum { K_I64 = 0, K_U64 = 1, K_F64 = 2, K_STR = 3, K_JSON = 4, K_BOOL = 5 };
 
 /* Fixed-width column written at row index; rows arrive in increasing order (a row may be written again).
-   While every row so far is valid (not `sparse`) the column keeps no bitmap and writes no zeros: rows
-   [0, nvalid) are its data, data.len == nvalid * width. The first skipped row makes it sparse: the bitmap
-   is built then (rows [0, nvalid) set), and from there rows past data.len are zero, bits past valid.len 0. */
+   While every row so far is valid ("dense", next >= 0) the column keeps no bitmap and writes no zeros:
+   rows [0, next) are its data, and data.len is not kept up to date (fix_sync sets it). The first skipped
+   row makes it sparse (next = -1): the bitmap is built then (rows [0, nvalid) set), and from there rows
+   past data.len are zero and bits past valid.len 0. A zeroed struct is an empty dense column. */
 typedef struct {
     buf_t data;   /* n * width */
     buf_t valid;  /* bitmap (sparse only) */
-    int64_t nvalid;
-    int sparse;
+    int64_t nvalid;  /* sparse only; dense: next */
+    int64_t next;    /* dense: the next row (all before it valid); -1: sparse */
+    int64_t room;    /* dense: rows the data capacity holds */
 } fixcol_t;
 
 /* String column: offsets (int64, n+1), data, validity. Rows arrive in increasing order.
@@ -162,21 +164,29 @@ static int bitmap_ones(buf_t *bm, int64_t nset, size_t bytes) {
     return 0;
 }
 
+/* a dense column's data.len and nvalid made current */
+static inline void fix_sync(fixcol_t *c, size_t width) {
+    if (c->next < 0) return;
+    c->nvalid = c->next;
+    c->data.len = (size_t)c->next * width;
+}
+
 NOINLINE int fix_set_slow(fixcol_t *c, int64_t row, const void *v, size_t width) {
-    if (!c->sparse) {
-        if (row < c->nvalid) {  /* written again */
+    if (c->next >= 0) {
+        fix_sync(c, width);
+        if (row < c->next) {  /* written again */
             memcpy(c->data.p + (size_t)row * width, v, width);
             return 0;
         }
-        if (row == c->nvalid) {  /* the next row: only the capacity was short */
+        if (row == c->next) {  /* the next row: only the capacity was short */
             if (buf_reserve(&c->data, width)) return -1;
             memcpy(c->data.p + c->data.len, v, width);
-            c->data.len += width;
-            c->nvalid++;
+            c->next = c->nvalid = row + 1;
+            c->room = (int64_t)(c->data.cap / width);
             return 0;
         }
         if (bitmap_ones(&c->valid, c->nvalid, (size_t)(row >> 3) + 1)) return -1;
-        c->sparse = 1;
+        c->next = -1;
     }
     if ((size_t)(row + 1) * width > c->data.len && buf_zero_to(&c->data, (size_t)(row + 1) * width)) return -1;
     if ((size_t)(row >> 3) + 1 > c->valid.len && buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
@@ -188,16 +198,13 @@ NOINLINE int fix_set_slow(fixcol_t *c, int64_t row, const void *v, size_t width)
 }
 
 ALWAYS_INLINE int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width) {
-    size_t end = (size_t)(row + 1) * width;
-    if (!c->sparse) {
-        if (row == c->nvalid && end <= c->data.cap) {
-            memcpy(c->data.p + end - width, v, width);
-            c->data.len = end;
-            c->nvalid++;
-            return 0;
-        }
-    } else if (end <= c->data.len && (size_t)(row >> 3) < c->valid.len) {
-        memcpy(c->data.p + end - width, v, width);
+    if (row == c->next && row < c->room) {  /* dense, and room for it */
+        memcpy(c->data.p + (size_t)row * width, v, width);
+        c->next = row + 1;
+        return 0;
+    }
+    if (c->next < 0 && (size_t)(row + 1) * width <= c->data.len && (size_t)(row >> 3) < c->valid.len) {
+        memcpy(c->data.p + (size_t)row * width, v, width);  /* sparse, and zeroed room for it */
         unsigned char *vb = (unsigned char *)c->valid.p + (row >> 3);
         if (!(*vb & (1u << (row & 7)))) c->nvalid++;
         *vb |= (unsigned char)(1u << (row & 7));
@@ -206,11 +213,13 @@ ALWAYS_INLINE int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width)
     return fix_set_slow(c, row, v, width);
 }
 
-/* the bitmap of a column that may still be dense, `bytes` long (rows past the last valid one are null) */
-static int fix_bitmap(fixcol_t *c, size_t bytes) {
-    if (c->sparse) return 0;
-    c->sparse = 1;
-    return bitmap_ones(&c->valid, c->nvalid, bytes);
+/* a column handed over: data.len and nvalid current, and the bitmap (`bytes` long) built if it has a null */
+static int fix_finish(fixcol_t *c, int64_t nrows, size_t width) {
+    if (c->next < 0) return 0;
+    fix_sync(c, width);
+    if (c->nvalid == nrows) return 0;
+    c->next = -1;
+    return bitmap_ones(&c->valid, c->nvalid, (size_t)((nrows + 7) >> 3));
 }
 
 static int str_fill_to(strcol_t *c, int64_t row) {
@@ -264,12 +273,10 @@ typedef struct {
     buf_t dict_offsets; /* int64 */
     buf_t dict_data;
     int32_t n;
-    uint32_t *slots;    /* hash table of code+1, 0 = empty */
+    uint64_t *slots;    /* hash table: 0 = empty, else (hash >> 32) << 32 | (code + 1) */
     uint64_t *hashes;   /* per code */
     uint8_t *bad;       /* per code: raw bytes are not valid UTF-8 (repaired at finish) */
-    int32_t last_code;  /* cache of the previous lookup */
-    size_t last_n;
-    char last[48];
+    int32_t last_code;  /* the code of the previous lookup (when n > 0) */
     int any_bad;
     size_t nslots;
 } dictcol_t;
@@ -284,29 +291,51 @@ static int has_control(const unsigned char *s, size_t n) {
     return 0;
 }
 
-static uint64_t hash_bytes(const char *s, size_t n) {
+static inline uint64_t load8(const char *s) { uint64_t w; memcpy(&w, s, 8); return w; }
+static inline uint32_t load4(const char *s) { uint32_t w; memcpy(&w, s, 4); return w; }
+
+/* the n < 8 bytes at s as a zero-padded word (on little-endian what memcpy into a zeroed word gives),
+   read with fixed-size loads that stay inside [s, s+n): no libc call for a variable length */
+static inline uint64_t load_upto7(const char *s, size_t n) {
+    if (n >= 4) return (uint64_t)load4(s) | ((uint64_t)load4(s + n - 4) << (8 * (n - 4)));
+    if (n == 0) return 0;
+    const unsigned char *u = (const unsigned char *)s;
+    return (uint64_t)u[0] | ((uint64_t)u[n >> 1] << (8 * (n >> 1))) | ((uint64_t)u[n - 1] << (8 * (n - 1)));
+}
+
+/* n bytes equal (inline, overlapping word compares; reads only [a, a+n) and [b, b+n)) */
+static inline int bytes_eq(const char *a, const char *b, size_t n) {
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load8(a + i) != load8(b + i)) return 0;
+        return load8(a + n - 8) == load8(b + n - 8);
+    }
+    if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+static inline uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h = (h ^ load8(s + i)) * 0xbf58476d1ce4e5b9ULL;
         h ^= h >> 31;
     }
-    uint64_t t = 0;
-    if (n > i) memcpy(&t, s + i, n - i);
-    h = (h ^ t) * 0x94d049bb133111ebULL;
+    h = (h ^ load_upto7(s + i, n - i)) * 0x94d049bb133111ebULL;
     return h ^ (h >> 29);
 }
 
 static int dict_grow(dictcol_t *d) {
     size_t ns = d->nslots ? d->nslots * 2 : 1024;
-    uint32_t *slots = calloc(ns, sizeof(uint32_t));
+    uint64_t *slots = calloc(ns, sizeof(uint64_t));
     if (!slots) return -1;
     for (int32_t code = 0; code < d->n; code++) {
-        size_t i = d->hashes[code] & (ns - 1);
+        uint64_t h = d->hashes[code];
+        size_t i = h & (ns - 1);
         while (slots[i]) i = (i + 1) & (ns - 1);
-        slots[i] = (uint32_t)code + 1;
+        slots[i] = (h >> 32 << 32) | ((uint64_t)code + 1);
     }
     free(d->slots);
     d->slots = slots;
@@ -320,33 +349,22 @@ static int dict_grow(dictcol_t *d) {
     return 0;
 }
 
-static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n);
-
-static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
-    if (n == d->last_n && d->n > 0 && memcmp(d->last, s, n) == 0) return d->last_code;
-    int32_t code = dict_intern_slow(d, s, n);
-    if (code >= 0 && n <= sizeof d->last) {
-        memcpy(d->last, s, n);
-        d->last_n = n;
-        d->last_code = code;
-    } else {
-        d->last_n = (size_t)-1;
-    }
-    return code;
+/* the n bytes at s equal dictionary entry `code` */
+static inline int dict_entry_is(const dictcol_t *d, int32_t code, const char *s, size_t n) {
+    const int64_t *offs = (const int64_t *)d->dict_offsets.p;
+    int64_t a = offs[code];
+    return (size_t)(offs[code + 1] - a) == n && (n == 0 || bytes_eq(d->dict_data.p + a, s, n));
 }
 
-static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
+NOINLINE int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
     if ((size_t)(d->n + 1) * 2 > d->nslots && dict_grow(d)) return -1;
     uint64_t h = hash_bytes(s, n);
     size_t mask = d->nslots - 1, i = h & mask;
-    const int64_t *offs = (const int64_t *)d->dict_offsets.p;
-    while (d->slots[i]) {
-        int32_t code = (int32_t)d->slots[i] - 1;
-        if (d->hashes[code] == h) {
-            int64_t a = offs[code], b = offs[code + 1];
-            if ((size_t)(b - a) == n && memcmp(d->dict_data.p + a, s, n) == 0) return code;
+    for (uint64_t e; (e = d->slots[i]) != 0; i = (i + 1) & mask) {
+        if ((e >> 32) == (h >> 32)) {
+            int32_t code = (int32_t)(uint32_t)e - 1;
+            if (dict_entry_is(d, code, s, n)) return code;
         }
-        i = (i + 1) & mask;
     }
     if (d->dict_offsets.len == 0) {
         int64_t z = 0;
@@ -360,7 +378,15 @@ static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
     d->bad[code] = (uint8_t)((utf8_valid((const unsigned char *)s, n) ? 0 : DICT_BAD_UTF8) |
                              (has_control((const unsigned char *)s, n) ? DICT_RAW_CONTROL : 0));
     if (d->bad[code] & DICT_BAD_UTF8) d->any_bad = 1;
-    d->slots[i] = (uint32_t)code + 1;
+    d->slots[i] = (h >> 32 << 32) | ((uint64_t)code + 1);
+    return code;
+}
+
+/* the code of the n bytes at s, added to the dictionary when new (codes in order of first appearance) */
+static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
+    if (d->n > 0 && dict_entry_is(d, d->last_code, s, n)) return d->last_code;
+    int32_t code = dict_intern_slow(d, s, n);
+    if (code >= 0) d->last_code = code;
     return code;
 }
 
@@ -1818,17 +1844,17 @@ static int parse_element(Parser *P, cur_t *c) {
     return OK;
 }
 
-static int commit_dict(Parser *P, table_t *T, int which, int64_t row, const char *s, size_t n, int esc, int *flags) {
+/* the code of an escaped string: decoded into P->scratch first */
+NOINLINE int32_t dict_intern_escaped(Parser *P, dictcol_t *d, const char *s, size_t n, int esc, int *flags) {
+    P->scratch.len = 0;
+    if (decode_string(&P->scratch, s, n, esc, &P->oom)) *flags |= FL_NAME_REPAIRED;
+    if (has_control((const unsigned char *)s, n)) *flags |= FL_JSON_REPAIRED;
+    return dict_intern(d, P->scratch.p ? P->scratch.p : "", P->scratch.len);
+}
+
+ALWAYS_INLINE int commit_dict(Parser *P, table_t *T, int which, int64_t row, const char *s, size_t n, int esc, int *flags) {
     dictcol_t *d = &T->dicts[which];
-    int32_t code;
-    if (esc) {
-        P->scratch.len = 0;
-        if (decode_string(&P->scratch, s, n, esc, &P->oom)) *flags |= FL_NAME_REPAIRED;
-        if (has_control((const unsigned char *)s, n)) *flags |= FL_JSON_REPAIRED;
-        code = dict_intern(d, P->scratch.p ? P->scratch.p : "", P->scratch.len);
-    } else {
-        code = dict_intern(d, s, n);
-    }
+    int32_t code = esc ? dict_intern_escaped(P, d, s, n, esc, flags) : dict_intern(d, s, n);
     if (code < 0) return -1;
     if (d->bad[code]) {
         /* decoded text may hold escaped controls (valid JSON): only raw input bytes count */
@@ -2223,8 +2249,6 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
     if (max_token < 1) { PyErr_SetString(PyExc_ValueError, "max_token must be positive"); return -1; }
     P->salvage = salvage;
     P->max_token = max_token;
-    for (int t = 0; t < 2; t++)
-        for (int i = 0; i < N_DICT; i++) P->tabs[t].dicts[i].last_n = (size_t)-1;
     PyObject *seq = PySequence_Fast(spec, "typed_keys must be a sequence");
     if (!seq) return -1;
     Py_ssize_t n = PyList_Check(seq) ? PyList_Size(seq) : PyTuple_Size(seq);
@@ -2312,6 +2336,7 @@ static PyObject *Parser_feed(Parser *P, PyObject *arg) {
 /* (data, validity or None, null count), or None for an all-null column (no buffers allocated) */
 static PyObject *fix_result(fixcol_t *c, int64_t nrows, size_t width) {
     PyObject *valid = NULL, *data = NULL;
+    if (fix_finish(c, nrows, width)) return PyErr_NoMemory();
     int64_t nvalid = c->nvalid;
     if (nvalid == 0 && nrows > 0) {
         buf_free(&c->data); buf_free(&c->valid);
@@ -2324,7 +2349,6 @@ static PyObject *fix_result(fixcol_t *c, int64_t nrows, size_t width) {
         valid = Py_None;
         Py_INCREF(valid);
     } else {
-        if (fix_bitmap(c, (size_t)((nrows + 7) >> 3))) { Py_DECREF(data); return PyErr_NoMemory(); }
         valid = take_buf(&c->valid, (size_t)((nrows + 7) >> 3));
         if (!valid) { Py_DECREF(data); return NULL; }
     }
