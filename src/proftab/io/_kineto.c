@@ -268,6 +268,8 @@ static int str_finish(strcol_t *c, int64_t nrows) {
 }
 
 /* Dictionary-encoded string column (ph, cat, name, bp, s): int32 codes + valid bitmap. */
+#define DICT_CACHE_BITS 10
+#define DICT_CACHE (1 << DICT_CACHE_BITS)
 typedef struct {
     fixcol_t codes;
     buf_t dict_offsets; /* int64 */
@@ -279,6 +281,7 @@ typedef struct {
     int32_t last_code;  /* the code of the previous lookup (when n > 0) */
     int any_bad;
     size_t nslots;
+    int32_t cache[DICT_CACHE];  /* code + 1 (0 = empty) by dict_cache_slot: a guess, checked against the entry */
 } dictcol_t;
 
 static int utf8_valid(const unsigned char *s, size_t n);
@@ -382,11 +385,28 @@ NOINLINE int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
     return code;
 }
 
+/* The front cache's slot for the n bytes at s: from the length and the first and last 8 bytes only, so a few
+   instructions instead of a hash of every byte. A hit is confirmed by comparing the entry in full; strings that
+   share a slot only cost the table lookup below (they cannot make a lookup slower than that). */
+static inline size_t dict_cache_slot(const char *s, size_t n) {
+    uint64_t a, b;
+    if (n >= 8) { a = load8(s); b = load8(s + n - 8); }
+    else { a = load_upto7(s, n); b = 0; }
+    uint64_t h = (a * 0x9E3779B97F4A7C15ULL) ^ ((b ^ n) * 0xC2B2AE3D27D4EB4FULL);
+    return (size_t)(h >> (64 - DICT_CACHE_BITS));
+}
+
 /* the code of the n bytes at s, added to the dictionary when new (codes in order of first appearance) */
 static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
     if (d->n > 0 && dict_entry_is(d, d->last_code, s, n)) return d->last_code;
-    int32_t code = dict_intern_slow(d, s, n);
-    if (code >= 0) d->last_code = code;
+    size_t k = dict_cache_slot(s, n);
+    int32_t code = d->cache[k] - 1;
+    if (code < 0 || !dict_entry_is(d, code, s, n)) {
+        code = dict_intern_slow(d, s, n);
+        if (code < 0) return code;
+        d->cache[k] = code + 1;
+    }
+    d->last_code = code;
     return code;
 }
 
