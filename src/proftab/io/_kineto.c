@@ -223,21 +223,24 @@ static int fix_finish(fixcol_t *c, int64_t nrows, size_t width) {
 }
 
 static int str_fill_to(strcol_t *c, int64_t row) {
-    /* write offsets for rows [filled, row] so that offsets[row] is the current data length */
+    /* write offsets for rows [filled, row) so that offsets[row] is the current data length */
     if (c->filled == 0 && c->offsets.len == 0) {
         int64_t z = 0;
         if (buf_append(&c->offsets, &z, 8)) return -1;
     }
-    int64_t cur = (int64_t)c->data.len;
-    while (c->filled < row) {
-        if (buf_append(&c->offsets, &cur, 8)) return -1;
-        c->filled++;
+    if (c->filled < row) {
+        size_t k = (size_t)(row - c->filled);
+        if (buf_reserve(&c->offsets, k * 8)) return -1;
+        int64_t cur = (int64_t)c->data.len;
+        int64_t *o = (int64_t *)(void *)(c->offsets.p + c->offsets.len);
+        for (size_t i = 0; i < k; i++) o[i] = cur;
+        c->offsets.len += k * 8;
+        c->filled = row;
     }
     return 0;
 }
 
-/* begin writing row `row` (data appended afterwards), end with str_end */
-static int str_begin(strcol_t *c, int64_t row) {
+NOINLINE int str_begin_slow(strcol_t *c, int64_t row) {
     if (!c->sparse && row > c->filled) {  /* rows [filled, row) are null: the bitmap starts here */
         if (bitmap_ones(&c->valid, c->filled, (size_t)(row >> 3) + 1)) return -1;
         c->sparse = 1;
@@ -251,11 +254,38 @@ static int str_begin(strcol_t *c, int64_t row) {
     return 0;
 }
 
-static int str_end(strcol_t *c) {
+/* begin writing row `row` (data appended afterwards), end with str_end */
+ALWAYS_INLINE int str_begin(strcol_t *c, int64_t row) {
+    if (row == c->filled && c->offsets.len) {  /* the next row, no gap to fill */
+        if (!c->sparse) {
+            c->nvalid++;
+            return 0;
+        }
+        if ((size_t)(row >> 3) < c->valid.len) {
+            ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+            c->nvalid++;
+            return 0;
+        }
+    }
+    return str_begin_slow(c, row);
+}
+
+NOINLINE int str_end_slow(strcol_t *c) {
     int64_t cur = (int64_t)c->data.len;
     if (buf_append(&c->offsets, &cur, 8)) return -1;
     c->filled++;
     return 0;
+}
+
+ALWAYS_INLINE int str_end(strcol_t *c) {
+    if (c->offsets.len + 8 <= c->offsets.cap) {
+        int64_t cur = (int64_t)c->data.len;
+        memcpy(c->offsets.p + c->offsets.len, &cur, 8);
+        c->offsets.len += 8;
+        c->filled++;
+        return 0;
+    }
+    return str_end_slow(c);
 }
 
 static int str_finish(strcol_t *c, int64_t nrows) {
