@@ -1255,6 +1255,7 @@ static int utf8_valid(const unsigned char *s, size_t n) {
         memcpy(&w, s + i, 8);
         if (w & 0x8080808080808080ULL) break;
     }
+    if (n - i < 8 && !(load_upto7((const char *)s + i, n - i) & 0x8080808080808080ULL)) return 1;  /* an ASCII tail */
     while (i < n) {
         unsigned c = s[i];
         if (c < 0x80) { i++; continue; }
