@@ -1992,33 +1992,20 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
         if (str_end(col)) return -1;
     } else {
         for (int q = 0; q < e->ntyped; q++) {
-            int col = e->typed[q].col;
-            switch (e->typed[q].kind) {
-            case K_I64:
-            case K_U64:
-            case K_BOOL:
-                if (fix_set(&T->tfix[col], row, &e->typed[q].i, 8)) bad = 1;
-                break;
-            case K_F64:
-                if (fix_set(&T->tfix[col], row, &e->typed[q].f, 8)) bad = 1;
-                break;
-            case K_STR: {
-                strcol_t *sc = &T->tstr[col];
-                if (str_begin(sc, row)) return -1;
-                if (decode_string(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
-                    flags |= FL_ARGS_REPAIRED;
-                if (str_end(sc)) return -1;
-                break;
+            int col = e->typed[q].col, kind = e->typed[q].kind;
+            if (kind != K_STR && kind != K_JSON) {
+                /* I64, U64, BOOL: the integer; F64: the double's bits */
+                int64_t bits = e->typed[q].i;
+                if (kind == K_F64) memcpy(&bits, &e->typed[q].f, 8);
+                if (fix_set(&T->tfix[col], row, &bits, 8)) bad = 1;
+                continue;
             }
-            case K_JSON: {
-                strcol_t *sc = &T->tstr[col];
-                if (str_begin(sc, row)) return -1;
-                if (append_json(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
-                    flags |= FL_ARGS_REPAIRED;
-                if (str_end(sc)) return -1;
-                break;
-            }
-            }
+            strcol_t *sc = &T->tstr[col];
+            if (str_begin(sc, row)) return -1;
+            if (kind == K_STR ? decode_string(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom)
+                              : append_json(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
+                flags |= FL_ARGS_REPAIRED;
+            if (str_end(sc)) return -1;
         }
         if (e->nargs) {
             buf_putc(&e->args, '}');
