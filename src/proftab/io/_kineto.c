@@ -309,7 +309,10 @@ typedef struct {
     uint64_t *hashes;   /* per code */
     uint8_t *bad;       /* per code: raw bytes are not valid UTF-8 (repaired at finish) */
     int32_t last_code;  /* the code of the previous lookup (when n > 0) */
+    const char *last_p; /* its text in dict_data (kept valid: dict_data only moves when a new code becomes last) */
+    size_t last_n;
     int any_bad;
+    int any_flagged;    /* some code has a nonzero `bad` */
     size_t nslots;
     int32_t cache[DICT_CACHE];  /* code + 1 (0 = empty) by dict_cache_slot: a guess, checked against the entry */
 } dictcol_t;
@@ -411,6 +414,7 @@ NOINLINE int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
     d->bad[code] = (uint8_t)((utf8_valid((const unsigned char *)s, n) ? 0 : DICT_BAD_UTF8) |
                              (has_control((const unsigned char *)s, n) ? DICT_RAW_CONTROL : 0));
     if (d->bad[code] & DICT_BAD_UTF8) d->any_bad = 1;
+    if (d->bad[code]) d->any_flagged = 1;
     d->slots[i] = (h >> 32 << 32) | ((uint64_t)code + 1);
     return code;
 }
@@ -428,7 +432,7 @@ static inline size_t dict_cache_slot(const char *s, size_t n) {
 
 /* the code of the n bytes at s, added to the dictionary when new (codes in order of first appearance) */
 static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
-    if (d->n > 0 && dict_entry_is(d, d->last_code, s, n)) return d->last_code;
+    if (n == d->last_n && d->n > 0 && (n == 0 || bytes_eq(d->last_p, s, n))) return d->last_code;
     size_t k = dict_cache_slot(s, n);
     int32_t code = d->cache[k] - 1;
     if (code < 0 || !dict_entry_is(d, code, s, n)) {
@@ -437,6 +441,8 @@ static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
         d->cache[k] = code + 1;
     }
     d->last_code = code;
+    d->last_p = n ? d->dict_data.p + ((const int64_t *)d->dict_offsets.p)[code] : NULL;  /* (p is NULL while all entries are empty) */
+    d->last_n = n;
     return code;
 }
 
@@ -1907,7 +1913,7 @@ ALWAYS_INLINE int commit_dict(Parser *P, table_t *T, int which, int64_t row, con
     dictcol_t *d = &T->dicts[which];
     int32_t code = esc ? dict_intern_escaped(P, d, s, n, esc, flags) : dict_intern(d, s, n);
     if (code < 0) return -1;
-    if (d->bad[code]) {
+    if (d->any_flagged && d->bad[code]) {
         /* decoded text may hold escaped controls (valid JSON): only raw input bytes count */
         if (d->bad[code] & DICT_BAD_UTF8) *flags |= FL_NAME_REPAIRED;
         if (!esc && (d->bad[code] & DICT_RAW_CONTROL)) *flags |= FL_JSON_REPAIRED;
