@@ -197,8 +197,9 @@ NOINLINE int fix_set_slow(fixcol_t *c, int64_t row, const void *v, size_t width)
     return 0;
 }
 
+/* write row `row` (the table's current row: table_reserve has run for it) */
 ALWAYS_INLINE int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width) {
-    if (row == c->next && row < c->room) {  /* dense, and room for it */
+    if (row == c->next) {  /* dense: table_reserve made room */
         memcpy(c->data.p + (size_t)row * width, v, width);
         c->next = row + 1;
         return 0;
@@ -523,6 +524,7 @@ typedef struct {
     fixcol_t tfix[MAX_TYPED];
     strcol_t tstr[MAX_TYPED];
     int64_t rows;
+    int64_t cap_rows;  /* every fixed-width column still dense at row cap_rows - 1 has room for rows [0, cap_rows) */
 } table_t;
 
 typedef struct {
@@ -1938,12 +1940,32 @@ static int is_ph(elem_t *e, char ch) {
     return e->ph && e->ph_n == 1 && e->ph[0] == ch;
 }
 
+/* Room for row `row` in every fixed-width column that is dense up to it (next == row), so that fix_set's
+   dense write needs no capacity check: once per doubling of the table, not once per column write.
+   A column behind (next < row) is sparse from its next write on, which the slow path grows itself. */
+NOINLINE int table_reserve(table_t *T, int64_t row) {
+    static const size_t fix_width[N_FIX] = {8, 8, 8, 8, 8, 8, 8, 2};
+    int64_t cap = T->cap_rows ? T->cap_rows : 32;
+    while (cap <= row) cap *= 2;
+    for (int i = 0; i < N_FIX + N_DICT + MAX_TYPED; i++) {
+        fixcol_t *c = i < N_FIX ? &T->fix[i] : i < N_FIX + N_DICT ? &T->dicts[i - N_FIX].codes : &T->tfix[i - N_FIX - N_DICT];
+        size_t width = i < N_FIX ? fix_width[i] : i < N_FIX + N_DICT ? 4 : 8;
+        if (c->next != row || c->room >= cap) continue;
+        fix_sync(c, width);
+        if (buf_reserve(&c->data, (size_t)cap * width - c->data.len)) return -1;
+        c->room = (int64_t)(c->data.cap / width);
+    }
+    T->cap_rows = cap;
+    return 0;
+}
+
 static int commit_element(Parser *P, int64_t offset, const char *from, const char *to) {
     elem_t *e = &P->e;
     int is_event = e->ph && e->ph_n == 1 && !e->reason &&
                    (e->ph[0] == 'X' || e->ph[0] == 'B' || e->ph[0] == 'E' || e->ph[0] == 'b' || e->ph[0] == 'e');
     table_t *T = &P->tabs[is_event ? 0 : 1];
     int64_t row = T->rows;
+    if (row >= T->cap_rows && table_reserve(T, row)) return -1;
     int64_t index = P->rows;
     int flags = e->flags;
     int bad = 0;
