@@ -64,16 +64,27 @@ typedef struct {
     size_t len, cap;
 } buf_t;
 
-static int buf_reserve(buf_t *b, size_t extra) {
-    size_t need = b->len + extra;
-    if (need <= b->cap) return 0;
+/* Capacity doubles from 256 bytes, except that a buffer outgrowing GROW_SMALL jumps straight to GROW_LARGE.
+   Under the 1 MiB mmap threshold (set_malloc_policy) a large buffer is then a mapping of its own: each later
+   doubling is an mremap (no copy) and pages of the slack that no row reaches are never backed by memory.
+   Growth copies at most GROW_SMALL bytes per buffer instead of every heap-sized step up to 1 MiB. */
+#define GROW_SMALL ((size_t)1 << 16)
+#define GROW_LARGE ((size_t)1 << 21)
+NOINLINE int buf_grow(buf_t *b, size_t need) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need) cap *= 2;
+    if (cap > GROW_SMALL && cap < GROW_LARGE) cap = GROW_LARGE;
     char *np = realloc(b->p, cap);
     if (!np) return -1;
     b->p = np;
     b->cap = cap;
     return 0;
+}
+
+static inline int buf_reserve(buf_t *b, size_t extra) {
+    size_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    return buf_grow(b, need);
 }
 
 /* grow to at least `size` bytes, zero-filling new bytes; len becomes at least `size`.
@@ -123,24 +134,63 @@ static void buf_free(buf_t *b) {
 
 enum { K_I64 = 0, K_U64 = 1, K_F64 = 2, K_STR = 3, K_JSON = 4, K_BOOL = 5 };
 
-/* Fixed-width column written at row index (sparse-friendly: untouched rows stay zero/null). */
+/* Fixed-width column written at row index; rows arrive in increasing order (a row may be written again).
+   While every row so far is valid ("dense", next >= 0) the column keeps no bitmap and writes no zeros:
+   rows [0, next) are its data, and data.len is not kept up to date (fix_sync sets it). The first skipped
+   row makes it sparse (next = -1): the bitmap is built then (rows [0, nvalid) set), and from there rows
+   past data.len are zero and bits past valid.len 0. A zeroed struct is an empty dense column. */
 typedef struct {
     buf_t data;   /* n * width */
-    buf_t valid;  /* bitmap */
-    int64_t nvalid;
+    buf_t valid;  /* bitmap (sparse only) */
+    int64_t nvalid;  /* sparse only; dense: next */
+    int64_t next;    /* dense: the next row (all before it valid); -1: sparse */
+    int64_t room;    /* dense: rows the data capacity holds */
 } fixcol_t;
 
-/* String column: offsets (int64, n+1), data, validity. Rows arrive in increasing order. */
+/* String column: offsets (int64, n+1), data, validity. Rows arrive in increasing order.
+   Not `sparse`: every row in [0, filled) is valid and there is no bitmap yet (as for fixcol_t). */
 typedef struct {
     buf_t offsets;
     buf_t data;
     buf_t valid;
     int64_t filled;  /* offsets written for rows [0, filled) */
     int64_t nvalid;
-    int64_t last_row;
+    int sparse;
 } strcol_t;
 
-static inline int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width) {
+/* a bitmap of `bytes` bytes with bits [0, nset) set, the rest zero; `bm` is empty */
+static int bitmap_ones(buf_t *bm, int64_t nset, size_t bytes) {
+    if (buf_zero_to(bm, bytes)) return -1;
+    size_t full = (size_t)(nset >> 3);
+    memset(bm->p, 0xFF, full);
+    if (nset & 7) bm->p[full] = (char)((1u << (nset & 7)) - 1);
+    return 0;
+}
+
+/* a dense column's data.len and nvalid made current */
+static inline void fix_sync(fixcol_t *c, size_t width) {
+    if (c->next < 0) return;
+    c->nvalid = c->next;
+    c->data.len = (size_t)c->next * width;
+}
+
+NOINLINE int fix_set_slow(fixcol_t *c, int64_t row, const void *v, size_t width) {
+    if (c->next >= 0) {
+        fix_sync(c, width);
+        if (row < c->next) {  /* written again */
+            memcpy(c->data.p + (size_t)row * width, v, width);
+            return 0;
+        }
+        if (row == c->next) {  /* the next row: only the capacity was short */
+            if (buf_reserve(&c->data, width)) return -1;
+            memcpy(c->data.p + c->data.len, v, width);
+            c->next = c->nvalid = row + 1;
+            c->room = (int64_t)(c->data.cap / width);
+            return 0;
+        }
+        if (bitmap_ones(&c->valid, c->nvalid, (size_t)(row >> 3) + 1)) return -1;
+        c->next = -1;
+    }
     if ((size_t)(row + 1) * width > c->data.len && buf_zero_to(&c->data, (size_t)(row + 1) * width)) return -1;
     if ((size_t)(row >> 3) + 1 > c->valid.len && buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
     memcpy(c->data.p + (size_t)row * width, v, width);
@@ -150,61 +200,125 @@ static inline int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width)
     return 0;
 }
 
-static int fix_isset(fixcol_t *c, int64_t row) {
-    if ((size_t)(row >> 3) >= c->valid.len) return 0;
-    return (((unsigned char *)c->valid.p)[row >> 3] >> (row & 7)) & 1;
+/* write row `row` (the table's current row: table_reserve has run for it) */
+ALWAYS_INLINE int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width) {
+    if (row == c->next) {  /* dense: table_reserve made room */
+        memcpy(c->data.p + (size_t)row * width, v, width);
+        c->next = row + 1;
+        return 0;
+    }
+    if (c->next < 0 && (size_t)(row + 1) * width <= c->data.len && (size_t)(row >> 3) < c->valid.len) {
+        memcpy(c->data.p + (size_t)row * width, v, width);  /* sparse, and zeroed room for it */
+        unsigned char *vb = (unsigned char *)c->valid.p + (row >> 3);
+        if (!(*vb & (1u << (row & 7)))) c->nvalid++;
+        *vb |= (unsigned char)(1u << (row & 7));
+        return 0;
+    }
+    return fix_set_slow(c, row, v, width);
+}
+
+/* a column handed over: data.len and nvalid current, and the bitmap (`bytes` long) built if it has a null */
+static int fix_finish(fixcol_t *c, int64_t nrows, size_t width) {
+    if (c->next < 0) return 0;
+    fix_sync(c, width);
+    if (c->nvalid == nrows) return 0;
+    c->next = -1;
+    return bitmap_ones(&c->valid, c->nvalid, (size_t)((nrows + 7) >> 3));
 }
 
 static int str_fill_to(strcol_t *c, int64_t row) {
-    /* write offsets for rows [filled, row] so that offsets[row] is the current data length */
+    /* write offsets for rows [filled, row) so that offsets[row] is the current data length */
     if (c->filled == 0 && c->offsets.len == 0) {
         int64_t z = 0;
         if (buf_append(&c->offsets, &z, 8)) return -1;
     }
-    int64_t cur = (int64_t)c->data.len;
-    while (c->filled < row) {
-        if (buf_append(&c->offsets, &cur, 8)) return -1;
-        c->filled++;
+    if (c->filled < row) {
+        size_t k = (size_t)(row - c->filled);
+        if (buf_reserve(&c->offsets, k * 8)) return -1;
+        int64_t cur = (int64_t)c->data.len;
+        int64_t *o = (int64_t *)(void *)(c->offsets.p + c->offsets.len);
+        for (size_t i = 0; i < k; i++) o[i] = cur;
+        c->offsets.len += k * 8;
+        c->filled = row;
     }
     return 0;
 }
 
-/* begin writing row `row` (data appended afterwards), end with str_end */
-static int str_begin(strcol_t *c, int64_t row) {
+NOINLINE int str_begin_slow(strcol_t *c, int64_t row) {
+    if (!c->sparse && row > c->filled) {  /* rows [filled, row) are null: the bitmap starts here */
+        if (bitmap_ones(&c->valid, c->filled, (size_t)(row >> 3) + 1)) return -1;
+        c->sparse = 1;
+    }
     if (str_fill_to(c, row)) return -1;
-    if (buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
-    ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+    if (c->sparse) {
+        if (buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
+        ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+    }
     c->nvalid++;
-    c->last_row = row;
     return 0;
 }
 
-static int str_end(strcol_t *c) {
+/* begin writing row `row` (data appended afterwards), end with str_end */
+ALWAYS_INLINE int str_begin(strcol_t *c, int64_t row) {
+    if (row == c->filled && c->offsets.len) {  /* the next row, no gap to fill */
+        if (!c->sparse) {
+            c->nvalid++;
+            return 0;
+        }
+        if ((size_t)(row >> 3) < c->valid.len) {
+            ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+            c->nvalid++;
+            return 0;
+        }
+    }
+    return str_begin_slow(c, row);
+}
+
+NOINLINE int str_end_slow(strcol_t *c) {
     int64_t cur = (int64_t)c->data.len;
     if (buf_append(&c->offsets, &cur, 8)) return -1;
     c->filled++;
     return 0;
 }
 
+ALWAYS_INLINE int str_end(strcol_t *c) {
+    if (c->offsets.len + 8 <= c->offsets.cap) {
+        int64_t cur = (int64_t)c->data.len;
+        memcpy(c->offsets.p + c->offsets.len, &cur, 8);
+        c->offsets.len += 8;
+        c->filled++;
+        return 0;
+    }
+    return str_end_slow(c);
+}
+
 static int str_finish(strcol_t *c, int64_t nrows) {
+    if (!c->sparse && c->filled < nrows) {
+        if (bitmap_ones(&c->valid, c->filled, (size_t)((nrows + 7) >> 3))) return -1;
+        c->sparse = 1;
+    }
     if (str_fill_to(c, nrows)) return -1;
-    return buf_zero_to(&c->valid, (size_t)((nrows + 7) >> 3));
+    return c->sparse ? buf_zero_to(&c->valid, (size_t)((nrows + 7) >> 3)) : 0;
 }
 
 /* Dictionary-encoded string column (ph, cat, name, bp, s): int32 codes + valid bitmap. */
+#define DICT_CACHE_BITS 10
+#define DICT_CACHE (1 << DICT_CACHE_BITS)
 typedef struct {
     fixcol_t codes;
     buf_t dict_offsets; /* int64 */
     buf_t dict_data;
     int32_t n;
-    uint32_t *slots;    /* hash table of code+1, 0 = empty */
+    uint64_t *slots;    /* hash table: 0 = empty, else (hash >> 32) << 32 | (code + 1) */
     uint64_t *hashes;   /* per code */
     uint8_t *bad;       /* per code: raw bytes are not valid UTF-8 (repaired at finish) */
-    int32_t last_code;  /* cache of the previous lookup */
+    int32_t last_code;  /* the code of the previous lookup (when n > 0) */
+    const char *last_p; /* its text in dict_data (kept valid: dict_data only moves when a new code becomes last) */
     size_t last_n;
-    char last[48];
     int any_bad;
+    int any_flagged;    /* some code has a nonzero `bad` */
     size_t nslots;
+    int32_t cache[DICT_CACHE];  /* code + 1 (0 = empty) by dict_cache_slot: a guess, checked against the entry */
 } dictcol_t;
 
 static int utf8_valid(const unsigned char *s, size_t n);
@@ -217,29 +331,51 @@ static int has_control(const unsigned char *s, size_t n) {
     return 0;
 }
 
-static uint64_t hash_bytes(const char *s, size_t n) {
+static inline uint64_t load8(const char *s) { uint64_t w; memcpy(&w, s, 8); return w; }
+static inline uint32_t load4(const char *s) { uint32_t w; memcpy(&w, s, 4); return w; }
+
+/* the n < 8 bytes at s as a zero-padded word (on little-endian what memcpy into a zeroed word gives),
+   read with fixed-size loads that stay inside [s, s+n): no libc call for a variable length */
+static inline uint64_t load_upto7(const char *s, size_t n) {
+    if (n >= 4) return (uint64_t)load4(s) | ((uint64_t)load4(s + n - 4) << (8 * (n - 4)));
+    if (n == 0) return 0;
+    const unsigned char *u = (const unsigned char *)s;
+    return (uint64_t)u[0] | ((uint64_t)u[n >> 1] << (8 * (n >> 1))) | ((uint64_t)u[n - 1] << (8 * (n - 1)));
+}
+
+/* n bytes equal (inline, overlapping word compares; reads only [a, a+n) and [b, b+n)) */
+static inline int bytes_eq(const char *a, const char *b, size_t n) {
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load8(a + i) != load8(b + i)) return 0;
+        return load8(a + n - 8) == load8(b + n - 8);
+    }
+    if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+static inline uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h = (h ^ load8(s + i)) * 0xbf58476d1ce4e5b9ULL;
         h ^= h >> 31;
     }
-    uint64_t t = 0;
-    if (n > i) memcpy(&t, s + i, n - i);
-    h = (h ^ t) * 0x94d049bb133111ebULL;
+    h = (h ^ load_upto7(s + i, n - i)) * 0x94d049bb133111ebULL;
     return h ^ (h >> 29);
 }
 
 static int dict_grow(dictcol_t *d) {
     size_t ns = d->nslots ? d->nslots * 2 : 1024;
-    uint32_t *slots = calloc(ns, sizeof(uint32_t));
+    uint64_t *slots = calloc(ns, sizeof(uint64_t));
     if (!slots) return -1;
     for (int32_t code = 0; code < d->n; code++) {
-        size_t i = d->hashes[code] & (ns - 1);
+        uint64_t h = d->hashes[code];
+        size_t i = h & (ns - 1);
         while (slots[i]) i = (i + 1) & (ns - 1);
-        slots[i] = (uint32_t)code + 1;
+        slots[i] = (h >> 32 << 32) | ((uint64_t)code + 1);
     }
     free(d->slots);
     d->slots = slots;
@@ -253,33 +389,22 @@ static int dict_grow(dictcol_t *d) {
     return 0;
 }
 
-static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n);
-
-static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
-    if (n == d->last_n && d->n > 0 && memcmp(d->last, s, n) == 0) return d->last_code;
-    int32_t code = dict_intern_slow(d, s, n);
-    if (code >= 0 && n <= sizeof d->last) {
-        memcpy(d->last, s, n);
-        d->last_n = n;
-        d->last_code = code;
-    } else {
-        d->last_n = (size_t)-1;
-    }
-    return code;
+/* the n bytes at s equal dictionary entry `code` */
+static inline int dict_entry_is(const dictcol_t *d, int32_t code, const char *s, size_t n) {
+    const int64_t *offs = (const int64_t *)d->dict_offsets.p;
+    int64_t a = offs[code];
+    return (size_t)(offs[code + 1] - a) == n && (n == 0 || bytes_eq(d->dict_data.p + a, s, n));
 }
 
-static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
+NOINLINE int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
     if ((size_t)(d->n + 1) * 2 > d->nslots && dict_grow(d)) return -1;
     uint64_t h = hash_bytes(s, n);
     size_t mask = d->nslots - 1, i = h & mask;
-    const int64_t *offs = (const int64_t *)d->dict_offsets.p;
-    while (d->slots[i]) {
-        int32_t code = (int32_t)d->slots[i] - 1;
-        if (d->hashes[code] == h) {
-            int64_t a = offs[code], b = offs[code + 1];
-            if ((size_t)(b - a) == n && memcmp(d->dict_data.p + a, s, n) == 0) return code;
+    for (uint64_t e; (e = d->slots[i]) != 0; i = (i + 1) & mask) {
+        if ((e >> 32) == (h >> 32)) {
+            int32_t code = (int32_t)(uint32_t)e - 1;
+            if (dict_entry_is(d, code, s, n)) return code;
         }
-        i = (i + 1) & mask;
     }
     if (d->dict_offsets.len == 0) {
         int64_t z = 0;
@@ -293,7 +418,35 @@ static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
     d->bad[code] = (uint8_t)((utf8_valid((const unsigned char *)s, n) ? 0 : DICT_BAD_UTF8) |
                              (has_control((const unsigned char *)s, n) ? DICT_RAW_CONTROL : 0));
     if (d->bad[code] & DICT_BAD_UTF8) d->any_bad = 1;
-    d->slots[i] = (uint32_t)code + 1;
+    if (d->bad[code]) d->any_flagged = 1;
+    d->slots[i] = (h >> 32 << 32) | ((uint64_t)code + 1);
+    return code;
+}
+
+/* The front cache's slot for the n bytes at s: from the length and the first and last 8 bytes only, so a few
+   instructions instead of a hash of every byte. A hit is confirmed by comparing the entry in full; strings that
+   share a slot only cost the table lookup below (they cannot make a lookup slower than that). */
+static inline size_t dict_cache_slot(const char *s, size_t n) {
+    uint64_t a, b;
+    if (n >= 8) { a = load8(s); b = load8(s + n - 8); }
+    else { a = load_upto7(s, n); b = 0; }
+    uint64_t h = (a * 0x9E3779B97F4A7C15ULL) ^ ((b ^ n) * 0xC2B2AE3D27D4EB4FULL);
+    return (size_t)(h >> (64 - DICT_CACHE_BITS));
+}
+
+/* the code of the n bytes at s, added to the dictionary when new (codes in order of first appearance) */
+static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
+    if (n == d->last_n && d->n > 0 && (n == 0 || bytes_eq(d->last_p, s, n))) return d->last_code;
+    size_t k = dict_cache_slot(s, n);
+    int32_t code = d->cache[k] - 1;
+    if (code < 0 || !dict_entry_is(d, code, s, n)) {
+        code = dict_intern_slow(d, s, n);
+        if (code < 0) return code;
+        d->cache[k] = code + 1;
+    }
+    d->last_code = code;
+    d->last_p = n ? d->dict_data.p + ((const int64_t *)d->dict_offsets.p)[code] : NULL;  /* (p is NULL while all entries are empty) */
+    d->last_n = n;
     return code;
 }
 
@@ -374,6 +527,7 @@ typedef struct {
     fixcol_t tfix[MAX_TYPED];
     strcol_t tstr[MAX_TYPED];
     int64_t rows;
+    int64_t cap_rows;  /* every fixed-width column still dense at row cap_rows - 1 has room for rows [0, cap_rows) */
 } table_t;
 
 typedef struct {
@@ -1182,6 +1336,7 @@ static int utf8_valid(const unsigned char *s, size_t n) {
         memcpy(&w, s + i, 8);
         if (w & 0x8080808080808080ULL) break;
     }
+    if (n - i < 8 && !(load_upto7((const char *)s + i, n - i) & 0x8080808080808080ULL)) return 1;  /* an ASCII tail */
     while (i < n) {
         unsigned c = s[i];
         if (c < 0x80) { i++; continue; }
@@ -2092,19 +2247,19 @@ static int parse_element(Parser *P, cur_t *c) {
     return OK;
 }
 
-static int commit_dict(Parser *P, table_t *T, int which, int64_t row, const char *s, size_t n, int esc, int *flags) {
+/* the code of an escaped string: decoded into P->scratch first */
+NOINLINE int32_t dict_intern_escaped(Parser *P, dictcol_t *d, const char *s, size_t n, int esc, int *flags) {
+    P->scratch.len = 0;
+    if (decode_string(&P->scratch, s, n, esc, &P->oom)) *flags |= FL_NAME_REPAIRED;
+    if (has_control((const unsigned char *)s, n)) *flags |= FL_JSON_REPAIRED;
+    return dict_intern(d, P->scratch.p ? P->scratch.p : "", P->scratch.len);
+}
+
+ALWAYS_INLINE int commit_dict(Parser *P, table_t *T, int which, int64_t row, const char *s, size_t n, int esc, int *flags) {
     dictcol_t *d = &T->dicts[which];
-    int32_t code;
-    if (esc) {
-        P->scratch.len = 0;
-        if (decode_string(&P->scratch, s, n, esc, &P->oom)) *flags |= FL_NAME_REPAIRED;
-        if (has_control((const unsigned char *)s, n)) *flags |= FL_JSON_REPAIRED;
-        code = dict_intern(d, P->scratch.p ? P->scratch.p : "", P->scratch.len);
-    } else {
-        code = dict_intern(d, s, n);
-    }
+    int32_t code = esc ? dict_intern_escaped(P, d, s, n, esc, flags) : dict_intern(d, s, n);
     if (code < 0) return -1;
-    if (d->bad[code]) {
+    if (d->any_flagged && d->bad[code]) {
         /* decoded text may hold escaped controls (valid JSON): only raw input bytes count */
         if (d->bad[code] & DICT_BAD_UTF8) *flags |= FL_NAME_REPAIRED;
         if (!esc && (d->bad[code] & DICT_RAW_CONTROL)) *flags |= FL_JSON_REPAIRED;
@@ -2129,12 +2284,32 @@ static int is_ph(elem_t *e, char ch) {
     return e->ph && e->ph_n == 1 && e->ph[0] == ch;
 }
 
+/* Room for row `row` in every fixed-width column that is dense up to it (next == row), so that fix_set's
+   dense write needs no capacity check: once per doubling of the table, not once per column write.
+   A column behind (next < row) is sparse from its next write on, which the slow path grows itself. */
+NOINLINE int table_reserve(table_t *T, int64_t row) {
+    static const size_t fix_width[N_FIX] = {8, 8, 8, 8, 8, 8, 8, 2};
+    int64_t cap = T->cap_rows ? T->cap_rows : 32;
+    while (cap <= row) cap *= 2;
+    for (int i = 0; i < N_FIX + N_DICT + MAX_TYPED; i++) {
+        fixcol_t *c = i < N_FIX ? &T->fix[i] : i < N_FIX + N_DICT ? &T->dicts[i - N_FIX].codes : &T->tfix[i - N_FIX - N_DICT];
+        size_t width = i < N_FIX ? fix_width[i] : i < N_FIX + N_DICT ? 4 : 8;
+        if (c->next != row || c->room >= cap) continue;
+        fix_sync(c, width);
+        if (buf_reserve(&c->data, (size_t)cap * width - c->data.len)) return -1;
+        c->room = (int64_t)(c->data.cap / width);
+    }
+    T->cap_rows = cap;
+    return 0;
+}
+
 static int commit_element(Parser *P, int64_t offset, const char *from, const char *to) {
     elem_t *e = &P->e;
     int is_event = e->ph && e->ph_n == 1 && !e->reason &&
                    (e->ph[0] == 'X' || e->ph[0] == 'B' || e->ph[0] == 'E' || e->ph[0] == 'b' || e->ph[0] == 'e');
     table_t *T = &P->tabs[is_event ? 0 : 1];
     int64_t row = T->rows;
+    if (row >= T->cap_rows && table_reserve(T, row)) return -1;
     int64_t index = P->rows;
     int flags = e->flags;
     int bad = 0;
@@ -2189,33 +2364,20 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
         if (str_end(col)) return -1;
     } else {
         for (int q = 0; q < e->ntyped; q++) {
-            int col = e->typed[q].col;
-            switch (e->typed[q].kind) {
-            case K_I64:
-            case K_U64:
-            case K_BOOL:
-                if (fix_set(&T->tfix[col], row, &e->typed[q].i, 8)) bad = 1;
-                break;
-            case K_F64:
-                if (fix_set(&T->tfix[col], row, &e->typed[q].f, 8)) bad = 1;
-                break;
-            case K_STR: {
-                strcol_t *sc = &T->tstr[col];
-                if (str_begin(sc, row)) return -1;
-                if (decode_string(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
-                    flags |= FL_ARGS_REPAIRED;
-                if (str_end(sc)) return -1;
-                break;
+            int col = e->typed[q].col, kind = e->typed[q].kind;
+            if (kind != K_STR && kind != K_JSON) {
+                /* I64, U64, BOOL: the integer; F64: the double's bits */
+                int64_t bits = e->typed[q].i;
+                if (kind == K_F64) memcpy(&bits, &e->typed[q].f, 8);
+                if (fix_set(&T->tfix[col], row, &bits, 8)) bad = 1;
+                continue;
             }
-            case K_JSON: {
-                strcol_t *sc = &T->tstr[col];
-                if (str_begin(sc, row)) return -1;
-                if (append_json(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
-                    flags |= FL_ARGS_REPAIRED;
-                if (str_end(sc)) return -1;
-                break;
-            }
-            }
+            strcol_t *sc = &T->tstr[col];
+            if (str_begin(sc, row)) return -1;
+            if (kind == K_STR ? decode_string(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom)
+                              : append_json(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
+                flags |= FL_ARGS_REPAIRED;
+            if (str_end(sc)) return -1;
         }
         if (e->nargs) {
             buf_putc(&e->args, '}');
@@ -2497,8 +2659,6 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
     if (max_token < 1) { PyErr_SetString(PyExc_ValueError, "max_token must be positive"); return -1; }
     P->salvage = salvage;
     P->max_token = max_token;
-    for (int t = 0; t < 2; t++)
-        for (int i = 0; i < N_DICT; i++) P->tabs[t].dicts[i].last_n = (size_t)-1;
     PyObject *seq = PySequence_Fast(spec, "typed_keys must be a sequence");
     if (!seq) return -1;
     Py_ssize_t n = PyList_Check(seq) ? PyList_Size(seq) : PyTuple_Size(seq);
@@ -2621,6 +2781,7 @@ static PyObject *Parser_feed(Parser *P, PyObject *arg) {
 /* (data, validity or None, null count), or None for an all-null column (no buffers allocated) */
 static PyObject *fix_result(fixcol_t *c, int64_t nrows, size_t width) {
     PyObject *valid = NULL, *data = NULL;
+    if (fix_finish(c, nrows, width)) return PyErr_NoMemory();
     int64_t nvalid = c->nvalid;
     if (nvalid == 0 && nrows > 0) {
         buf_free(&c->data); buf_free(&c->valid);
