@@ -12,11 +12,11 @@ from proftab.io import decompress
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def _all(path: Path) -> tuple[bytes, str | None]:
+def _all(path: Path, *, reuse: bool = False) -> tuple[bytes, str | None]:
     out, err = [], None
     try:
-        for chunk in decompress.raw_chunks(str(path)):
-            out.append(chunk)
+        for chunk in decompress.raw_chunks(str(path), reuse=reuse):
+            out.append(bytes(chunk))
     except decompress.GzipDamage as exc:
         err = exc.message
     return b"".join(out), err
@@ -50,3 +50,32 @@ def test_every_backend_gives_the_same_bytes_and_the_same_salvage(backend: str, t
         monkeypatch.delenv("PROFTAB_GZIP")
     got = _all(bad)
     assert got == expected and got[1] is not None and "corrupt gzip data" in got[1]
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_reused_buffers_and_every_ending_agree_with_zlib(reuse: bool, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader's way (ISA-L's reader inflating into a ring of reused buffers, 4 KiB chunks here so
+    that the ring turns over many times) gives zlib's bytes and damage report for every ending: sound,
+    two members, zero padding, trailing garbage (a damage report: the ISA-L stream reader used to
+    ignore it), truncated, a flipped byte; and a plain file read into the ring."""
+    pytest.importorskip("isal")
+    monkeypatch.setattr(decompress, "CHUNK", 4096)
+    text = gzip.decompress((DATA / "train_cnn.pt.trace.json.gz").read_bytes())
+    gz = gzip.compress(text)
+    flipped = bytearray(gz)
+    flipped[len(gz) // 2] ^= 0xFF
+    endings = {"sound": gz, "two": gzip.compress(text[:5000]) + gzip.compress(text[5000:]),
+               "zeros": gz + bytes(700), "garbage": gz + b"garbage!", "truncated": gz[: len(gz) // 2],
+               "flipped": bytes(flipped)}
+    for name, blob in endings.items():
+        f = tmp_path / f"{name}.json.gz"
+        f.write_bytes(blob)
+        monkeypatch.setenv("PROFTAB_GZIP", "zlib")
+        expected = _all(f)
+        monkeypatch.delenv("PROFTAB_GZIP")
+        assert _all(f, reuse=reuse) == expected, name
+    assert _all(tmp_path / "garbage.json.gz", reuse=reuse)[1] is not None
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(text)
+    assert _all(plain, reuse=reuse) == (text, None)

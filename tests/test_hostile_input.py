@@ -307,8 +307,8 @@ def test_reading_stops_at_the_first_error(tmp_path: Path, monkeypatch: pytest.Mo
     fed: list[int] = []
     real = decompress.raw_chunks
 
-    def counting(path: str, digest: object = None):  # type: ignore[no-untyped-def]
-        for chunk in real(path, digest):  # type: ignore[arg-type]
+    def counting(path: str, digest: object = None, **kw: object):  # type: ignore[no-untyped-def]
+        for chunk in real(path, digest, **kw):  # type: ignore[arg-type]
             fed.append(len(chunk))
             yield chunk
 

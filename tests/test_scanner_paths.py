@@ -1,5 +1,7 @@
-"""The scanner's two walks give identical results: the scalar reference and the SIMD structural
-index (`proftab.io._kineto.set_path`, docs/robustness.md "Scanner paths").
+"""The scanner's walks give identical results: the scalar walk, the SIMD structural index and the
+reference walk, which is the scalar one without the shortcuts the parser learns from the text it has
+read (remembered separators and args keys, the last pid/tid token, scanning a chunk where it lies)
+(`proftab.io._kineto.set_path`, docs/robustness.md "Scanner paths").
 
 Every result the scanner returns is compared whole, byte for byte: each column buffer, the row
 counts, the error (message, offset, excerpt), completeness, resyncs and lenient counts, so the
@@ -15,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proftab.exceptions import TraceError
 from proftab.io import _kineto, kineto
@@ -25,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 DATA = Path(__file__).resolve().parent / "data"
-PATHS = ("scalar", "simd", "check")
+PATHS = ("scalar", "simd", "check", "reference")
 
 
 @pytest.fixture(autouse=True)
@@ -84,6 +88,7 @@ def assert_paths_agree(data: bytes, *, salvage: bool = False, chunk: int | None 
             assert _kineto.path_mismatches() == 0
     assert results["simd"] == results["scalar"]
     assert results["check"] == results["scalar"]
+    assert results["reference"] == results["scalar"]
     return results["scalar"]
 
 
@@ -229,4 +234,69 @@ def test_fuzz_harness_cases(tmp_path: Path) -> None:
                     out[path] = _load_result(target, salvage)
                     if path == "check":
                         assert _kineto.path_mismatches() == 0, (cls, i)
-                assert out["simd"] == out["scalar"] == out["check"], (cls, i, salvage)
+                assert out["simd"] == out["scalar"] == out["check"] == out["reference"], (cls, i, salvage)
+
+
+# ---------------------------------------------------------------- the learned shortcuts
+
+_WS = [b"", b" ", b"\n    ", b"\n\t ", b"  "]
+_EVENT_KEYS = [b'"ph"', b'"cat"', b'"name"', b'"pid"', b'"tid"', b'"ts"', b'"dur"', b'"id"', b'"x"',
+               b'"n\\u0061me"', b'"ph" ', b'"ts"  ']
+_ARG_KEYS = [b'"External id"', b'"Record function id"', b'"Ev Idx"', b'"Input Dims"', b'"stream"',
+             b'"custom key"', b'"Exte\\u0072nal id"', b'"Seq"', b'"a"', b'"External id" ']
+_VALUES = [b"0", b"1", b"6236", b"-1", b"01", b"1.5", b"2.125", b"1e3", b"12345678901234567890", b'"7"',
+           b'"X"', b'"cpu_op"', b'"aten::mm"', b'"a\\"b"', b"null", b"true", b"[1, 2]", b'{"k": 1}']
+
+
+def _object(keys: list[bytes], values: list[bytes], ws: list[bytes]) -> bytes:
+    pairs = enumerate(zip(keys, values, strict=True))
+    parts = [ws[i % len(ws)] + k + b":" + ws[(i + 1) % len(ws)] + v for i, (k, v) in pairs]
+    return b"{" + b",".join(parts) + ws[0] + b"}"
+
+
+@st.composite
+def _learned_trace(draw: st.DrawFn) -> bytes:
+    """Events made from a few templates, repeated with small changes: the same separators, keys and
+    pid/tid tokens come back (so the parser's remembered ones are used) and then change under it."""
+    pick = st.sampled_from
+    templates = []
+    for _ in range(draw(st.integers(1, 3))):
+        keys = draw(st.lists(pick(_EVENT_KEYS), min_size=1, max_size=9))
+        arg_keys = draw(st.lists(pick(_ARG_KEYS), max_size=6))
+        ws = draw(st.lists(pick(_WS), min_size=1, max_size=3))
+        templates.append((keys, arg_keys, ws))
+    events = []
+    for _ in range(draw(st.integers(1, 25))):
+        keys, arg_keys, ws = templates[draw(st.integers(0, len(templates) - 1))]
+        values = [draw(pick(_VALUES)) for _ in keys]
+        args = _object(arg_keys, [draw(pick(_VALUES)) for _ in arg_keys], ws)
+        if draw(st.booleans()):
+            keys, values = [*keys, b'"args"'], [*values, args]
+        events.append(_object(keys, values, ws))
+    return _trace(events, sep=draw(pick([b",", b", ", b",\n  "])))
+
+
+@settings(max_examples=150, deadline=None)
+@given(_learned_trace(), st.integers(1, 400))
+def test_learned_shortcuts_change_nothing(data: bytes, chunk: int) -> None:
+    """Remembered separators, args keys and pid/tid tokens give exactly the generic parse's result,
+    whole and fed in pieces, strict and with salvage (the reference path takes none of them)."""
+    for salvage in (False, True):
+        assert_paths_agree(data, salvage=salvage)
+        assert_paths_agree(data, salvage=salvage, chunk=chunk)
+
+
+def test_chunk_scanned_where_it_lies() -> None:
+    """Chunks larger than the 64 KiB stitch: an item completing in the first 64 KiB, one longer than
+    that (a 150 KB name), and damage skipped across a chunk edge, all as one whole feed gives."""
+    events = []
+    for k in range(2500):
+        name = b"x" * 150_000 if k % 700 == 5 else b"aten::mm"
+        events.append(_event(name, k))
+        if k % 900 == 7:
+            events.append(b'{"ph": "X", "name": "bad" "oops": }')
+    data = _trace(events, sep=b",\n  ")
+    for salvage in (True, False):
+        whole = assert_paths_agree(data, salvage=salvage)
+        for chunk in (65_537, 100_003, 300_007):
+            assert assert_paths_agree(data, salvage=salvage, chunk=chunk)["rows"] == whole["rows"]

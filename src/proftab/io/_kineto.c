@@ -13,6 +13,9 @@
  * Two walks give identical results: scalar (the default, the reference) and simd (a 64-byte
  * structural index, SSE2/AVX2); set_path/get_path/set_classifier/path_mismatches or
  * PROFTAB_SCANNER=scalar|simd|check choose and compare them (docs/robustness.md "Scanner paths").
+ * Both walks take shortcuts learned from the text already read (remembered separators between values,
+ * args keys, the last pid/tid token; see sep_t, argkey_t, intmemo_t), each only where the bytes are
+ * exactly those it was learned from; the "reference" path learns nothing, for tests to compare with.
  * Every string written to a column is valid UTF-8 (repaired and flagged otherwise).
  * Errors are reported, never raised from the scanner: finish() returns "error" (message,
  * byte offset, excerpt) and "complete" (whether the top-level value was closed); the
@@ -61,16 +64,27 @@ typedef struct {
     size_t len, cap;
 } buf_t;
 
-static int buf_reserve(buf_t *b, size_t extra) {
-    size_t need = b->len + extra;
-    if (need <= b->cap) return 0;
+/* Capacity doubles from 256 bytes, except that a buffer outgrowing GROW_SMALL jumps straight to GROW_LARGE.
+   Under the 1 MiB mmap threshold (set_malloc_policy) a large buffer is then a mapping of its own: each later
+   doubling is an mremap (no copy) and pages of the slack that no row reaches are never backed by memory.
+   Growth copies at most GROW_SMALL bytes per buffer instead of every heap-sized step up to 1 MiB. */
+#define GROW_SMALL ((size_t)1 << 16)
+#define GROW_LARGE ((size_t)1 << 21)
+NOINLINE int buf_grow(buf_t *b, size_t need) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need) cap *= 2;
+    if (cap > GROW_SMALL && cap < GROW_LARGE) cap = GROW_LARGE;
     char *np = realloc(b->p, cap);
     if (!np) return -1;
     b->p = np;
     b->cap = cap;
     return 0;
+}
+
+static inline int buf_reserve(buf_t *b, size_t extra) {
+    size_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    return buf_grow(b, need);
 }
 
 /* grow to at least `size` bytes, zero-filling new bytes; len becomes at least `size`.
@@ -120,24 +134,63 @@ static void buf_free(buf_t *b) {
 
 enum { K_I64 = 0, K_U64 = 1, K_F64 = 2, K_STR = 3, K_JSON = 4, K_BOOL = 5 };
 
-/* Fixed-width column written at row index (sparse-friendly: untouched rows stay zero/null). */
+/* Fixed-width column written at row index; rows arrive in increasing order (a row may be written again).
+   While every row so far is valid ("dense", next >= 0) the column keeps no bitmap and writes no zeros:
+   rows [0, next) are its data, and data.len is not kept up to date (fix_sync sets it). The first skipped
+   row makes it sparse (next = -1): the bitmap is built then (rows [0, nvalid) set), and from there rows
+   past data.len are zero and bits past valid.len 0. A zeroed struct is an empty dense column. */
 typedef struct {
     buf_t data;   /* n * width */
-    buf_t valid;  /* bitmap */
-    int64_t nvalid;
+    buf_t valid;  /* bitmap (sparse only) */
+    int64_t nvalid;  /* sparse only; dense: next */
+    int64_t next;    /* dense: the next row (all before it valid); -1: sparse */
+    int64_t room;    /* dense: rows the data capacity holds */
 } fixcol_t;
 
-/* String column: offsets (int64, n+1), data, validity. Rows arrive in increasing order. */
+/* String column: offsets (int64, n+1), data, validity. Rows arrive in increasing order.
+   Not `sparse`: every row in [0, filled) is valid and there is no bitmap yet (as for fixcol_t). */
 typedef struct {
     buf_t offsets;
     buf_t data;
     buf_t valid;
     int64_t filled;  /* offsets written for rows [0, filled) */
     int64_t nvalid;
-    int64_t last_row;
+    int sparse;
 } strcol_t;
 
-static inline int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width) {
+/* a bitmap of `bytes` bytes with bits [0, nset) set, the rest zero; `bm` is empty */
+static int bitmap_ones(buf_t *bm, int64_t nset, size_t bytes) {
+    if (buf_zero_to(bm, bytes)) return -1;
+    size_t full = (size_t)(nset >> 3);
+    memset(bm->p, 0xFF, full);
+    if (nset & 7) bm->p[full] = (char)((1u << (nset & 7)) - 1);
+    return 0;
+}
+
+/* a dense column's data.len and nvalid made current */
+static inline void fix_sync(fixcol_t *c, size_t width) {
+    if (c->next < 0) return;
+    c->nvalid = c->next;
+    c->data.len = (size_t)c->next * width;
+}
+
+NOINLINE int fix_set_slow(fixcol_t *c, int64_t row, const void *v, size_t width) {
+    if (c->next >= 0) {
+        fix_sync(c, width);
+        if (row < c->next) {  /* written again */
+            memcpy(c->data.p + (size_t)row * width, v, width);
+            return 0;
+        }
+        if (row == c->next) {  /* the next row: only the capacity was short */
+            if (buf_reserve(&c->data, width)) return -1;
+            memcpy(c->data.p + c->data.len, v, width);
+            c->next = c->nvalid = row + 1;
+            c->room = (int64_t)(c->data.cap / width);
+            return 0;
+        }
+        if (bitmap_ones(&c->valid, c->nvalid, (size_t)(row >> 3) + 1)) return -1;
+        c->next = -1;
+    }
     if ((size_t)(row + 1) * width > c->data.len && buf_zero_to(&c->data, (size_t)(row + 1) * width)) return -1;
     if ((size_t)(row >> 3) + 1 > c->valid.len && buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
     memcpy(c->data.p + (size_t)row * width, v, width);
@@ -147,61 +200,125 @@ static inline int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width)
     return 0;
 }
 
-static int fix_isset(fixcol_t *c, int64_t row) {
-    if ((size_t)(row >> 3) >= c->valid.len) return 0;
-    return (((unsigned char *)c->valid.p)[row >> 3] >> (row & 7)) & 1;
+/* write row `row` (the table's current row: table_reserve has run for it) */
+ALWAYS_INLINE int fix_set(fixcol_t *c, int64_t row, const void *v, size_t width) {
+    if (row == c->next) {  /* dense: table_reserve made room */
+        memcpy(c->data.p + (size_t)row * width, v, width);
+        c->next = row + 1;
+        return 0;
+    }
+    if (c->next < 0 && (size_t)(row + 1) * width <= c->data.len && (size_t)(row >> 3) < c->valid.len) {
+        memcpy(c->data.p + (size_t)row * width, v, width);  /* sparse, and zeroed room for it */
+        unsigned char *vb = (unsigned char *)c->valid.p + (row >> 3);
+        if (!(*vb & (1u << (row & 7)))) c->nvalid++;
+        *vb |= (unsigned char)(1u << (row & 7));
+        return 0;
+    }
+    return fix_set_slow(c, row, v, width);
+}
+
+/* a column handed over: data.len and nvalid current, and the bitmap (`bytes` long) built if it has a null */
+static int fix_finish(fixcol_t *c, int64_t nrows, size_t width) {
+    if (c->next < 0) return 0;
+    fix_sync(c, width);
+    if (c->nvalid == nrows) return 0;
+    c->next = -1;
+    return bitmap_ones(&c->valid, c->nvalid, (size_t)((nrows + 7) >> 3));
 }
 
 static int str_fill_to(strcol_t *c, int64_t row) {
-    /* write offsets for rows [filled, row] so that offsets[row] is the current data length */
+    /* write offsets for rows [filled, row) so that offsets[row] is the current data length */
     if (c->filled == 0 && c->offsets.len == 0) {
         int64_t z = 0;
         if (buf_append(&c->offsets, &z, 8)) return -1;
     }
-    int64_t cur = (int64_t)c->data.len;
-    while (c->filled < row) {
-        if (buf_append(&c->offsets, &cur, 8)) return -1;
-        c->filled++;
+    if (c->filled < row) {
+        size_t k = (size_t)(row - c->filled);
+        if (buf_reserve(&c->offsets, k * 8)) return -1;
+        int64_t cur = (int64_t)c->data.len;
+        int64_t *o = (int64_t *)(void *)(c->offsets.p + c->offsets.len);
+        for (size_t i = 0; i < k; i++) o[i] = cur;
+        c->offsets.len += k * 8;
+        c->filled = row;
     }
     return 0;
 }
 
-/* begin writing row `row` (data appended afterwards), end with str_end */
-static int str_begin(strcol_t *c, int64_t row) {
+NOINLINE int str_begin_slow(strcol_t *c, int64_t row) {
+    if (!c->sparse && row > c->filled) {  /* rows [filled, row) are null: the bitmap starts here */
+        if (bitmap_ones(&c->valid, c->filled, (size_t)(row >> 3) + 1)) return -1;
+        c->sparse = 1;
+    }
     if (str_fill_to(c, row)) return -1;
-    if (buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
-    ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+    if (c->sparse) {
+        if (buf_zero_to(&c->valid, (size_t)(row >> 3) + 1)) return -1;
+        ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+    }
     c->nvalid++;
-    c->last_row = row;
     return 0;
 }
 
-static int str_end(strcol_t *c) {
+/* begin writing row `row` (data appended afterwards), end with str_end */
+ALWAYS_INLINE int str_begin(strcol_t *c, int64_t row) {
+    if (row == c->filled && c->offsets.len) {  /* the next row, no gap to fill */
+        if (!c->sparse) {
+            c->nvalid++;
+            return 0;
+        }
+        if ((size_t)(row >> 3) < c->valid.len) {
+            ((unsigned char *)c->valid.p)[row >> 3] |= (unsigned char)(1u << (row & 7));
+            c->nvalid++;
+            return 0;
+        }
+    }
+    return str_begin_slow(c, row);
+}
+
+NOINLINE int str_end_slow(strcol_t *c) {
     int64_t cur = (int64_t)c->data.len;
     if (buf_append(&c->offsets, &cur, 8)) return -1;
     c->filled++;
     return 0;
 }
 
+ALWAYS_INLINE int str_end(strcol_t *c) {
+    if (c->offsets.len + 8 <= c->offsets.cap) {
+        int64_t cur = (int64_t)c->data.len;
+        memcpy(c->offsets.p + c->offsets.len, &cur, 8);
+        c->offsets.len += 8;
+        c->filled++;
+        return 0;
+    }
+    return str_end_slow(c);
+}
+
 static int str_finish(strcol_t *c, int64_t nrows) {
+    if (!c->sparse && c->filled < nrows) {
+        if (bitmap_ones(&c->valid, c->filled, (size_t)((nrows + 7) >> 3))) return -1;
+        c->sparse = 1;
+    }
     if (str_fill_to(c, nrows)) return -1;
-    return buf_zero_to(&c->valid, (size_t)((nrows + 7) >> 3));
+    return c->sparse ? buf_zero_to(&c->valid, (size_t)((nrows + 7) >> 3)) : 0;
 }
 
 /* Dictionary-encoded string column (ph, cat, name, bp, s): int32 codes + valid bitmap. */
+#define DICT_CACHE_BITS 10
+#define DICT_CACHE (1 << DICT_CACHE_BITS)
 typedef struct {
     fixcol_t codes;
     buf_t dict_offsets; /* int64 */
     buf_t dict_data;
     int32_t n;
-    uint32_t *slots;    /* hash table of code+1, 0 = empty */
+    uint64_t *slots;    /* hash table: 0 = empty, else (hash >> 32) << 32 | (code + 1) */
     uint64_t *hashes;   /* per code */
     uint8_t *bad;       /* per code: raw bytes are not valid UTF-8 (repaired at finish) */
-    int32_t last_code;  /* cache of the previous lookup */
+    int32_t last_code;  /* the code of the previous lookup (when n > 0) */
+    const char *last_p; /* its text in dict_data (kept valid: dict_data only moves when a new code becomes last) */
     size_t last_n;
-    char last[48];
     int any_bad;
+    int any_flagged;    /* some code has a nonzero `bad` */
     size_t nslots;
+    int32_t cache[DICT_CACHE];  /* code + 1 (0 = empty) by dict_cache_slot: a guess, checked against the entry */
 } dictcol_t;
 
 static int utf8_valid(const unsigned char *s, size_t n);
@@ -214,29 +331,51 @@ static int has_control(const unsigned char *s, size_t n) {
     return 0;
 }
 
-static uint64_t hash_bytes(const char *s, size_t n) {
+static inline uint64_t load8(const char *s) { uint64_t w; memcpy(&w, s, 8); return w; }
+static inline uint32_t load4(const char *s) { uint32_t w; memcpy(&w, s, 4); return w; }
+
+/* the n < 8 bytes at s as a zero-padded word (on little-endian what memcpy into a zeroed word gives),
+   read with fixed-size loads that stay inside [s, s+n): no libc call for a variable length */
+static inline uint64_t load_upto7(const char *s, size_t n) {
+    if (n >= 4) return (uint64_t)load4(s) | ((uint64_t)load4(s + n - 4) << (8 * (n - 4)));
+    if (n == 0) return 0;
+    const unsigned char *u = (const unsigned char *)s;
+    return (uint64_t)u[0] | ((uint64_t)u[n >> 1] << (8 * (n >> 1))) | ((uint64_t)u[n - 1] << (8 * (n - 1)));
+}
+
+/* n bytes equal (inline, overlapping word compares; reads only [a, a+n) and [b, b+n)) */
+static inline int bytes_eq(const char *a, const char *b, size_t n) {
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load8(a + i) != load8(b + i)) return 0;
+        return load8(a + n - 8) == load8(b + n - 8);
+    }
+    if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+static inline uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xff51afd7ed558ccdULL);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h = (h ^ load8(s + i)) * 0xbf58476d1ce4e5b9ULL;
         h ^= h >> 31;
     }
-    uint64_t t = 0;
-    if (n > i) memcpy(&t, s + i, n - i);
-    h = (h ^ t) * 0x94d049bb133111ebULL;
+    h = (h ^ load_upto7(s + i, n - i)) * 0x94d049bb133111ebULL;
     return h ^ (h >> 29);
 }
 
 static int dict_grow(dictcol_t *d) {
     size_t ns = d->nslots ? d->nslots * 2 : 1024;
-    uint32_t *slots = calloc(ns, sizeof(uint32_t));
+    uint64_t *slots = calloc(ns, sizeof(uint64_t));
     if (!slots) return -1;
     for (int32_t code = 0; code < d->n; code++) {
-        size_t i = d->hashes[code] & (ns - 1);
+        uint64_t h = d->hashes[code];
+        size_t i = h & (ns - 1);
         while (slots[i]) i = (i + 1) & (ns - 1);
-        slots[i] = (uint32_t)code + 1;
+        slots[i] = (h >> 32 << 32) | ((uint64_t)code + 1);
     }
     free(d->slots);
     d->slots = slots;
@@ -250,33 +389,22 @@ static int dict_grow(dictcol_t *d) {
     return 0;
 }
 
-static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n);
-
-static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
-    if (n == d->last_n && d->n > 0 && memcmp(d->last, s, n) == 0) return d->last_code;
-    int32_t code = dict_intern_slow(d, s, n);
-    if (code >= 0 && n <= sizeof d->last) {
-        memcpy(d->last, s, n);
-        d->last_n = n;
-        d->last_code = code;
-    } else {
-        d->last_n = (size_t)-1;
-    }
-    return code;
+/* the n bytes at s equal dictionary entry `code` */
+static inline int dict_entry_is(const dictcol_t *d, int32_t code, const char *s, size_t n) {
+    const int64_t *offs = (const int64_t *)d->dict_offsets.p;
+    int64_t a = offs[code];
+    return (size_t)(offs[code + 1] - a) == n && (n == 0 || bytes_eq(d->dict_data.p + a, s, n));
 }
 
-static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
+NOINLINE int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
     if ((size_t)(d->n + 1) * 2 > d->nslots && dict_grow(d)) return -1;
     uint64_t h = hash_bytes(s, n);
     size_t mask = d->nslots - 1, i = h & mask;
-    const int64_t *offs = (const int64_t *)d->dict_offsets.p;
-    while (d->slots[i]) {
-        int32_t code = (int32_t)d->slots[i] - 1;
-        if (d->hashes[code] == h) {
-            int64_t a = offs[code], b = offs[code + 1];
-            if ((size_t)(b - a) == n && memcmp(d->dict_data.p + a, s, n) == 0) return code;
+    for (uint64_t e; (e = d->slots[i]) != 0; i = (i + 1) & mask) {
+        if ((e >> 32) == (h >> 32)) {
+            int32_t code = (int32_t)(uint32_t)e - 1;
+            if (dict_entry_is(d, code, s, n)) return code;
         }
-        i = (i + 1) & mask;
     }
     if (d->dict_offsets.len == 0) {
         int64_t z = 0;
@@ -290,7 +418,35 @@ static int32_t dict_intern_slow(dictcol_t *d, const char *s, size_t n) {
     d->bad[code] = (uint8_t)((utf8_valid((const unsigned char *)s, n) ? 0 : DICT_BAD_UTF8) |
                              (has_control((const unsigned char *)s, n) ? DICT_RAW_CONTROL : 0));
     if (d->bad[code] & DICT_BAD_UTF8) d->any_bad = 1;
-    d->slots[i] = (uint32_t)code + 1;
+    if (d->bad[code]) d->any_flagged = 1;
+    d->slots[i] = (h >> 32 << 32) | ((uint64_t)code + 1);
+    return code;
+}
+
+/* The front cache's slot for the n bytes at s: from the length and the first and last 8 bytes only, so a few
+   instructions instead of a hash of every byte. A hit is confirmed by comparing the entry in full; strings that
+   share a slot only cost the table lookup below (they cannot make a lookup slower than that). */
+static inline size_t dict_cache_slot(const char *s, size_t n) {
+    uint64_t a, b;
+    if (n >= 8) { a = load8(s); b = load8(s + n - 8); }
+    else { a = load_upto7(s, n); b = 0; }
+    uint64_t h = (a * 0x9E3779B97F4A7C15ULL) ^ ((b ^ n) * 0xC2B2AE3D27D4EB4FULL);
+    return (size_t)(h >> (64 - DICT_CACHE_BITS));
+}
+
+/* the code of the n bytes at s, added to the dictionary when new (codes in order of first appearance) */
+static inline int32_t dict_intern(dictcol_t *d, const char *s, size_t n) {
+    if (n == d->last_n && d->n > 0 && (n == 0 || bytes_eq(d->last_p, s, n))) return d->last_code;
+    size_t k = dict_cache_slot(s, n);
+    int32_t code = d->cache[k] - 1;
+    if (code < 0 || !dict_entry_is(d, code, s, n)) {
+        code = dict_intern_slow(d, s, n);
+        if (code < 0) return code;
+        d->cache[k] = code + 1;
+    }
+    d->last_code = code;
+    d->last_p = n ? d->dict_data.p + ((const int64_t *)d->dict_offsets.p)[code] : NULL;  /* (p is NULL while all entries are empty) */
+    d->last_n = n;
     return code;
 }
 
@@ -371,29 +527,72 @@ typedef struct {
     fixcol_t tfix[MAX_TYPED];
     strcol_t tstr[MAX_TYPED];
     int64_t rows;
+    int64_t cap_rows;  /* every fixed-width column still dense at row cap_rows - 1 has room for rows [0, cap_rows) */
 } table_t;
 
 typedef struct {
-    /* one parsed element, committed only when complete; fields up to `ntyped` are reset per element */
+    /* one parsed element, committed only when complete. The fields up to `ntyped` are reset per
+       element (128 bytes: a few vector stores); the others are read only where a reset field says
+       they were written (a string's length and flags where its pointer is set, pid where has_pid, ...) */
     const char *ph, *cat, *name, *bp, *s;
-    size_t ph_n, cat_n, name_n, bp_n, s_n;
-    int ph_esc, cat_esc, name_esc, bp_esc, s_esc;
-    int has_pid, has_tid, has_ts, has_dur, has_id;
-    int64_t pid, tid, ts, dur, id;
     const char *pid_txt, *tid_txt, *id_txt;
-    size_t pid_txt_n, tid_txt_n, id_txt_n;
-    int pid_txt_str, tid_txt_str, id_txt_str; /* 1: JSON string (decode), 0: raw number text */
+    const char *args_raw;  /* whole args object, used for C and M events */
+    const char *reason;    /* reject reason */
+    uint64_t typed_cols;   /* bit col: a typed value for column col is in typed[] */
+    int has_pid, has_tid, has_ts, has_dur, has_id;
     int flags;
     int nargs, nextra;
-    const char *args_raw; size_t args_raw_n;  /* whole args object, used for C and M events */
-    int args_esc;         /* string flags over the whole args object */
-    const char *reason;   /* reject reason */
+    int args_esc;          /* string flags over the whole args object */
     int ntyped;
     /* not reset: */
+    size_t ph_n, cat_n, name_n, bp_n, s_n;
+    int ph_esc, cat_esc, name_esc, bp_esc, s_esc;
+    int64_t pid, tid, ts, dur, id;
+    size_t pid_txt_n, tid_txt_n, id_txt_n;
+    int pid_txt_str, tid_txt_str, id_txt_str; /* 1: JSON string (decode), 0: raw number text */
+    size_t args_raw_n;
     buf_t args;   /* remainder JSON object text */
     buf_t extra;
     struct { int col; int kind; const char *p; size_t n; int esc; int64_t i; double f; } typed[MAX_TYPED];
 } elem_t;
+
+/* An args key seen before, written as "key": (no escape, the colon right after the closing quote):
+   its bytes and the typed column it maps to (or -1), so the next occurrence is recognised by
+   comparing words instead of scanning the string and hashing it (match_arg_key). */
+#define AK_MAXLEN 46    /* key bytes + '"' + ':' fit in 48 */
+#define AK_BITS 7       /* 128 sets of 4 ways, by the key's first 4 bytes */
+#define AK_WAYS 4
+typedef struct {
+    uint64_t w0, mask0;   /* the first 8 bytes of key + '":' (masked when shorter) */
+    int16_t ti;           /* typed key index, -1: kept in the args JSON */
+    uint8_t n;            /* key length (0: empty way) */
+    char text[AK_MAXLEN + 2 + 8];  /* key + '"' + ':', zero padded to whole words */
+} argkey_t;
+
+/* The last integer token of a field (pid, tid) and its value: Kineto repeats the same pid and tid on
+   every event, so the token and the delimiter after it are compared as two masked words and the value
+   reused (fast_int would read the same bytes to the same value). */
+typedef struct {
+    uint64_t w[2], m[2];  /* token bytes + the delimiter after it, masked */
+    int64_t value;
+    uint8_t n;            /* token length (0: empty) */
+} intmemo_t;
+
+/* The bytes between the end of one value in an object and the start of the next one's value (the
+   whitespace, the comma, the next key and its colon), as a generic parse read them last time after a
+   given key, and what they led to: the next key (its position in these bytes and its id) or the
+   object's end. When the same bytes come again they are taken whole (sep_find): the generic parse of
+   equal bytes gives the same key, so only a memory compare is done. Two per previous key. */
+#define SEP_MAX 40
+#define SEP_CLOSE (-100)  /* `next`: the bytes end with the object's closing brace */
+typedef struct {
+    unsigned char b[48];  /* the bytes, zero padded */
+    unsigned char m[48];  /* 0xFF over the bytes used */
+    uint8_t n;            /* length (0: empty) */
+    uint8_t koff, kn;     /* the next key's text: bytes [koff, koff + kn) */
+    int16_t next;         /* the next key's id (event key id, or typed index / -1 in args), or SEP_CLOSE */
+} sep_t;
+typedef struct { sep_t way[2]; uint8_t older; } sepset_t;
 
 typedef struct {
     PyObject_HEAD
@@ -437,6 +636,11 @@ typedef struct {
     elem_t e;
     int oom;
     ix_t ix;          /* the structural index of the current run() (SIMD path) */
+    argkey_t akc[1 << AK_BITS][AK_WAYS];  /* args keys seen, see match_arg_key */
+    sepset_t esep[16];                    /* after each event key (EK_*), see sep_t */
+    intmemo_t pid_memo, tid_memo;         /* see intmemo_t */
+    sepset_t asep[MAX_TYPED + 2];         /* after each typed args key, an untyped one, the '{' */
+    uint8_t akc_next[1 << AK_BITS];       /* the way each set replaces next */
 } Parser;
 
 /* ------------------------------------------------------------------ scanning helpers */
@@ -468,6 +672,11 @@ static void init_tables(void) {
 /* which walk run() uses: the scalar reference, the indexed one, or both compared (tests) */
 enum { PATH_SCALAR = 0, PATH_SIMD = 1, PATH_CHECK = 2 };
 static int g_path = PATH_SCALAR;
+/* 0 on the "reference" path: the scalar walk without what the parser learns from the text it has read
+   (remembered separators and args keys, the last pid/tid token; also the one-word event key match and
+   scanning a chunk where it lies), so that tests can compare the two. Nothing is remembered then, so the
+   lookups find nothing: parsers created after set_path("reference") take the generic code throughout. */
+static int g_learn = 1;
 static int64_t g_mismatch;  /* "check" path: answers where the two walks differed (0 = identical) */
 static int g_abort_on_mismatch;  /* PROFTAB_SCANNER_ABORT set: a difference aborts (for the fuzz harness) */
 
@@ -552,6 +761,8 @@ __attribute__((target("avx2"))) static void classify_avx2(const char *p, size_t 
 static classify_fn g_classify = classify_portable;
 static const char *g_isa = "portable";
 
+static void init_event_keys(void);
+
 /* pick the widest classifier this CPU runs, and the default path (PROFTAB_SCANNER overrides) */
 static void init_index(void) {
 #ifdef IX_HAVE_SSE2
@@ -570,6 +781,8 @@ static void init_index(void) {
     if (env && !strcmp(env, "scalar")) g_path = PATH_SCALAR;
     else if (env && !strcmp(env, "simd")) g_path = PATH_SIMD;
     else if (env && !strcmp(env, "check")) g_path = PATH_CHECK;
+    else if (env && !strcmp(env, "reference")) { g_path = PATH_SCALAR; g_learn = 0; }
+    init_event_keys();
 }
 
 static void ix_reset(ix_t *x, const char *base, const char *end, int check) {
@@ -658,6 +871,20 @@ static inline const char *ix_next(ix_t *x, const char *p, int what) {
 
 static inline void skip_ws_scalar(cur_t *c) {
     const char *p = c->p, *end = c->end;
+    if (end - p >= 16) {
+        /* the usual runs, each answered with one look: one space (": ", ", ") or a newline and up
+           to 8 spaces (the indentation of Kineto's exporter) */
+        if (*p == ' ' && (unsigned char)p[1] > ' ') { c->p = p + 1; return; }
+        if (*p == '\n') {
+            uint64_t w;
+            memcpy(&w, p + 1, 8);
+            uint64_t x = w ^ 0x2020202020202020ULL;
+            if (x) {
+                const char *q = p + 1 + (ctz64(x) >> 3);
+                if ((unsigned char)*q > ' ') { c->p = q; return; }
+            }
+        }
+    }
     for (;;) {
         if (end - p >= 8) {
             uint64_t w;
@@ -1109,6 +1336,7 @@ static int utf8_valid(const unsigned char *s, size_t n) {
         memcpy(&w, s + i, 8);
         if (w & 0x8080808080808080ULL) break;
     }
+    if (n - i < 8 && !(load_upto7((const char *)s + i, n - i) & 0x8080808080808080ULL)) return 1;  /* an ASCII tail */
     while (i < n) {
         unsigned c = s[i];
         if (c < 0x80) { i++; continue; }
@@ -1342,8 +1570,21 @@ static inline void key_for_match(Parser *P, const char **k, size_t *kn, int kesc
     *kn = P->keybuf.len;
 }
 
+/* a field added before `ntyped` must be added to elem_reset too */
+_Static_assert(offsetof(elem_t, ntyped) + sizeof(int) == 11 * 8 + 10 * 4, "elem_reset zeroes each field up to ntyped");
+
 static inline void elem_reset(elem_t *e) {
-    memset(e, 0, offsetof(elem_t, ntyped) + sizeof(int));
+    /* field by field: a memset of these 128 bytes compiles to `rep stos`, slow to start */
+    e->ph = e->cat = e->name = e->bp = e->s = NULL;
+    e->pid_txt = e->tid_txt = e->id_txt = NULL;
+    e->args_raw = NULL;
+    e->reason = NULL;
+    e->typed_cols = 0;
+    e->has_pid = e->has_tid = e->has_ts = e->has_dur = e->has_id = 0;
+    e->flags = 0;
+    e->nargs = e->nextra = 0;
+    e->args_esc = 0;
+    e->ntyped = 0;
     e->args.len = 0;
     e->extra.len = 0;
 }
@@ -1561,6 +1802,144 @@ static int parse_string_field(cur_t *c, const char **s, size_t *n, int *esc, ele
     return scan_string(c, s, n, esc);
 }
 
+/* the 48 bytes at p equal sp's bytes where its mask is set */
+ALWAYS_INLINE int sep_equal(const char *p, const sep_t *sp) {
+#ifdef IX_HAVE_SSE2
+#define SEP_BLOCK(k) _mm_and_si128(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)(p + 16 * (k))), \
+                                                  _mm_loadu_si128((const __m128i *)(const void *)(sp->b + 16 * (k)))), \
+                                    _mm_loadu_si128((const __m128i *)(const void *)(sp->m + 16 * (k))))
+    /* the blocks the separator covers: one up to 16 bytes, two up to 32 (most), three */
+    __m128i acc = SEP_BLOCK(0);
+    if (sp->n > 16) {
+        acc = _mm_or_si128(acc, SEP_BLOCK(1));
+        if (sp->n > 32) acc = _mm_or_si128(acc, SEP_BLOCK(2));
+    }
+#undef SEP_BLOCK
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(acc, _mm_setzero_si128())) == 0xFFFF;
+#else
+    uint64_t acc = 0;
+    for (int k = 0; k < 6; k++) {
+        uint64_t x, y, m;
+        memcpy(&x, p + 8 * k, 8);
+        memcpy(&y, sp->b + 8 * k, 8);
+        memcpy(&m, sp->m + 8 * k, 8);
+        acc |= (x ^ y) & m;
+    }
+    return acc == 0;
+#endif
+}
+
+/* the remembered separator of set that the text at c->p starts with, or NULL */
+ALWAYS_INLINE const sep_t *sep_find(const sepset_t *set, const cur_t *c) {
+    if (c->end - c->p < 48) return NULL;
+    if (set->way[0].n && sep_equal(c->p, &set->way[0])) return &set->way[0];
+    if (set->way[1].n && sep_equal(c->p, &set->way[1])) return &set->way[1];
+    return NULL;
+}
+
+/* remember the bytes [from, to) (read by a generic parse) as leading to `next` (key at key, kn bytes) */
+static void sep_remember(sepset_t *set, const char *from, const char *to, int next, const char *key, size_t kn) {
+    size_t n = (size_t)(to - from);
+    if (n == 0 || n > SEP_MAX || !g_learn) return;
+    sep_t *sp = &set->way[set->older];
+    set->older ^= 1;
+    memset(sp->b, 0, sizeof sp->b);
+    memset(sp->m, 0, sizeof sp->m);
+    memcpy(sp->b, from, n);
+    memset(sp->m, 0xFF, n);
+    sp->n = (uint8_t)n;
+    sp->next = (int16_t)next;
+    sp->koff = key ? (uint8_t)(key - from) : 0;
+    sp->kn = key ? (uint8_t)kn : 0;
+}
+
+/* an integer at c->p into *out, as fast_int reads it, through the memo of the last one (a token is
+   remembered once it came twice in a row: counters such as "External id" never are) */
+ALWAYS_INLINE int memo_int(intmemo_t *m, cur_t *c, int64_t *out) {
+    if (m->n && c->end - c->p >= 16) {
+        uint64_t x0, x1;
+        memcpy(&x0, c->p, 8);
+        memcpy(&x1, c->p + 8, 8);
+        if (!(((x0 ^ m->w[0]) & m->m[0]) | ((x1 ^ m->w[1]) & m->m[1]))) {
+            *out = m->value;
+            c->p += m->n;
+            return 1;
+        }
+    }
+    const char *from = c->p;
+    if (!fast_int(c, out)) return 0;
+    size_t n = (size_t)(c->p - from);
+    if (*out != m->value) {
+        m->value = *out;
+        m->n = 0;
+    } else if (n + 1 <= 16 && c->end - from >= 16 && g_learn) {
+        unsigned char b[16] = {0}, k[16] = {0};
+        memcpy(b, from, n + 1);
+        memset(k, 0xFF, n + 1);
+        memcpy(m->w, b, 16);
+        memcpy(m->m, k, 16);
+        m->n = (uint8_t)n;
+    }
+    return 1;
+}
+
+static inline size_t ak_set(uint32_t first4) {
+    return (size_t)((first4 * 0x9E3779B1u) >> (32 - AK_BITS));
+}
+
+/* c->p at '"': the remembered args key written there as "key": (the same key, its closing quote and
+   the colon; so scan_string + ':' would give exactly this key), or NULL */
+ALWAYS_INLINE const argkey_t *match_arg_key(const Parser *P, const cur_t *c) {
+    if (c->end - c->p < AK_MAXLEN + 16) return NULL;
+    const char *k = c->p + 1;
+    uint32_t f4;
+    uint64_t w0;
+    memcpy(&f4, k, 4);
+    memcpy(&w0, k, 8);
+    const argkey_t *set = P->akc[ak_set(f4)];
+    for (int j = 0; j < AK_WAYS; j++) {
+        const argkey_t *a = &set[j];
+        if ((w0 & a->mask0) != a->w0 || !a->n) continue;
+        size_t m = (size_t)a->n + 2;  /* key + '"' + ':' */
+        size_t i = 8;
+        for (; i + 8 <= m; i += 8) {
+            uint64_t x, y;
+            memcpy(&x, k + i, 8);
+            memcpy(&y, a->text + i, 8);
+            if (x != y) break;
+        }
+        if (i + 8 <= m) continue;
+        if (i < m) {
+            uint64_t x, y;
+            memcpy(&x, k + i, 8);
+            memcpy(&y, a->text + i, 8);
+            if ((x ^ y) & ((((uint64_t)1) << (8 * (m - i))) - 1)) continue;
+        }
+        return a;
+    }
+    return NULL;
+}
+
+/* remember the plain key k (kn bytes, written as "key":) and its typed index */
+static void remember_arg_key(Parser *P, const char *k, size_t kn, int ti) {
+    if (kn < 2 || kn > AK_MAXLEN || !g_learn) return;  /* the first 4 bytes must be key + '"' + ':' at least */
+    uint32_t f4;
+    memcpy(&f4, k, 4);
+    size_t si = ak_set(f4);
+    argkey_t *a = &P->akc[si][P->akc_next[si]];
+    P->akc_next[si] = (uint8_t)((P->akc_next[si] + 1) % AK_WAYS);
+    memset(a->text, 0, sizeof a->text);
+    memcpy(a->text, k, kn);
+    a->text[kn] = '"';
+    a->text[kn + 1] = ':';
+    size_t m = kn + 2;
+    a->mask0 = m >= 8 ? ~(uint64_t)0 : ((((uint64_t)1) << (8 * m)) - 1);
+    memcpy(&a->w0, a->text, 8);
+    a->w0 &= a->mask0;
+    a->ti = (int16_t)ti;
+    a->n = (uint8_t)kn;
+}
+
 static int parse_args(Parser *P, cur_t *c, elem_t *e) {
     const char *start = c->p;
     if (c->p >= c->end) return NEED_MORE;
@@ -1576,18 +1955,52 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
     }
     c->p++;
     int rep = 0;
+    int prev = MAX_TYPED + 1;  /* asep index of the key read last: typed index, MAX_TYPED (untyped), '{' */
     for (;;) {
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p == '}') { c->p++; break; }
-        if (*c->p != '"') { c->msg = "expected a string key in args"; return BAD; }
         const char *k; size_t kn; int kesc = 0;
-        int r = scan_string(c, &k, &kn, &kesc);
-        if (r) return r;
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p != ':') { c->msg = "expected ':' after a key in args"; return BAD; }
-        c->p++;
+        int ti, r;
+        const char *from = c->p;
+        const sep_t *sp = sep_find(&P->asep[prev], c);
+        if (sp) {
+            c->p += sp->n;
+            if (sp->next == SEP_CLOSE) break;
+            k = from + sp->koff;
+            kn = sp->kn;
+            ti = sp->next;
+        } else {
+            if (prev != MAX_TYPED + 1) {
+                skip_ws(c);
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p == '}') { c->p++; sep_remember(&P->asep[prev], from, c->p, SEP_CLOSE, NULL, 0); break; }
+                if (*c->p != ',') { c->msg = "expected ',' or '}' in args"; return BAD; }
+                c->p++;
+            }
+            skip_ws(c);
+            if (c->p >= c->end) return NEED_MORE;
+            if (*c->p == '}') { c->p++; break; }
+            if (*c->p != '"') { c->msg = "expected a string key in args"; return BAD; }
+            const argkey_t *known = match_arg_key(P, c);
+            if (known) {
+                k = c->p + 1;
+                kn = known->n;
+                ti = known->ti;
+                c->p += kn + 3;
+            } else {
+                r = scan_string(c, &k, &kn, &kesc);
+                if (r) return r;
+                skip_ws(c);
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p != ':') { c->msg = "expected ':' after a key in args"; return BAD; }
+                c->p++;
+                const char *mk = k; size_t mkn = kn;
+                key_for_match(P, &mk, &mkn, kesc);
+                ti = lookup_typed(P, mk, mkn, 0);
+                if (!kesc && c->p == k + kn + 2) remember_arg_key(P, k, kn, ti);
+            }
+            skip_ws(c);
+            if (!kesc) sep_remember(&P->asep[prev], from, c->p, ti, k, kn);
+        }
+        prev = ti >= 0 ? ti : MAX_TYPED;
         skip_ws(c);
         const char *v = c->p;
         int vesc = 0;
@@ -1598,15 +2011,10 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
             if (r) return r;
         }
         size_t vn = (size_t)(c->p - v);
-        const char *mk = k; size_t mkn = kn;
-        key_for_match(P, &mk, &mkn, kesc);
-        int ti = lookup_typed(P, mk, mkn, 0);
         int taken = 0;
         if (ti >= 0 && e->ntyped < MAX_TYPED) {
             typed_key_t *t = &P->keys[ti];
-            int dup = 0;
-            for (int q = 0; q < e->ntyped; q++) if (e->typed[q].col == t->col) dup = 1;
-            if (!dup) {
+            if (!(e->typed_cols >> t->col & 1)) {
                 int slot = e->ntyped;
                 e->typed[slot].col = t->col;
                 e->typed[slot].kind = t->kind;
@@ -1646,22 +2054,63 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
                     else if (vn == 7 && memcmp(v, "\"false\"", 7) == 0) { e->typed[slot].i = 0; taken = 1; }
                     break;
                 }
-                if (taken) e->ntyped++;
+                if (taken) { e->ntyped++; e->typed_cols |= (uint64_t)1 << t->col; }
             }
         }
         e->args_esc |= kesc | vesc;
         if (!taken) append_kv(&e->args, &e->nargs, k, kn, kesc, v, vn, vesc, &P->oom, &rep);
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == '}') { c->p++; break; }
-        c->msg = "expected ',' or '}' in args";
-        return BAD;
     }
     if (rep) e->flags |= FL_ARGS_REPAIRED;
     e->args_raw = start;
     e->args_raw_n = (size_t)(c->p - start);
     return OK;
+}
+
+/* The fields of an event proftab reads. Each is usually written as "key": (the quoted key, then its
+   colon directly): match_event_key recognises that form with one masked 8-byte compare, which gives
+   exactly what scan_string + ':' would (the key holds no quote or backslash and ':' follows its
+   closing quote); any other spelling (spaces before the colon, escapes) goes through scan_string
+   and event_key_id. */
+enum { EK_PH, EK_CAT, EK_NAME, EK_PID, EK_TID, EK_TS, EK_DUR, EK_ID, EK_BP, EK_S, EK_ARGS, EK_OTHER, EK_START };
+typedef struct { const char *text; size_t n; uint64_t word, mask; } event_key_t;
+static event_key_t EVENT_KEYS[EK_OTHER] = {
+    {"\"ph\":", 5, 0, 0}, {"\"cat\":", 6, 0, 0}, {"\"name\":", 7, 0, 0}, {"\"pid\":", 6, 0, 0},
+    {"\"tid\":", 6, 0, 0}, {"\"ts\":", 5, 0, 0}, {"\"dur\":", 6, 0, 0}, {"\"id\":", 5, 0, 0},
+    {"\"bp\":", 5, 0, 0}, {"\"s\":", 4, 0, 0}, {"\"args\":", 7, 0, 0},
+};
+/* by the key's first letter: up to two candidates (EK_OTHER = none) */
+static unsigned char EK_FIRST[256][2];
+
+static void init_event_keys(void) {
+    for (int i = 0; i < 256; i++) EK_FIRST[i][0] = EK_FIRST[i][1] = EK_OTHER;
+    for (int i = 0; i < EK_OTHER && g_learn; i++) {
+        event_key_t *k = &EVENT_KEYS[i];
+        uint64_t w = 0;
+        memcpy(&w, k->text, k->n);
+        k->word = w;
+        k->mask = k->n >= 8 ? ~0ULL : (((uint64_t)1 << (8 * k->n)) - 1);
+        unsigned char f = (unsigned char)k->text[1];
+        if (EK_FIRST[f][0] == EK_OTHER) EK_FIRST[f][0] = (unsigned char)i;
+        else EK_FIRST[f][1] = (unsigned char)i;
+    }
+}
+
+/* c->p at '"': the id of the event key written there as "key": (at least 8 bytes must remain), or EK_OTHER */
+ALWAYS_INLINE int match_event_key(const cur_t *c) {
+    if (c->end - c->p < 8) return EK_OTHER;
+    uint64_t w;
+    memcpy(&w, c->p, 8);
+    const unsigned char *cand = EK_FIRST[(unsigned char)c->p[1]];
+    if (cand[0] != EK_OTHER && (w & EVENT_KEYS[cand[0]].mask) == EVENT_KEYS[cand[0]].word) return cand[0];
+    if (cand[1] != EK_OTHER && (w & EVENT_KEYS[cand[1]].mask) == EVENT_KEYS[cand[1]].word) return cand[1];
+    return EK_OTHER;
+}
+
+/* the id of a decoded key of n bytes */
+static int event_key_id(const char *k, size_t n) {
+    for (int i = 0; i < EK_OTHER; i++)
+        if (EVENT_KEYS[i].n - 3 == n && memcmp(EVENT_KEYS[i].text + 1, k, n) == 0) return i;
+    return EK_OTHER;
 }
 
 /* parse one traceEvents element into P->e (not committed) */
@@ -1677,38 +2126,93 @@ static int parse_element(Parser *P, cur_t *c) {
         return OK;
     }
     c->p++;
+    int prev = EK_START;  /* the key whose value was read last */
     for (;;) {
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p == '}') { c->p++; break; }
-        if (*c->p != '"') { c->msg = "expected a string key in an event"; return BAD; }
         const char *k; size_t kn; int kesc = 0;
-        int r = scan_string(c, &k, &kn, &kesc);
-        if (r) return r;
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p != ':') { c->msg = "expected ':' after a key in an event"; return BAD; }
-        c->p++;
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        const char *mk = k; size_t mkn = kn;
-        key_for_match(P, &mk, &mkn, kesc);
-        if (mkn == 2 && mk[0] == 'p' && mk[1] == 'h') r = parse_string_field(c, &e->ph, &e->ph_n, &e->ph_esc, e, "ph is not a string");
-        else if (mkn == 3 && memcmp(mk, "cat", 3) == 0) r = parse_string_field(c, &e->cat, &e->cat_n, &e->cat_esc, e, "cat is not a string");
-        else if (mkn == 4 && memcmp(mk, "name", 4) == 0) {
-            r = parse_string_field(c, &e->name, &e->name_n, &e->name_esc, e, "name is not a string");
-        }
-        else if (mkn == 3 && memcmp(mk, "pid", 3) == 0) r = parse_idlike(c, e, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str);
-        else if (mkn == 3 && memcmp(mk, "tid", 3) == 0) r = parse_idlike(c, e, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str);
-        else if (mkn == 2 && mk[0] == 't' && mk[1] == 's') r = parse_time_value(P, c, &e->has_ts, &e->ts, e, "ts");
-        else if (mkn == 3 && memcmp(mk, "dur", 3) == 0) r = parse_time_value(P, c, &e->has_dur, &e->dur, e, "dur");
-        else if (mkn == 2 && mk[0] == 'i' && mk[1] == 'd') r = parse_idlike(c, e, &e->has_id, &e->id, &e->id_txt, &e->id_txt_n, &e->id_txt_str);
-        else if (mkn == 2 && mk[0] == 'b' && mk[1] == 'p') r = parse_string_field(c, &e->bp, &e->bp_n, &e->bp_esc, e, "bp is not a string");
-        else if (mkn == 1 && mk[0] == 's') r = parse_string_field(c, &e->s, &e->s_n, &e->s_esc, e, "s is not a string");
-        else if (mkn == 4 && memcmp(mk, "args", 4) == 0) {
-            /* typed values are extracted for every ph; commit_element keeps C/M args whole */
-            r = parse_args(P, c, e);
+        int r, kid;
+        const char *from = c->p;
+        const sep_t *sp = sep_find(&P->esep[prev], c);
+        if (sp) {
+            c->p += sp->n;
+            if (sp->next == SEP_CLOSE) break;
+            k = from + sp->koff;
+            kn = sp->kn;
+            kid = sp->next;
         } else {
+            if (prev != EK_START) {
+                skip_ws(c);
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p == '}') { c->p++; sep_remember(&P->esep[prev], from, c->p, SEP_CLOSE, NULL, 0); break; }
+                if (*c->p != ',') { c->msg = "expected ',' or '}' after an event field"; return BAD; }
+                c->p++;
+            }
+            skip_ws(c);
+            if (c->p >= c->end) return NEED_MORE;
+            if (*c->p == '}') { c->p++; break; }
+            if (*c->p != '"') { c->msg = "expected a string key in an event"; return BAD; }
+            kid = match_event_key(c);
+            if (kid != EK_OTHER) {
+                k = c->p + 1;
+                kn = EVENT_KEYS[kid].n - 3;
+                c->p += EVENT_KEYS[kid].n;
+            } else {
+                r = scan_string(c, &k, &kn, &kesc);
+                if (r) return r;
+                skip_ws(c);
+                if (c->p >= c->end) return NEED_MORE;
+                if (*c->p != ':') { c->msg = "expected ':' after a key in an event"; return BAD; }
+                c->p++;
+                const char *mk = k; size_t mkn = kn;
+                key_for_match(P, &mk, &mkn, kesc);
+                kid = event_key_id(mk, mkn);
+            }
+            skip_ws(c);
+            if (!kesc) sep_remember(&P->esep[prev], from, c->p, kid, k, kn);
+        }
+        prev = kid;
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        switch (kid) {
+        /* the usual values (a string, an integer, a decimal time) are read inline; the called
+           functions repeat the same fast reads before their general cases */
+        case EK_PH:
+            r = *c->p == '"' ? scan_string(c, &e->ph, &e->ph_n, &e->ph_esc)
+                             : parse_string_field(c, &e->ph, &e->ph_n, &e->ph_esc, e, "ph is not a string");
+            break;
+        case EK_CAT:
+            r = *c->p == '"' ? scan_string(c, &e->cat, &e->cat_n, &e->cat_esc)
+                             : parse_string_field(c, &e->cat, &e->cat_n, &e->cat_esc, e, "cat is not a string");
+            break;
+        case EK_NAME:
+            r = *c->p == '"' ? scan_string(c, &e->name, &e->name_n, &e->name_esc)
+                             : parse_string_field(c, &e->name, &e->name_n, &e->name_esc, e, "name is not a string");
+            break;
+        case EK_PID:
+            if (memo_int(&P->pid_memo, c, &e->pid)) { e->has_pid = 1; r = OK; }
+            else r = parse_idlike(c, e, &e->has_pid, &e->pid, &e->pid_txt, &e->pid_txt_n, &e->pid_txt_str);
+            break;
+        case EK_TID:
+            if (memo_int(&P->tid_memo, c, &e->tid)) { e->has_tid = 1; r = OK; }
+            else r = parse_idlike(c, e, &e->has_tid, &e->tid, &e->tid_txt, &e->tid_txt_n, &e->tid_txt_str);
+            break;
+        case EK_TS: case EK_DUR: {
+            int is_ts = kid == EK_TS, frac;
+            int64_t *v = is_ts ? &e->ts : &e->dur;
+            if (fast_time(c, v, &frac)) {
+                *(is_ts ? &e->has_ts : &e->has_dur) = 1;
+                if (frac > P->max_frac) P->max_frac = frac;
+                r = OK;
+            } else {
+                r = parse_time_value(P, c, is_ts ? &e->has_ts : &e->has_dur, v, e, is_ts ? "ts" : "dur");
+            }
+            break;
+        }
+        case EK_ID: r = parse_idlike(c, e, &e->has_id, &e->id, &e->id_txt, &e->id_txt_n, &e->id_txt_str); break;
+        case EK_BP: r = parse_string_field(c, &e->bp, &e->bp_n, &e->bp_esc, e, "bp is not a string"); break;
+        case EK_S: r = parse_string_field(c, &e->s, &e->s_n, &e->s_esc, e, "s is not a string"); break;
+        /* typed values are extracted for every ph; commit_element keeps C/M args whole */
+        case EK_ARGS: r = parse_args(P, c, e); break;
+        default: {
             const char *v = c->p;
             int vesc = 0;
             r = skip_value(c, &vesc, 0);
@@ -1718,13 +2222,8 @@ static int parse_element(Parser *P, cur_t *c) {
                 if (rep) e->flags |= FL_ARGS_REPAIRED;
             }
         }
+        }
         if (r) return r;
-        skip_ws(c);
-        if (c->p >= c->end) return NEED_MORE;
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == '}') { c->p++; break; }
-        c->msg = "expected ',' or '}' after an event field";
-        return BAD;
     }
     if (!e->reason) {
         if (!e->ph) e->reason = "missing ph";
@@ -1748,19 +2247,19 @@ static int parse_element(Parser *P, cur_t *c) {
     return OK;
 }
 
-static int commit_dict(Parser *P, table_t *T, int which, int64_t row, const char *s, size_t n, int esc, int *flags) {
+/* the code of an escaped string: decoded into P->scratch first */
+NOINLINE int32_t dict_intern_escaped(Parser *P, dictcol_t *d, const char *s, size_t n, int esc, int *flags) {
+    P->scratch.len = 0;
+    if (decode_string(&P->scratch, s, n, esc, &P->oom)) *flags |= FL_NAME_REPAIRED;
+    if (has_control((const unsigned char *)s, n)) *flags |= FL_JSON_REPAIRED;
+    return dict_intern(d, P->scratch.p ? P->scratch.p : "", P->scratch.len);
+}
+
+ALWAYS_INLINE int commit_dict(Parser *P, table_t *T, int which, int64_t row, const char *s, size_t n, int esc, int *flags) {
     dictcol_t *d = &T->dicts[which];
-    int32_t code;
-    if (esc) {
-        P->scratch.len = 0;
-        if (decode_string(&P->scratch, s, n, esc, &P->oom)) *flags |= FL_NAME_REPAIRED;
-        if (has_control((const unsigned char *)s, n)) *flags |= FL_JSON_REPAIRED;
-        code = dict_intern(d, P->scratch.p ? P->scratch.p : "", P->scratch.len);
-    } else {
-        code = dict_intern(d, s, n);
-    }
+    int32_t code = esc ? dict_intern_escaped(P, d, s, n, esc, flags) : dict_intern(d, s, n);
     if (code < 0) return -1;
-    if (d->bad[code]) {
+    if (d->any_flagged && d->bad[code]) {
         /* decoded text may hold escaped controls (valid JSON): only raw input bytes count */
         if (d->bad[code] & DICT_BAD_UTF8) *flags |= FL_NAME_REPAIRED;
         if (!esc && (d->bad[code] & DICT_RAW_CONTROL)) *flags |= FL_JSON_REPAIRED;
@@ -1785,12 +2284,32 @@ static int is_ph(elem_t *e, char ch) {
     return e->ph && e->ph_n == 1 && e->ph[0] == ch;
 }
 
+/* Room for row `row` in every fixed-width column that is dense up to it (next == row), so that fix_set's
+   dense write needs no capacity check: once per doubling of the table, not once per column write.
+   A column behind (next < row) is sparse from its next write on, which the slow path grows itself. */
+NOINLINE int table_reserve(table_t *T, int64_t row) {
+    static const size_t fix_width[N_FIX] = {8, 8, 8, 8, 8, 8, 8, 2};
+    int64_t cap = T->cap_rows ? T->cap_rows : 32;
+    while (cap <= row) cap *= 2;
+    for (int i = 0; i < N_FIX + N_DICT + MAX_TYPED; i++) {
+        fixcol_t *c = i < N_FIX ? &T->fix[i] : i < N_FIX + N_DICT ? &T->dicts[i - N_FIX].codes : &T->tfix[i - N_FIX - N_DICT];
+        size_t width = i < N_FIX ? fix_width[i] : i < N_FIX + N_DICT ? 4 : 8;
+        if (c->next != row || c->room >= cap) continue;
+        fix_sync(c, width);
+        if (buf_reserve(&c->data, (size_t)cap * width - c->data.len)) return -1;
+        c->room = (int64_t)(c->data.cap / width);
+    }
+    T->cap_rows = cap;
+    return 0;
+}
+
 static int commit_element(Parser *P, int64_t offset, const char *from, const char *to) {
     elem_t *e = &P->e;
     int is_event = e->ph && e->ph_n == 1 && !e->reason &&
                    (e->ph[0] == 'X' || e->ph[0] == 'B' || e->ph[0] == 'E' || e->ph[0] == 'b' || e->ph[0] == 'e');
     table_t *T = &P->tabs[is_event ? 0 : 1];
     int64_t row = T->rows;
+    if (row >= T->cap_rows && table_reserve(T, row)) return -1;
     int64_t index = P->rows;
     int flags = e->flags;
     int bad = 0;
@@ -1845,33 +2364,20 @@ static int commit_element(Parser *P, int64_t offset, const char *from, const cha
         if (str_end(col)) return -1;
     } else {
         for (int q = 0; q < e->ntyped; q++) {
-            int col = e->typed[q].col;
-            switch (e->typed[q].kind) {
-            case K_I64:
-            case K_U64:
-            case K_BOOL:
-                if (fix_set(&T->tfix[col], row, &e->typed[q].i, 8)) bad = 1;
-                break;
-            case K_F64:
-                if (fix_set(&T->tfix[col], row, &e->typed[q].f, 8)) bad = 1;
-                break;
-            case K_STR: {
-                strcol_t *sc = &T->tstr[col];
-                if (str_begin(sc, row)) return -1;
-                if (decode_string(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
-                    flags |= FL_ARGS_REPAIRED;
-                if (str_end(sc)) return -1;
-                break;
+            int col = e->typed[q].col, kind = e->typed[q].kind;
+            if (kind != K_STR && kind != K_JSON) {
+                /* I64, U64, BOOL: the integer; F64: the double's bits */
+                int64_t bits = e->typed[q].i;
+                if (kind == K_F64) memcpy(&bits, &e->typed[q].f, 8);
+                if (fix_set(&T->tfix[col], row, &bits, 8)) bad = 1;
+                continue;
             }
-            case K_JSON: {
-                strcol_t *sc = &T->tstr[col];
-                if (str_begin(sc, row)) return -1;
-                if (append_json(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
-                    flags |= FL_ARGS_REPAIRED;
-                if (str_end(sc)) return -1;
-                break;
-            }
-            }
+            strcol_t *sc = &T->tstr[col];
+            if (str_begin(sc, row)) return -1;
+            if (kind == K_STR ? decode_string(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom)
+                              : append_json(&sc->data, e->typed[q].p, e->typed[q].n, e->typed[q].esc, &P->oom))
+                flags |= FL_ARGS_REPAIRED;
+            if (str_end(sc)) return -1;
         }
         if (e->nargs) {
             buf_putc(&e->args, '}');
@@ -2153,13 +2659,13 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
     if (max_token < 1) { PyErr_SetString(PyExc_ValueError, "max_token must be positive"); return -1; }
     P->salvage = salvage;
     P->max_token = max_token;
-    for (int t = 0; t < 2; t++)
-        for (int i = 0; i < N_DICT; i++) P->tabs[t].dicts[i].last_n = (size_t)-1;
     PyObject *seq = PySequence_Fast(spec, "typed_keys must be a sequence");
     if (!seq) return -1;
     Py_ssize_t n = PyList_Check(seq) ? PyList_Size(seq) : PyTuple_Size(seq);
     if (n > MAX_TYPED) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many typed keys"); return -1; }
     memset(P->keytab, 0, sizeof P->keytab);
+    memset(P->akc, 0, sizeof P->akc);  /* remembered args keys name typed indices of this spec */
+    memset(P->asep, 0, sizeof P->asep);
     P->ntypedcols = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const char *k; Py_ssize_t kn; int col, kind;
@@ -2213,6 +2719,41 @@ static void scan_pending(Parser *P) {
     after_scan(P);
 }
 
+/* A chunk fed while `pending` holds the incomplete item the last chunk ended with. Rather than copying
+   the whole chunk after it, only its first STITCH bytes are: once the item completes there, the rest
+   of the chunk is scanned where it lies (the scan of a text split anywhere gives the same rows). When
+   the item is longer, or a damaged stretch is being skipped (its look-back needs the bytes before),
+   the rest is appended and scanned as one piece as before. Returns -1 when out of memory. */
+#define STITCH ((size_t)1 << 16)
+static int feed_stitched(Parser *P, const char *buf, size_t n) {
+    size_t old = P->pending.len;
+    size_t take = n < STITCH ? n : STITCH;
+    if (take == n || old + take < P->retry_at || P->state == ST_RESYNC || !g_learn) {
+        if (buf_append(&P->pending, buf, n)) return -1;
+        if (P->pending.len >= P->retry_at) scan_pending(P);
+        else P->dirty = 1;
+        return 0;
+    }
+    if (buf_append(&P->pending, buf, take)) return -1;
+    size_t used = run(P, P->pending.p, P->pending.p + P->pending.len);
+    P->consumed += (int64_t)used;
+    if (P->has_error) { after_scan(P); return 0; }
+    if (used >= old && P->state != ST_RESYNC) {
+        size_t off = used - old;  /* bytes of this chunk already scanned */
+        P->pending.len = 0;
+        size_t used2 = run(P, buf + off, buf + n);
+        P->consumed += (int64_t)used2;
+        if (!P->has_error && off + used2 < n && buf_append(&P->pending, buf + off + used2, n - off - used2)) return -1;
+        after_scan(P);
+        return 0;
+    }
+    memmove(P->pending.p, P->pending.p + used, P->pending.len - used);
+    P->pending.len -= used;
+    if (buf_append(&P->pending, buf + take, n - take)) return -1;
+    scan_pending(P);
+    return 0;
+}
+
 static PyObject *Parser_feed(Parser *P, PyObject *arg) {
     Py_buffer view;
     if (P->finished) { PyErr_SetString(PyExc_ValueError, "the parser is finished"); return NULL; }
@@ -2228,10 +2769,8 @@ static PyObject *Parser_feed(Parser *P, PyObject *arg) {
             if (buf_append(&P->pending, (const char *)view.buf + used, (size_t)view.len - used)) oom = 1;
         }
         if (!oom) after_scan(P);
-    } else {
-        if (buf_append(&P->pending, view.buf, (size_t)view.len)) oom = 1;
-        else if (P->pending.len >= P->retry_at) scan_pending(P);
-        else P->dirty = 1;
+    } else if (feed_stitched(P, (const char *)view.buf, (size_t)view.len)) {
+        oom = 1;
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
@@ -2242,6 +2781,7 @@ static PyObject *Parser_feed(Parser *P, PyObject *arg) {
 /* (data, validity or None, null count), or None for an all-null column (no buffers allocated) */
 static PyObject *fix_result(fixcol_t *c, int64_t nrows, size_t width) {
     PyObject *valid = NULL, *data = NULL;
+    if (fix_finish(c, nrows, width)) return PyErr_NoMemory();
     int64_t nvalid = c->nvalid;
     if (nvalid == 0 && nrows > 0) {
         buf_free(&c->data); buf_free(&c->valid);
@@ -2836,14 +3376,18 @@ static PyObject *py_set_path(PyObject *self, PyObject *arg) {
     (void)self;
     const char *name;
     if (!PyArg_Parse(arg, "s", &name)) return NULL;
+    int learn = 1;
     if (!strcmp(name, "scalar")) g_path = PATH_SCALAR;
     else if (!strcmp(name, "simd")) g_path = PATH_SIMD;
     else if (!strcmp(name, "check")) g_path = PATH_CHECK;
+    else if (!strcmp(name, "reference")) { g_path = PATH_SCALAR; learn = 0; }
     else if (!strcmp(name, "auto")) g_path = PATH_SCALAR;  /* the default: see init_index */
     else {
-        PyErr_Format(PyExc_ValueError, "unknown scanner path %R (scalar, simd, check or auto)", arg);
+        PyErr_Format(PyExc_ValueError, "unknown scanner path %R (scalar, simd, check, reference or auto)", arg);
         return NULL;
     }
+    g_learn = learn;
+    init_event_keys();
     g_mismatch = 0;
     Py_RETURN_NONE;
 }
@@ -2868,7 +3412,7 @@ static PyObject *py_set_classifier(PyObject *self, PyObject *arg) {
 static PyObject *py_get_path(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
     static const char *names[] = {"scalar", "simd", "check"};
-    return Py_BuildValue("(ss)", names[g_path], g_isa);
+    return Py_BuildValue("(ss)", g_learn ? names[g_path] : "reference", g_isa);
 }
 
 static PyObject *py_path_mismatches(PyObject *self, PyObject *unused) {
@@ -2879,7 +3423,8 @@ static PyObject *py_path_mismatches(PyObject *self, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"set_path", py_set_path, METH_O,
      "set_path(name): the walk later feeds use: 'scalar' (the reference), 'simd' (structural index), "
-     "'check' (both, counting differences) or 'auto' (the default: scalar); resets path_mismatches()"},
+     "'check' (both, counting differences), 'reference' (scalar, without the shortcuts learned from the text "
+     "read so far) or 'auto' (the default: scalar); resets path_mismatches()"},
     {"set_classifier", py_set_classifier, METH_O,
      "set_classifier(name): the SIMD path's 64-byte classifier: 'avx2', 'sse2' or 'portable' (where available)"},
     {"get_path", py_get_path, METH_NOARGS, "get_path() -> (path, classifier: 'avx2' | 'sse2' | 'portable')"},
@@ -2914,6 +3459,7 @@ static void set_malloc_policy(void) {
 
 PyMODINIT_FUNC PyInit__kineto(void) {
     init_tables();
+    init_event_keys();
     init_index();
     set_malloc_policy();
     if (!BufferType && !(BufferType = PyType_FromSpec(&Buffer_spec))) return NULL;

@@ -1,9 +1,11 @@
 """Decompressed chunks of a trace file: gzip by magic bytes, on a helper thread.
 
 Inflation uses Intel ISA-L (`isal`, a default dependency where it has wheels) when it is
-installed, about 3x zlib's speed; zlib is the fallback, and the exact path for damage: when
-ISA-L reports a damaged stream, the file is replayed with zlib, which recovers the intact
-prefix byte for byte (`_gzip_prefix`). ``PROFTAB_GZIP=zlib`` forces zlib.
+installed, about 3x zlib's speed: its C gzip reader inflates straight into the caller's buffers
+(the loader cycles a few, so no memory is allocated and faulted in per chunk). zlib is the
+fallback, and the exact path for damage: when ISA-L reports a damaged, truncated or
+trailing-garbage stream, the file is replayed with zlib, which recovers the intact prefix byte for
+byte (`_gzip_prefix`). ``PROFTAB_GZIP=zlib`` forces zlib.
 
 A damaged gzip stream yields every byte that decompressed before the damage, then raises
 `GzipDamage` (the loader raises a TraceError, or with ``salvage=True`` keeps that prefix).
@@ -29,6 +31,8 @@ _isal: Any
 try:
     from isal import isal_zlib as _isal
 except ImportError:  # no wheel for this platform: zlib does it all
+    _isal = None
+if _isal is not None and not hasattr(_isal, "_GzipReader"):  # an isal without its C gzip reader
     _isal = None
 
 
@@ -81,7 +85,7 @@ class FileDigest:
         self.at_end = False
         """the reader fed every byte up to the end of the file"""
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | memoryview) -> None:
         """Feed the next block of the file."""
         self._h.update(data)  # hashlib releases the GIL for blocks over 2 KiB
         self.n_bytes += len(data)
@@ -100,22 +104,62 @@ class FileDigest:
         return self._h.hexdigest()
 
 
-def raw_chunks(path: str, digest: FileDigest | None = None) -> Iterator[bytes]:
+#: `threaded`'s queue: chunks decompressed ahead of the scanner
+_QUEUE = 3
+#: buffers `raw_chunks(..., reuse=True)` cycles through: one being filled, the queue's, one being
+#: scanned, one spare
+_RING = _QUEUE + 3
+
+
+class _FeedingFile:
+    """A file whose reads also feed a `FileDigest` (ISA-L's gzip reader pulls its input through it)."""
+
+    def __init__(self, fh: Any, digest: FileDigest | None) -> None:
+        self._fh = fh
+        self._digest = digest
+
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self._fh.read(n)
+        if self._digest is not None:
+            self._digest.update(data)
+        return data
+
+    def readinto(self, buf: Any) -> int:
+        n: int = self._fh.readinto(buf)
+        if self._digest is not None and n:
+            self._digest.update(memoryview(buf)[:n])
+        return n
+
+
+def _filled(read: Any, ring: list[bytearray], i: int) -> memoryview:
+    """Buffer `i` of the ring (allocated on first use) filled by `read` (a readinto) up to CHUNK bytes
+    or the end; its filled part."""
+    if len(ring) < _RING:
+        ring.append(bytearray(CHUNK))
+    view = memoryview(ring[i % _RING])
+    n = 0
+    while n < CHUNK and (k := read(view[n:])):
+        n += k
+    return view[:n]
+
+
+def raw_chunks(path: str, digest: FileDigest | None = None, *, reuse: bool = False) -> Iterator[bytes | memoryview]:
     """Yield the decompressed bytes of `path` (gzip detected by magic bytes).
 
     A damaged gzip stream raises `GzipDamage` after yielding the intact prefix. `digest` is fed
     the file's bytes as they are read (the first pass only; a replay after damage is not fed).
+
+    With `reuse`, the chunks are views of `_RING` buffers filled in turn (a plain file read into
+    them, a gzip stream inflated into them by ISA-L): no memory is allocated, and so faulted in,
+    per chunk. A chunk is then valid only until `_RING - 1` more were yielded: for a consumer that
+    is done with each chunk before it takes the next one through `threaded`.
     """
     with open(path, "rb") as fh:
         head = fh.read(2)
         gzipped = head == b"\x1f\x8b"
         if not gzipped:
-            chunk = head + fh.read(CHUNK - len(head))
-            while chunk:
-                if digest is not None:
-                    digest.update(chunk)
-                yield chunk
-                chunk = fh.read(CHUNK)
+            fh.seek(0)
+            yield from _plain_chunks(_FeedingFile(fh, digest), reuse=reuse)
             if digest is not None:
                 digest.at_end = True
             return
@@ -124,11 +168,12 @@ def raw_chunks(path: str, digest: FileDigest | None = None) -> Iterator[bytes]:
         return
     produced = 0
     try:
-        for chunk in _gzip_chunks(path, _isal, exact=False, digest=digest):
+        for chunk in _isal_chunks(path, digest, reuse=reuse):
             produced += len(chunk)
             yield chunk
         return
-    except _isal.error:
+    except (_isal.error, EOFError, OSError):
+        # damaged, truncated, or trailing bytes that are not a gzip member: zlib decides exactly
         pass
     # damage: replay with zlib, which finds the exact intact prefix; skip what was yielded
     skip = produced
@@ -140,11 +185,40 @@ def raw_chunks(path: str, digest: FileDigest | None = None) -> Iterator[bytes]:
         skip = 0
 
 
+def _plain_chunks(fh: _FeedingFile, *, reuse: bool) -> Iterator[bytes | memoryview]:
+    """An uncompressed file in CHUNK pieces (views of reused buffers with `reuse`)."""
+    if not reuse:
+        while chunk := fh.read(CHUNK):
+            yield chunk
+        return
+    ring: list[bytearray] = []
+    i = 0
+    while view := _filled(fh.readinto, ring, i):
+        yield view
+        i += 1
+
+
+def _isal_chunks(path: str, digest: FileDigest | None, *, reuse: bool) -> Iterator[bytes | memoryview]:
+    """The inflated bytes of the gzip file `path`, by ISA-L's gzip reader straight into a ring of
+    reused buffers (copied out without `reuse`); concatenated members and zero padding as gzip reads
+    them. Its errors (damage, truncation, trailing bytes that are not a member) propagate: `raw_chunks`
+    replays the file with zlib then."""
+    with open(path, "rb") as fh:
+        reader = _isal._GzipReader(_FeedingFile(fh, digest), 1 << 20)
+        ring: list[bytearray] = []
+        i = 0
+        while view := _filled(reader.readinto, ring, i):
+            yield view if reuse else bytes(view)
+            i += 1
+    if digest is not None:
+        digest.at_end = True
+
+
 def _gzip_chunks(path: str, inflater: Any, *, exact: bool, digest: FileDigest | None = None) -> Iterator[bytes]:
     """The inflated bytes of the gzip file `path`, concatenated members included.
 
-    `inflater` is `zlib` or `isal_zlib`. With `exact` (zlib: its state can be copied) a
-    damaged stream yields its intact prefix, then raises `GzipDamage`; otherwise the
+    `inflater` is `zlib` (ISA-L goes through `_isal_chunks`). With `exact` (zlib: its state can be
+    copied) a damaged stream yields its intact prefix, then raises `GzipDamage`; otherwise the
     inflater's own error propagates. `digest` is fed each compressed block read.
     """
     with open(path, "rb") as fh:
@@ -189,9 +263,9 @@ def _gzip_chunks(path: str, inflater: Any, *, exact: bool, digest: FileDigest | 
             yield b""  # a truncated gzip stream: the JSON scanner reports the truncation itself
 
 
-def threaded(gen: Iterator[bytes]) -> Generator[bytes, None, None]:
+def threaded(gen: Iterator[bytes | memoryview]) -> Generator[bytes | memoryview, None, None]:
     """Run a chunk generator on a helper thread (zlib releases the GIL)."""
-    q: queue.Queue[Any] = queue.Queue(maxsize=3)
+    q: queue.Queue[Any] = queue.Queue(maxsize=_QUEUE)
     stop = threading.Event()
 
     def work() -> None:

@@ -35,7 +35,7 @@ def scan_file(path: str, *, salvage: bool = False) -> dict[str, Any]:
     """
     parser = _kineto.Parser(TYPED_SPEC, salvage=salvage, max_token=MAX_TOKEN_BYTES)
     digest = FileDigest()
-    chunks = threaded(raw_chunks(path, digest))
+    chunks = threaded(raw_chunks(path, digest, reuse=True))  # each chunk is scanned before the next is taken
     damage = None
     try:
         for chunk in chunks:
