@@ -1883,6 +1883,47 @@ ALWAYS_INLINE int memo_int(intmemo_t *m, cur_t *c, int64_t *out) {
     return 1;
 }
 
+/* One step of an object's members, at c->p after a value (or after '{' when `first`): the remembered
+   separator of `set` there is taken whole (*sp; its `next` says which key, or that the object closed);
+   otherwise the comma or the closing brace and the whitespace up to the next key are read as the
+   generic parse reads them (*sp NULL, c->p at the key's quote unless *closed). OK, NEED_MORE or BAD. */
+ALWAYS_INLINE int object_step(sepset_t *set, cur_t *c, int first, const char *bad_sep, const sep_t **sp, int *closed) {
+    *closed = 0;
+    if ((*sp = sep_find(set, c))) {
+        c->p += (*sp)->n;
+        *closed = (*sp)->next == SEP_CLOSE;
+        return OK;
+    }
+    const char *from = c->p;
+    if (!first) {
+        skip_ws(c);
+        if (c->p >= c->end) return NEED_MORE;
+        if (*c->p == '}') { c->p++; sep_remember(set, from, c->p, SEP_CLOSE, NULL, 0); *closed = 1; return OK; }
+        if (*c->p != ',') { c->msg = bad_sep; return BAD; }
+        c->p++;
+    }
+    skip_ws(c);
+    if (c->p >= c->end) return NEED_MORE;
+    if (*c->p == '}') { c->p++; *closed = 1; }
+    return OK;
+}
+
+/* the quoted key at c->p and its colon, read generically: its raw text (k, kn, kesc) and the text it is
+   matched by (mk, mkn: decoded into P->keybuf when escaped) */
+static int scan_key(Parser *P, cur_t *c, const char *bad_colon, const char **k, size_t *kn, int *kesc,
+                    const char **mk, size_t *mkn) {
+    int r = scan_string(c, k, kn, kesc);
+    if (r) return r;
+    skip_ws(c);
+    if (c->p >= c->end) return NEED_MORE;
+    if (*c->p != ':') { c->msg = bad_colon; return BAD; }
+    c->p++;
+    *mk = *k;
+    *mkn = *kn;
+    key_for_match(P, mk, mkn, *kesc);
+    return OK;
+}
+
 static inline size_t ak_set(uint32_t first4) {
     return (size_t)((first4 * 0x9E3779B1u) >> (32 - AK_BITS));
 }
@@ -1958,26 +1999,17 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
     int prev = MAX_TYPED + 1;  /* asep index of the key read last: typed index, MAX_TYPED (untyped), '{' */
     for (;;) {
         const char *k; size_t kn; int kesc = 0;
-        int ti, r;
+        int ti, r, closed;
         const char *from = c->p;
-        const sep_t *sp = sep_find(&P->asep[prev], c);
+        const sep_t *sp;
+        r = object_step(&P->asep[prev], c, prev == MAX_TYPED + 1, "expected ',' or '}' in args", &sp, &closed);
+        if (r) return r;
+        if (closed) break;
         if (sp) {
-            c->p += sp->n;
-            if (sp->next == SEP_CLOSE) break;
             k = from + sp->koff;
             kn = sp->kn;
             ti = sp->next;
         } else {
-            if (prev != MAX_TYPED + 1) {
-                skip_ws(c);
-                if (c->p >= c->end) return NEED_MORE;
-                if (*c->p == '}') { c->p++; sep_remember(&P->asep[prev], from, c->p, SEP_CLOSE, NULL, 0); break; }
-                if (*c->p != ',') { c->msg = "expected ',' or '}' in args"; return BAD; }
-                c->p++;
-            }
-            skip_ws(c);
-            if (c->p >= c->end) return NEED_MORE;
-            if (*c->p == '}') { c->p++; break; }
             if (*c->p != '"') { c->msg = "expected a string key in args"; return BAD; }
             const argkey_t *known = match_arg_key(P, c);
             if (known) {
@@ -1986,14 +2018,9 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
                 ti = known->ti;
                 c->p += kn + 3;
             } else {
-                r = scan_string(c, &k, &kn, &kesc);
+                const char *mk; size_t mkn;
+                r = scan_key(P, c, "expected ':' after a key in args", &k, &kn, &kesc, &mk, &mkn);
                 if (r) return r;
-                skip_ws(c);
-                if (c->p >= c->end) return NEED_MORE;
-                if (*c->p != ':') { c->msg = "expected ':' after a key in args"; return BAD; }
-                c->p++;
-                const char *mk = k; size_t mkn = kn;
-                key_for_match(P, &mk, &mkn, kesc);
                 ti = lookup_typed(P, mk, mkn, 0);
                 if (!kesc && c->p == k + kn + 2) remember_arg_key(P, k, kn, ti);
             }
@@ -2129,26 +2156,17 @@ static int parse_element(Parser *P, cur_t *c) {
     int prev = EK_START;  /* the key whose value was read last */
     for (;;) {
         const char *k; size_t kn; int kesc = 0;
-        int r, kid;
+        int r, kid, closed;
         const char *from = c->p;
-        const sep_t *sp = sep_find(&P->esep[prev], c);
+        const sep_t *sp;
+        r = object_step(&P->esep[prev], c, prev == EK_START, "expected ',' or '}' after an event field", &sp, &closed);
+        if (r) return r;
+        if (closed) break;
         if (sp) {
-            c->p += sp->n;
-            if (sp->next == SEP_CLOSE) break;
             k = from + sp->koff;
             kn = sp->kn;
             kid = sp->next;
         } else {
-            if (prev != EK_START) {
-                skip_ws(c);
-                if (c->p >= c->end) return NEED_MORE;
-                if (*c->p == '}') { c->p++; sep_remember(&P->esep[prev], from, c->p, SEP_CLOSE, NULL, 0); break; }
-                if (*c->p != ',') { c->msg = "expected ',' or '}' after an event field"; return BAD; }
-                c->p++;
-            }
-            skip_ws(c);
-            if (c->p >= c->end) return NEED_MORE;
-            if (*c->p == '}') { c->p++; break; }
             if (*c->p != '"') { c->msg = "expected a string key in an event"; return BAD; }
             kid = match_event_key(c);
             if (kid != EK_OTHER) {
@@ -2156,14 +2174,9 @@ static int parse_element(Parser *P, cur_t *c) {
                 kn = EVENT_KEYS[kid].n - 3;
                 c->p += EVENT_KEYS[kid].n;
             } else {
-                r = scan_string(c, &k, &kn, &kesc);
+                const char *mk; size_t mkn;
+                r = scan_key(P, c, "expected ':' after a key in an event", &k, &kn, &kesc, &mk, &mkn);
                 if (r) return r;
-                skip_ws(c);
-                if (c->p >= c->end) return NEED_MORE;
-                if (*c->p != ':') { c->msg = "expected ':' after a key in an event"; return BAD; }
-                c->p++;
-                const char *mk = k; size_t mkn = kn;
-                key_for_match(P, &mk, &mkn, kesc);
                 kid = event_key_id(mk, mkn);
             }
             skip_ws(c);
