@@ -255,7 +255,7 @@ def _roofline(tr: Trace, page: _Page) -> str:
 
 
 def _memory(tr: Trace, page: _Page) -> str:
-    if tr.collect("instants", ["name"]).filter(pl.col("name") == "[memory]").is_empty():
+    if not tr.memory.recorded():
         return '<p class="note">no [memory] events: record with profile_memory=True</p>'
     peak = tr.memory.peak()
     return page.chart(tr.memory.chart(max_points=2_000)) + _table(

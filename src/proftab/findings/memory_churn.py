@@ -88,7 +88,7 @@ def memory_churn(timeline: pl.DataFrame, allocations: pl.DataFrame, windows: pl.
 
 @register_rule("memory_churn", "many blocks allocated and freed within every step")
 def _run(trace: Trace) -> pl.DataFrame:
-    if trace.collect("instants", ["name"]).filter(pl.col("name") == "[memory]").is_empty():
-        return frame([])
     mem = trace.memory
+    if not mem.recorded():
+        return frame([])
     return memory_churn(mem.timeline(), mem.allocations(), mem._windows())

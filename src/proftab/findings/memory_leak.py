@@ -80,7 +80,7 @@ def memory_leak(allocations: pl.DataFrame, windows: pl.DataFrame, *, min_steps: 
 
 @register_rule("memory_leak", "memory allocated every step and never freed")
 def _run(trace: Trace) -> pl.DataFrame:
-    if trace.collect("instants", ["name"]).filter(pl.col("name") == "[memory]").is_empty():
-        return frame([])
     mem = trace.memory
+    if not mem.recorded():
+        return frame([])
     return memory_leak(mem.allocations(), mem._windows())

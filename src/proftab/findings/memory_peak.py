@@ -87,7 +87,7 @@ def memory_peak(timeline: pl.DataFrame, allocations: pl.DataFrame, *, min_peak_b
 
 @register_rule("memory_peak", "the peak of allocated memory and the allocation sites that hold it")
 def _run(trace: Trace) -> pl.DataFrame:
-    if trace.collect("instants", ["name"]).filter(pl.col("name") == "[memory]").is_empty():
-        return frame([])
     mem = trace.memory
+    if not mem.recorded():
+        return frame([])
     return memory_peak(mem.timeline(), mem.allocations())

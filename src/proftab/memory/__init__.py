@@ -57,6 +57,10 @@ class MemoryNamespace:
         tr = self._trace
         return self._cached("windows", lambda: step_windows(tr.collect("events", _STEP_COLUMNS)))
 
+    def recorded(self) -> bool:
+        """Whether the trace holds `[memory]` events at all (recorded with `profile_memory=True`)."""
+        return not self._trace.collect("instants", ["name"]).filter(pl.col("name") == "[memory]").is_empty()
+
     def events(self) -> pl.DataFrame:
         """The `[memory]` instants in each device's order (`memory_events`)."""
         tr = self._trace
