@@ -164,7 +164,7 @@ def raw_chunks(path: str, digest: FileDigest | None = None, *, reuse: bool = Fal
                 digest.at_end = True
             return
     if gzip_backend() == "zlib":
-        yield from _gzip_chunks(path, zlib, exact=True, digest=digest)
+        yield from _gzip_chunks(path, digest)
         return
     produced = 0
     try:
@@ -177,7 +177,7 @@ def raw_chunks(path: str, digest: FileDigest | None = None, *, reuse: bool = Fal
         pass
     # damage: replay with zlib, which finds the exact intact prefix; skip what was yielded
     skip = produced
-    for chunk in _gzip_chunks(path, zlib, exact=True):
+    for chunk in _gzip_chunks(path):
         if skip >= len(chunk):
             skip -= len(chunk)
             continue
@@ -214,15 +214,14 @@ def _isal_chunks(path: str, digest: FileDigest | None, *, reuse: bool) -> Iterat
         digest.at_end = True
 
 
-def _gzip_chunks(path: str, inflater: Any, *, exact: bool, digest: FileDigest | None = None) -> Iterator[bytes]:
-    """The inflated bytes of the gzip file `path`, concatenated members included.
+def _gzip_chunks(path: str, digest: FileDigest | None = None) -> Iterator[bytes]:
+    """The bytes zlib inflates from the gzip file `path`, concatenated members included.
 
-    `inflater` is `zlib` (ISA-L goes through `_isal_chunks`). With `exact` (zlib: its state can be
-    copied) a damaged stream yields its intact prefix, then raises `GzipDamage`; otherwise the
-    inflater's own error propagates. `digest` is fed each compressed block read.
+    A damaged stream yields its intact prefix (zlib's state can be copied before each call), then
+    raises `GzipDamage`. `digest` is fed each compressed block read.
     """
     with open(path, "rb") as fh:
-        dec = inflater.decompressobj(wbits=31)
+        dec = zlib.decompressobj(wbits=31)
         consumed = 0  # compressed bytes before `raw`
         produced = 0  # decompressed bytes yielded
         while raw := fh.read(1 << 20):
@@ -230,12 +229,10 @@ def _gzip_chunks(path: str, inflater: Any, *, exact: bool, digest: FileDigest | 
                 digest.update(raw)
             data = raw
             while data:
-                saved = dec.copy() if exact else None
+                saved = dec.copy()
                 try:
                     out = dec.decompress(data, CHUNK)
                 except zlib.error as exc:
-                    if saved is None:
-                        raise
                     good, used = _gzip_prefix(saved, data[:CHUNK])
                     if good:
                         produced += len(good)
@@ -248,7 +245,7 @@ def _gzip_chunks(path: str, inflater: Any, *, exact: bool, digest: FileDigest | 
                     yield out
                 if dec.eof:  # concatenated gzip members: continue with the rest
                     data = dec.unused_data
-                    dec = inflater.decompressobj(wbits=31)
+                    dec = zlib.decompressobj(wbits=31)
                     if not data.strip(b"\x00"):
                         data = b""
                     continue
