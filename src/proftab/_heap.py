@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["reuse_heap"]
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
-_SCANNER_MMAP_THRESHOLD = 1 << 20  # what _kineto.c sets on import
 _GLIBC_TRIM_THRESHOLD = 128 << 10  # glibc's default (the scanner does not change it)
 #: while nesting: arrays up to 32 MiB (glibc's largest threshold; 4 M int64) from the heap, and up to
 #: 64 MiB of freed heap kept for the next array instead of trimmed
@@ -79,6 +78,6 @@ def reuse_heap() -> Iterator[None]:
         with _lock:
             _active -= 1
             if _active == 0:
-                libc.mallopt(_M_MMAP_THRESHOLD, _SCANNER_MMAP_THRESHOLD)
+                libc.mallopt(_M_MMAP_THRESHOLD, sys.modules["proftab.io._kineto"].MMAP_THRESHOLD)
                 libc.mallopt(_M_TRIM_THRESHOLD, _GLIBC_TRIM_THRESHOLD)
                 libc.malloc_trim(0)

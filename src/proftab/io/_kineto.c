@@ -3463,10 +3463,13 @@ static struct PyModuleDef moduledef = {
    which freed 8-32 MiB column buffers and numpy arrays stay in the heap instead of going back
    to the OS: on a 512 MB trace that held ~100 MB that Polars' own allocator could not reuse.
    A fixed 1 MiB threshold (which also stops the adjustment) returns every large block on free.
-   A threshold the user set (MALLOC_MMAP_THRESHOLD_) is left alone. */
+   A threshold the user set (MALLOC_MMAP_THRESHOLD_) is left alone. Exported as MMAP_THRESHOLD:
+   proftab._heap sets it again after nesting. */
+#define MMAP_THRESHOLD (1 << 20)
+
 static void set_malloc_policy(void) {
 #ifdef __GLIBC__
-    if (!getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    if (!getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
 #endif
 }
 
@@ -3484,6 +3487,7 @@ PyMODINIT_FUNC PyInit__kineto(void) {
     if (PyModule_AddObject(m, "Parser", ParserType) < 0) { Py_DECREF(ParserType); Py_DECREF(m); return NULL; }
     Py_INCREF(BufferType);
     if (PyModule_AddObject(m, "Buffer", BufferType) < 0) { Py_DECREF(BufferType); Py_DECREF(m); return NULL; }
+    PyModule_AddIntConstant(m, "MMAP_THRESHOLD", MMAP_THRESHOLD);
     PyModule_AddIntConstant(m, "I64", K_I64);
     PyModule_AddIntConstant(m, "U64", K_U64);
     PyModule_AddIntConstant(m, "F64", K_F64);
