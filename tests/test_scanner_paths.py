@@ -1,6 +1,6 @@
 """The scanner's walks give identical results: the scalar walk, the SIMD structural index and the
 reference walk, which is the scalar one without the shortcuts the parser learns from the text it has
-read (remembered separators and args keys, the last pid/tid token, scanning a chunk where it lies)
+read (remembered separators with the keys they lead to, the last pid/tid token, scanning a chunk where it lies)
 (`proftab.io._kineto.set_path`, docs/robustness.md "Scanner paths").
 
 Every result the scanner returns is compared whole, byte for byte: each column buffer, the row
@@ -279,7 +279,7 @@ def _learned_trace(draw: st.DrawFn) -> bytes:
 @settings(max_examples=150, deadline=None)
 @given(_learned_trace(), st.integers(1, 400))
 def test_learned_shortcuts_change_nothing(data: bytes, chunk: int) -> None:
-    """Remembered separators, args keys and pid/tid tokens give exactly the generic parse's result,
+    """Remembered separators (and the keys they lead to) and pid/tid tokens give exactly the generic parse's result,
     whole and fed in pieces, strict and with salvage (the reference path takes none of them)."""
     for salvage in (False, True):
         assert_paths_agree(data, salvage=salvage)

@@ -14,7 +14,7 @@
  * structural index, SSE2/AVX2); set_path/get_path/set_classifier/path_mismatches or
  * PROFTAB_SCANNER=scalar|simd|check choose and compare them (docs/robustness.md "Scanner paths").
  * Both walks take shortcuts learned from the text already read (remembered separators between values,
- * args keys, the last pid/tid token; see sep_t, argkey_t, intmemo_t), each only where the bytes are
+ * with the keys they lead to, the last pid/tid token; see sep_t, intmemo_t), each only where the bytes are
  * exactly those it was learned from; the "reference" path learns nothing, for tests to compare with.
  * Every string written to a column is valid UTF-8 (repaired and flagged otherwise).
  * Errors are reported, never raised from the scanner: finish() returns "error" (message,
@@ -556,19 +556,6 @@ typedef struct {
     struct { int col; int kind; const char *p; size_t n; int esc; int64_t i; double f; } typed[MAX_TYPED];
 } elem_t;
 
-/* An args key seen before, written as "key": (no escape, the colon right after the closing quote):
-   its bytes and the typed column it maps to (or -1), so the next occurrence is recognised by
-   comparing words instead of scanning the string and hashing it (match_arg_key). */
-#define AK_MAXLEN 46    /* key bytes + '"' + ':' fit in 48 */
-#define AK_BITS 7       /* 128 sets of 4 ways, by the key's first 4 bytes */
-#define AK_WAYS 4
-typedef struct {
-    uint64_t w0, mask0;   /* the first 8 bytes of key + '":' (masked when shorter) */
-    int16_t ti;           /* typed key index, -1: kept in the args JSON */
-    uint8_t n;            /* key length (0: empty way) */
-    char text[AK_MAXLEN + 2 + 8];  /* key + '"' + ':', zero padded to whole words */
-} argkey_t;
-
 /* The last integer token of a field (pid, tid) and its value: Kineto repeats the same pid and tid on
    every event, so the token and the delimiter after it are compared as two masked words and the value
    reused (fast_int would read the same bytes to the same value). */
@@ -636,11 +623,9 @@ typedef struct {
     elem_t e;
     int oom;
     ix_t ix;          /* the structural index of the current run() (SIMD path) */
-    argkey_t akc[1 << AK_BITS][AK_WAYS];  /* args keys seen, see match_arg_key */
     sepset_t esep[16];                    /* after each event key (EK_*), see sep_t */
     intmemo_t pid_memo, tid_memo;         /* see intmemo_t */
     sepset_t asep[MAX_TYPED + 2];         /* after each typed args key, an untyped one, the '{' */
-    uint8_t akc_next[1 << AK_BITS];       /* the way each set replaces next */
 } Parser;
 
 /* ------------------------------------------------------------------ scanning helpers */
@@ -673,7 +658,7 @@ static void init_tables(void) {
 enum { PATH_SCALAR = 0, PATH_SIMD = 1, PATH_CHECK = 2 };
 static int g_path = PATH_SCALAR;
 /* 0 on the "reference" path: the scalar walk without what the parser learns from the text it has read
-   (remembered separators and args keys, the last pid/tid token; also the one-word event key match and
+   (remembered separators, the last pid/tid token; also the one-word event key match and
    scanning a chunk where it lies), so that tests can compare the two. Nothing is remembered then, so the
    lookups find nothing: parsers created after set_path("reference") take the generic code throughout. */
 static int g_learn = 1;
@@ -1924,63 +1909,6 @@ static int scan_key(Parser *P, cur_t *c, const char *bad_colon, const char **k, 
     return OK;
 }
 
-static inline size_t ak_set(uint32_t first4) {
-    return (size_t)((first4 * 0x9E3779B1u) >> (32 - AK_BITS));
-}
-
-/* c->p at '"': the remembered args key written there as "key": (the same key, its closing quote and
-   the colon; so scan_string + ':' would give exactly this key), or NULL */
-ALWAYS_INLINE const argkey_t *match_arg_key(const Parser *P, const cur_t *c) {
-    if (c->end - c->p < AK_MAXLEN + 16) return NULL;
-    const char *k = c->p + 1;
-    uint32_t f4;
-    uint64_t w0;
-    memcpy(&f4, k, 4);
-    memcpy(&w0, k, 8);
-    const argkey_t *set = P->akc[ak_set(f4)];
-    for (int j = 0; j < AK_WAYS; j++) {
-        const argkey_t *a = &set[j];
-        if ((w0 & a->mask0) != a->w0 || !a->n) continue;
-        size_t m = (size_t)a->n + 2;  /* key + '"' + ':' */
-        size_t i = 8;
-        for (; i + 8 <= m; i += 8) {
-            uint64_t x, y;
-            memcpy(&x, k + i, 8);
-            memcpy(&y, a->text + i, 8);
-            if (x != y) break;
-        }
-        if (i + 8 <= m) continue;
-        if (i < m) {
-            uint64_t x, y;
-            memcpy(&x, k + i, 8);
-            memcpy(&y, a->text + i, 8);
-            if ((x ^ y) & ((((uint64_t)1) << (8 * (m - i))) - 1)) continue;
-        }
-        return a;
-    }
-    return NULL;
-}
-
-/* remember the plain key k (kn bytes, written as "key":) and its typed index */
-static void remember_arg_key(Parser *P, const char *k, size_t kn, int ti) {
-    if (kn < 2 || kn > AK_MAXLEN || !g_learn) return;  /* the first 4 bytes must be key + '"' + ':' at least */
-    uint32_t f4;
-    memcpy(&f4, k, 4);
-    size_t si = ak_set(f4);
-    argkey_t *a = &P->akc[si][P->akc_next[si]];
-    P->akc_next[si] = (uint8_t)((P->akc_next[si] + 1) % AK_WAYS);
-    memset(a->text, 0, sizeof a->text);
-    memcpy(a->text, k, kn);
-    a->text[kn] = '"';
-    a->text[kn + 1] = ':';
-    size_t m = kn + 2;
-    a->mask0 = m >= 8 ? ~(uint64_t)0 : ((((uint64_t)1) << (8 * m)) - 1);
-    memcpy(&a->w0, a->text, 8);
-    a->w0 &= a->mask0;
-    a->ti = (int16_t)ti;
-    a->n = (uint8_t)kn;
-}
-
 static int parse_args(Parser *P, cur_t *c, elem_t *e) {
     const char *start = c->p;
     if (c->p >= c->end) return NEED_MORE;
@@ -2011,19 +1939,10 @@ static int parse_args(Parser *P, cur_t *c, elem_t *e) {
             ti = sp->next;
         } else {
             if (*c->p != '"') { c->msg = "expected a string key in args"; return BAD; }
-            const argkey_t *known = match_arg_key(P, c);
-            if (known) {
-                k = c->p + 1;
-                kn = known->n;
-                ti = known->ti;
-                c->p += kn + 3;
-            } else {
-                const char *mk; size_t mkn;
-                r = scan_key(P, c, "expected ':' after a key in args", &k, &kn, &kesc, &mk, &mkn);
-                if (r) return r;
-                ti = lookup_typed(P, mk, mkn, 0);
-                if (!kesc && c->p == k + kn + 2) remember_arg_key(P, k, kn, ti);
-            }
+            const char *mk; size_t mkn;
+            r = scan_key(P, c, "expected ':' after a key in args", &k, &kn, &kesc, &mk, &mkn);
+            if (r) return r;
+            ti = lookup_typed(P, mk, mkn, 0);
             skip_ws(c);
             if (!kesc) sep_remember(&P->asep[prev], from, c->p, ti, k, kn);
         }
@@ -2677,8 +2596,7 @@ static int Parser_init(Parser *P, PyObject *args, PyObject *kw) {
     Py_ssize_t n = PyList_Check(seq) ? PyList_Size(seq) : PyTuple_Size(seq);
     if (n > MAX_TYPED) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many typed keys"); return -1; }
     memset(P->keytab, 0, sizeof P->keytab);
-    memset(P->akc, 0, sizeof P->akc);  /* remembered args keys name typed indices of this spec */
-    memset(P->asep, 0, sizeof P->asep);
+    memset(P->asep, 0, sizeof P->asep);  /* remembered args separators name typed indices of this spec */
     P->ntypedcols = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const char *k; Py_ssize_t kn; int col, kind;
