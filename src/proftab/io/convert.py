@@ -317,12 +317,13 @@ def _run_local(calls: list[tuple[Any, ...]], done: Any, max_workers: int | None)
             for fut in as_completed(futs):
                 done(futs[fut], fut.result())
         except BaseException:
-            for f in futs:
-                f.cancel()
-            # stop the workers now (they ignore SIGINT), not after their current file
+            # stop the workers now (they ignore SIGINT), not after their current file; the pool then
+            # fails its pending futures as broken. They are not cancelled first: Python 3.11's pool
+            # thread sets an exception on each pending future and raised InvalidStateError (printed
+            # under "proftab: interrupted") for one cancelled under it
             for proc in list(getattr(pool, "_processes", {}).values()):
                 proc.terminate()
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=True)
             raise
 
 
