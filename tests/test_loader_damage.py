@@ -135,7 +135,7 @@ def test_missing_file_and_corrupt_gzip(tmp_path: Path) -> None:
 @needs_shared
 def test_every_shared_trace_loads_and_accounts_for_every_event() -> None:
     paths = sorted(SHARED_PUBLIC.glob("*/*.json.gz"))
-    assert len(paths) == 46
+    assert len(paths) >= 46  # the corpus grows (47 with the CUPTI-counter trace of issue 41)
     for path in paths:
         tr = pt.load(path)
         acc = tr.accounting.row(0, named=True)
