@@ -176,7 +176,7 @@ def build_graphs(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.D
         tail, as HTA does): the path may then end after the window.
 
     Complexity: every window's rows are taken by binary search over the frames sorted once
-    (`_Sliced.take`), then one vectorized pass (sorts, as-of joins and group-bys keyed by window)
+    (`_windows.window_rows`), then one vectorized pass (sorts, as-of joins and group-bys keyed by window)
     builds all graphs: O((n + R) log (n + R)) for n rows in the frames and R rows over all windows
     (R = the rows inside the windows, counted once per window that holds them), with no Python loop
     per window or per event (the loops run per rank).
