@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import proftab as pt
-from proftab.compiled import _with_shares, split_fused_ops
+from proftab.compiled import split_fused_ops
+from proftab.compiled._weighting import with_shares as _with_shares
 from proftab.exceptions import TraceError, UsageError
 from proftab.io.inductor import MAPPINGS_FILE, module_of_stack, read_provenance
 from tests.conftest import DATA, SHARED_PUBLIC, TORCH213, needs_shared

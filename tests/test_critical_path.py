@@ -441,11 +441,11 @@ def test_many_one_op_steps_are_linear(tmp_path: Path) -> None:
 def test_rows_over_all_windows_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Windows are not counted; the rows they hold together are (memory): windows that do not overlap
     never hold more rows than the trace, overlapping ones are bounded with a clear error."""
-    import proftab.critical_path._graph as graph_mod
+    import proftab.critical_path._windows as windows_mod
     from proftab.critical_path import _NESTED, graph, sync_frame
 
     tr = _one_op_steps(tmp_path, 50)
-    monkeypatch.setattr(graph_mod, "MAX_ROWS", 250)
+    monkeypatch.setattr(windows_mod, "MAX_ROWS", 250)
     assert tr.critical_path.summary(by="step").height == 50  # 50 windows, 100 host rows: the trace's own
     whole = tr.critical_path.windows((0, 500 * US))
     nested = tr.collect("nested", columns=_NESTED)

@@ -1,9 +1,10 @@
 """Critical path: what bounds each step, and what if an op were faster.
 
 A dependency graph per rank and window (a ``ProfilerStep#N``, a host annotation, or an explicit
-``(start_ns, end_ns)``): CPU threads, GPU streams, launches, synchronisations (see
-`proftab.critical_path._graph` for the edges); its longest path by a vectorized pass
-(`proftab.intervals.dag`), as ordered segments whose durations add up to the path length exactly.
+``(start_ns, end_ns)``, `_windows`): CPU threads, GPU streams, launches, synchronisations (see
+`proftab.critical_path._chains` and `_edges` for the edges, `_weights` for their weights, `_graph`
+for the stages in order); its longest path by a vectorized pass (`proftab.intervals.dag`, `_path`),
+as ordered segments whose durations add up to the path length exactly.
 Every selected window is built and solved together, in one pass over the rows of all windows
 (O((n + R) log (n + R)), R rows over all windows; `MAX_ROWS` bounds R where windows overlap), never a
 loop per window.
@@ -37,14 +38,13 @@ from proftab.critical_path._overlay import overlay_document, write_overlay
 from proftab.critical_path._path import (
     SEGMENT_SCHEMA,
     Solution,
-    Step,
     path_frame,
     scaled_weights,
     solve,
     summary_frame,
     what_if_frame,
-    windows,
 )
+from proftab.critical_path._windows import Step, windows
 
 if TYPE_CHECKING:
     import os

@@ -1,4 +1,4 @@
-"""Windows, the longest path of a graph as segments, the summary and the what-if replay."""
+"""The longest path of a graph as segments (the walk), the summary and the what-if replay."""
 
 from __future__ import annotations
 
@@ -8,21 +8,15 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import polars as pl
 
-from proftab import kinds
 from proftab.critical_path._graph import BOUND_BY, KINDS, Graph
 from proftab.exceptions import ProftabError, UsageError
 from proftab.intervals.dag import UNREACHED, Preds, argmax_pred, earliest, walk_back, walk_back_many
 from proftab.intervals.tree import depth_levels, tree_depth
-from proftab.steps import step_windows
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["SEGMENT_SCHEMA", "Solution", "Step", "path_frame", "scaled_weights", "solve", "summary_frame",
-           "what_if_frame", "windows"]
-
-#: a step: ProfilerStep number, an annotation name, an explicit (start_ns, end_ns) window, or None (all steps)
-Step = int | str | tuple[int, int] | None
+__all__ = ["SEGMENT_SCHEMA", "Solution", "path_frame", "scaled_weights", "solve", "summary_frame", "what_if_frame"]
 
 SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(), "step": pl.Int64(), "seq": pl.Int64(), "event_id": pl.Int64(), "name": pl.String(),
@@ -34,44 +28,6 @@ _VIA = ["source", "order", "dependency"]
 #: up to this many windows, each path is walked on its own window's nodes (`walk_back`)
 _FEW_WINDOWS = 16
 _OWN_TIME = np.isin(np.array(KINDS), ["cpu_op", "runtime", "sync_wait", "kernel", "memcpy", "memset"])
-
-
-def windows(events: pl.DataFrame, step: Step = None, rank: int | None = None) -> pl.DataFrame:
-    """The windows `step` names, per rank: ``rank``, ``step``, ``start_ns``, ``end_ns``, ``event_id``.
-
-    `step` is a ``ProfilerStep#N`` number, a host annotation name (each occurrence is a window,
-    ``step`` = its index), an explicit ``(start_ns, end_ns)``, or None: every ProfilerStep (the
-    whole trace per rank when there is none: first event start to last event end, profiler spans
-    left out).
-    """
-    ev = events if rank is None else events.filter(pl.col("rank") == rank)
-    cols = ["rank", "step", "start_ns", "end_ns", "event_id"]
-    if isinstance(step, tuple):
-        if len(step) != 2 or not all(isinstance(t, int | np.integer) and -(2**63) <= int(t) < 2**63 for t in step) \
-                or int(step[0]) > int(step[1]):
-            msg = f"an explicit window is (start_ns, end_ns), two int64 ns with start <= end, not {step!r:.100}"
-            raise UsageError(msg)
-        ranks = ev.select(pl.col("rank").unique().sort())
-        return ranks.with_columns(step=pl.lit(None, pl.Int64), start_ns=pl.lit(int(step[0]), pl.Int64),
-                                  end_ns=pl.lit(int(step[1]), pl.Int64), event_id=pl.lit(None, pl.Int64))
-    if isinstance(step, str):
-        w = (ev.filter((pl.col("name") == step) & kinds.is_host_op()).sort("rank", "start_ns")
-             .with_columns(step=pl.int_range(pl.len()).over("rank").cast(pl.Int64)))
-        if w.is_empty():
-            msg = f"no host annotation named {step!r}"
-            raise ProftabError(msg)
-        return w.select(cols)
-    sw = step_windows(ev)
-    if step is not None:
-        sw = sw.filter(pl.col("step") == int(step))
-        if sw.is_empty():
-            msg = f"no ProfilerStep#{step} in the trace (steps: {sorted(set(step_windows(ev)['step'].to_list()))!r})"
-            raise ProftabError(msg)
-    if sw.is_empty():
-        return (ev.filter(~kinds.is_profiler_span()).group_by("rank")
-                .agg(pl.col("start_ns").min(), pl.col("end_ns").max()).sort("rank")
-                .with_columns(step=pl.lit(None, pl.Int64), event_id=pl.lit(None, pl.Int64)).select(cols))
-    return sw.select(cols)
 
 
 def scaled_weights(g: Graph, scale: Mapping[str, float] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

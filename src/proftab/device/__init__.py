@@ -41,21 +41,11 @@ from proftab.device._analyses import (
     summary,
 )
 from proftab.device._categories import CATEGORIES, DEFAULT_RULES, category_expr
+from proftab.device._diagnostics import diagnostics
+from proftab.device._events import DEVICE_EVENT_COLUMNS, EVENT_COLUMNS, annotation_margins, device_events
 from proftab.device._graphs import align, capture_calls, graph_replays, merge_capture
-from proftab.device._link import (
-    ACTIVITY_CATEGORIES,
-    DEVICE_EVENT_COLUMNS,
-    EVENT_COLUMNS,
-    LINKS,
-    MARGINS,
-    OP_CATEGORIES,
-    activities,
-    annotation_margins,
-    device_events,
-    diagnostics,
-    self_time,
-    unattributed,
-)
+from proftab.device._link import activities, self_time, unattributed
+from proftab.device._rules import ACTIVITY_CATEGORIES, LINKS, MARGINS, OP_CATEGORIES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -15,7 +15,8 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
-from proftab.device._link import LINKS, event_frame, is_launch
+from proftab.device._events import event_frame
+from proftab.device._rules import LINKS, is_launch
 from proftab.exceptions import ProftabError
 from proftab.intervals import merge_intervals, nest, union_ns
 from proftab.intervals.tree import ancestor_pairs, containing_ancestor, row_positions

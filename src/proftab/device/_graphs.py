@@ -2,7 +2,7 @@
 
 A graph replay (`cudaGraphLaunch` / `hipGraphLaunch`) gives every kernel of the graph the one
 correlation of the launch, so without more the kernels belong to the launch
-(`proftab.device._link`, link `graph_launch`). A *capture trace*, recorded while the graph was
+(`proftab.device._rules`, link `graph_launch`). A *capture trace*, recorded while the graph was
 captured, has the ops, shapes, modules and stacks and, between `*StreamBeginCapture` and
 `*StreamEndCapture`, the runtime calls that recorded each kernel (`args.kernel` names it;
 memcpy / memset calls are matched by kind). `merge_capture` aligns every replay's kernels with
@@ -35,7 +35,9 @@ import polars as pl
 
 from proftab import kinds, schema
 from proftab.api import register_hook
-from proftab.device._link import GRAPH_LAUNCH_PATTERN, activities, event_frame, is_launch
+from proftab.device._events import event_frame
+from proftab.device._link import activities
+from proftab.device._rules import GRAPH_LAUNCH_PATTERN, is_launch
 from proftab.exceptions import TraceError
 from proftab.trace import Trace
 

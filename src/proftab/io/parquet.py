@@ -209,6 +209,7 @@ def _analysis_fingerprint() -> str:
     h = hashlib.sha256(_version().encode())
     for mod in ("proftab.torch", "proftab.torch.aggregate", "proftab.trace", "proftab.schema", "proftab.kinds",
                 "proftab.intervals.nest", "proftab.intervals.tree", "proftab.device", "proftab.device._link",
+                "proftab.device._rules", "proftab.device._events", "proftab.device._launch", "proftab.device._owner",
                 "proftab.device._categories"):
         h.update(Path(importlib.import_module(mod).__file__ or "").read_bytes())
     return h.hexdigest()
