@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.builders import read_trace, write_events
 from tests.fuzz.hostile import ADDRESS_FACTOR, wait_readable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +115,7 @@ def label(item: list[str]) -> str:
 def _seed_events(rng: random.Random) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from tests.fuzz.harness import SEED_FILES
 
-    doc = json.loads(gzip.decompress(rng.choice(SEED_FILES).read_bytes()))
+    doc = read_trace(rng.choice(SEED_FILES))
     events = doc.pop("traceEvents")
     return doc, events[: rng.choice([300, 1500])]
 
@@ -182,8 +183,7 @@ def make_case(tmp: Path, rng: random.Random, index: int, kind: str | None = None
             head, events = {"schemaVersion": 1}, _random_events(rng, hostile=True, n_ops=n_ops)
             base_events = _random_events(random.Random(rng.random()), hostile=False, n_ops=n_ops)
         for path, evs in ((trace, events), (base, base_events)):
-            with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
-                json.dump({**head, "traceEvents": evs}, fh)
+            write_events(path, evs, **head)
     out = tmp / f"out{index}"
     out.mkdir()
     quiet = rng.random() < 0.5
