@@ -1,4 +1,4 @@
-"""What a new user meets first on real traces (issue 11): canonical shapes, check --strict, datasets..."""
+"""What a user meets first on real traces: canonical shapes, check --strict, datasets everywhere, readable defaults."""
 
 from __future__ import annotations
 
