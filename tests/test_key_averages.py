@@ -177,6 +177,7 @@ def test_llama_has_no_negative_self_where_torch_does() -> None:
     assert tr.anomalies.filter(pl.col("kind") == "overrun").height > 0
 
 
+@pytest.mark.slow
 @needs_shared
 @pytest.mark.parametrize("path", shared_public_traces(), ids=lambda p: p.name[:50])
 def test_never_negative_on_public_traces(path: Path) -> None:

@@ -130,6 +130,7 @@ def test_missing_file_and_corrupt_gzip(tmp_path: Path) -> None:
         pt.load(p)
 
 
+@pytest.mark.slow
 @needs_shared
 def test_every_shared_trace_loads_and_accounts_for_every_event() -> None:
     paths = sorted(SHARED_PUBLIC.glob("*/*.json.gz"))

@@ -31,6 +31,7 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> str:
     mp.undo()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cwd", ["root", "notebooks"])
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path, cwd: str, kernel_name: str, tmp_path: Path,
