@@ -7,7 +7,6 @@ checks of the exporters, and that loading and key_averages never import pyarrow.
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
@@ -18,15 +17,10 @@ import pytest
 
 import proftab as pt
 from proftab.io import _kineto, kineto
+from tests.builders import read_trace, write_events
 from tests.conftest import BUNDLED
 
 CNN = BUNDLED / "train_cnn.pt.trace.json.gz"
-
-
-def _write(tmp_path: Path, events: list[dict[str, object]]) -> Path:
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    return path
 
 
 def test_string_views_inline_long_null_and_unicode(tmp_path: Path) -> None:
@@ -34,7 +28,7 @@ def test_string_views_inline_long_null_and_unicode(tmp_path: Path) -> None:
     names = ["", "a", "exactly12byt", "thirteen_byte", "x" * 300, "ünïcødé→名前", "aten::mm"]
     events = [{"ph": "X", "name": n, "pid": 1, "tid": 1, "ts": i, "dur": 1,
                **({"args": {"k": n}} if i % 2 else {})} for i, n in enumerate(names)]
-    tr = pt.load(_write(tmp_path, events))
+    tr = pt.load(write_events(tmp_path / "t.json", events))
     got = tr.events.sort("event_id")
     assert got["name"].to_list() == names
     args = [json.loads(a)["k"] if a is not None else None for a in got["args"].to_list()]
@@ -45,7 +39,7 @@ def test_mostly_null_text_column_keeps_its_few_values(tmp_path: Path) -> None:
     """A text column with one value in thousands of rows (the sparse string-view path)."""
     events = [{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(5000)]
     events[4321]["pid"] = "Spans"
-    tr = pt.load(_write(tmp_path, events))
+    tr = pt.load(write_events(tmp_path / "t.json", events))
     text = tr.events.sort("event_id")["pid_text"]
     assert text.null_count() == 4999
     assert text[4321] == "Spans"
@@ -53,7 +47,7 @@ def test_mostly_null_text_column_keeps_its_few_values(tmp_path: Path) -> None:
 
 def test_columns_equal_the_json_on_the_bundled_trace() -> None:
     """Every X event's name, cat, ts and dur equal a plain json reading of the file."""
-    raw = json.loads(gzip.decompress(CNN.read_bytes()))["traceEvents"]
+    raw = read_trace(CNN)["traceEvents"]
     xs = [e for e in raw if e.get("ph") == "X"]
     ev = pt.load(CNN).events.sort("event_id")
     assert ev["name"].to_list() == [e["name"] for e in xs]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +12,7 @@ import proftab as pt
 from proftab import schema
 from proftab.calltree import bottom_up, call_tree
 from proftab.intervals.tree import tree_depth
+from tests.builders import load_events, op
 
 ROOT = Path(__file__).resolve().parents[1]
 CNN = ROOT / "data" / "train_cnn.pt.trace.json.gz"
@@ -88,18 +87,10 @@ def test_bottom_up_inverts_self_time() -> None:
     assert bu.filter(pl.col("depth") <= 1).height == tr.tree.bottom_up(max_depth=1).height
 
 
-def _write(events: list[dict], path: Path) -> Path:
-    with gzip.open(path, "wt") as fh:
-        json.dump({"traceEvents": events}, fh)
-    return path
-
-
 def test_synthetic_overrun_recursion_threads(tmp_path: Path) -> None:
-    x = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur,  # noqa: E731
-                                      "pid": 1, "tid": tid}
-    ev = [x("a", 0, 100), x("a", 10, 50), x("b", 20, 10), x("b", 80, 40),  # b at 80 overruns a (ends 120 > 100)
-          x("c", 85, 5), x("a", 0, 30, tid=2), x("z", 40, 0, tid=2)]
-    tr = pt.load(_write(ev, tmp_path / "t.json.gz"))
+    ev = [op("a", 0, 100), op("a", 10, 50), op("b", 20, 10), op("b", 80, 40),  # b at 80 overruns a (ends 120 > 100)
+          op("c", 85, 5), op("a", 0, 30, tid=2), op("z", 40, 0, tid=2)]
+    tr = load_events(tmp_path, ev, name="t.json.gz")
     ct = tr.tree.call_tree()
     rows = {tuple(p): (c, s, t, d) for p, c, s, t, d in
             ct.select("path", "n_calls", "self_ns", "total_ns", "dur_ns").iter_rows()}
@@ -123,7 +114,7 @@ def test_device_trees_and_empty(tmp_path: Path) -> None:
     dev_roots = set(with_dev.filter(pl.col("depth") == 0)["name"]) - set(host.filter(pl.col("depth") == 0)["name"])
     assert "ProfilerStep*" in dev_roots  # the gpu_user_annotation span on the stream
     assert with_dev["self_ns"].sum() > host["self_ns"].sum()
-    empty = pt.load(_write([{"ph": "i", "name": "x", "ts": 1, "pid": 1, "tid": 1, "s": "t"}], tmp_path / "e.json.gz"))
+    empty = load_events(tmp_path, [{"ph": "i", "name": "x", "ts": 1, "pid": 1, "tid": 1, "s": "t"}], name="e.json.gz")
     assert empty.tree.call_tree().is_empty() and empty.tree.bottom_up().is_empty()
 
 

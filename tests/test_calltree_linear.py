@@ -287,12 +287,13 @@ def test_deep_module_frames(tmp_path: Any) -> None:
     """nn.Module frames nested 1,500 deep: the module table charges ancestors by integer ids (it hashed
     each pair's path string: depth x pairs); 7,000 deep is refused by `MAX_ANCESTOR_PAIRS`."""
     from proftab.exceptions import ProftabError
-    from tests.fuzz.hostile import load, write_trace, x
+    from tests.builders import event, write_events
+    from tests.fuzz.hostile import load
 
     for n in (1500, 7000):
-        ev = [x(f"nn.Module: L_{i}", i, 2 * (n - i) + 1, cat="python_function") for i in range(n)]
-        ev.append(x("aten::mm", n, 1))
-        tr = load(write_trace(tmp_path / f"m{n}.json.gz", ev))
+        ev = [event(f"nn.Module: L_{i}", i, 2 * (n - i) + 1, cat="python_function") for i in range(n)]
+        ev.append(event("aten::mm", n, 1))
+        tr = load(write_events(tmp_path / f"m{n}.json.gz", ev))
         if n == 1500:
             m = _timed(tr.modules.modules)
             assert m.height == n and m["n_ops"].sum() == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ import pytest
 
 import proftab as pt
 from proftab.__main__ import main
+from tests.builders import kernel, launch, op, write_events
 
 ROOT = Path(__file__).resolve().parents[1]
 CNN = ROOT / "data" / "train_cnn.pt.trace.json.gz"
@@ -211,12 +211,6 @@ def test_check_reports_overruns_on_real_trace() -> None:
     assert res.returncode == 1 and "found: overrun" in res.stdout
 
 
-def _trace_json(events: list[dict], path: Path) -> Path:
-    with gzip.open(path, "wt") as fh:
-        json.dump({"traceEvents": events}, fh)
-    return path
-
-
 def test_check_finds_damage_synthetic(tmp_path: Path) -> None:
     ev = [
         {"ph": "X", "name": "parent", "cat": "cpu_op", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
@@ -225,7 +219,7 @@ def test_check_finds_damage_synthetic(tmp_path: Path) -> None:
         {"ph": "B", "name": "open", "cat": "cpu_op", "ts": 40, "pid": 1, "tid": 2},
         {"ph": "X", "name": "<script>alert(1)</script>", "cat": "cpu_op", "ts": 50, "dur": 1, "pid": 1, "tid": 2},
     ]
-    p = _trace_json(ev, tmp_path / "damaged.json.gz")
+    p = write_events(tmp_path / "damaged.json.gz", ev)
     rc, out, err = _capture_main(["check", str(p), "--strict", "--format", "json", "--quiet"])
     assert rc == 1 and err == ""
     rep = json.loads(out)
@@ -303,17 +297,9 @@ def test_diff_cli_formats_and_limits(tmp_path: Path) -> None:
 
 def test_check_unattributed_device_time(tmp_path: Path) -> None:
     """A kernel that no launch links to: counted when proftab.device can tell, else 'not available'."""
-    ev = [
-        {"ph": "X", "name": "aten::mm", "cat": "cpu_op", "ts": 0, "dur": 20, "pid": 1, "tid": 1,
-         "args": {"External id": 1}},
-        {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "ts": 2, "dur": 5, "pid": 1, "tid": 1,
-         "args": {"External id": 1, "correlation": 10}},
-        {"ph": "X", "name": "gemm", "cat": "kernel", "ts": 8, "dur": 6, "pid": 0, "tid": 7,
-         "args": {"External id": 1, "correlation": 10, "stream": 7, "device": 0}},
-        {"ph": "X", "name": "orphan", "cat": "kernel", "ts": 30, "dur": 4, "pid": 0, "tid": 7,
-         "args": {"correlation": 99, "stream": 7, "device": 0}},
-    ]
-    p = _trace_json(ev, tmp_path / "gpu.json.gz")
+    ev = [op("aten::mm", 0, 20, ext=1), launch(2, 5, corr=10, ext=1),
+          kernel(8, 6, corr=10, name="gemm", ext=1), kernel(30, 4, corr=99, name="orphan")]
+    p = write_events(tmp_path / "gpu.json.gz", ev)
     rc, out, _ = _capture_main(["check", str(p), "--format", "json", "--quiet"])
     f = json.loads(out)["findings"]["unattributed_device"]
     try:

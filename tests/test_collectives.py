@@ -8,8 +8,6 @@ process-group args.
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import polars as pl
@@ -17,6 +15,7 @@ import pytest
 
 import proftab as pt
 from proftab.ranks.collectives import DTYPE_BYTES
+from tests.builders import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 GLOO4 = sorted((ROOT / "tests" / "data" / "gloo4").glob("rank-*.json.gz"))
@@ -35,7 +34,7 @@ def gloo() -> pt.Trace:
 
 def _raw_gloo(path: Path) -> list[tuple[int, str]]:
     """(tid, name) of every gloo range of a file, read from its JSON."""
-    d = json.loads(gzip.decompress(path.read_bytes()))
+    d = read_trace(path)
     return [(e["tid"], e["name"]) for e in d["traceEvents"]
             if e.get("ph") == "X" and e.get("name", "").startswith("gloo:")]
 

@@ -9,7 +9,6 @@ torch_compile_triton (GPU, Triton) from ../shared.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import json
 from typing import TYPE_CHECKING
@@ -24,6 +23,7 @@ from proftab.compiled import split_fused_ops
 from proftab.compiled._weighting import with_shares as _with_shares
 from proftab.exceptions import TraceError, UsageError
 from proftab.io.inductor import MAPPINGS_FILE, module_of_stack, read_provenance
+from tests.builders import annotation, kernel, launch, load_events, op, read_trace, write_events
 from tests.conftest import DATA, SHARED_PUBLIC, TORCH213, needs_shared
 
 if TYPE_CHECKING:
@@ -41,8 +41,7 @@ def _load(version: str, variant: str = "provenance", provenance: object = "dir")
 
 
 def _raw_events(path: Path) -> list[dict[str, object]]:
-    with gzip.open(path, "rt") as fh:
-        return [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    return [e for e in read_trace(path)["traceEvents"] if e.get("ph") == "X"]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -300,14 +299,9 @@ def test_key_averages_compiled_option_is_the_compiled_view() -> None:
 
 def test_kernel_without_op_names_keeps_its_time(tmp_path: Path) -> None:
     # synthetic: `triton_poi_fused_0` names no op; a CPU-only trace keeps the host event as the kernel
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
-          {"ph": "X", "cat": "user_annotation", "name": "## Call CompiledFxGraph h ##", "ts": 1, "dur": 90,
-           "pid": 1, "tid": 1},
-          {"ph": "X", "cat": "cpu_op", "name": "triton_poi_fused_0", "ts": 2, "dur": 7.001, "pid": 1, "tid": 1},
-          {"ph": "X", "cat": "cpu_op", "name": "cpp_fused_add_mul_1", "ts": 10, "dur": 3, "pid": 1, "tid": 1}]
-    p = tmp_path / "t.json"
-    p.write_text(json.dumps({"traceEvents": ev}))
-    tr = pt.load(p)
+    ev = [op("Torch-Compiled Region: 0/0", 0, 100), annotation("## Call CompiledFxGraph h ##", 1, 90),
+          op("triton_poi_fused_0", 2, 7.001), op("cpp_fused_add_mul_1", 10, 3)]
+    tr = load_events(tmp_path, ev)
     k = tr.compiled.kernels()
     assert k["fused_ops"].to_list() == [[], ["add", "mul"]] and k["n_nodes"].to_list() == [0, 2]
     assert (k["graph_hash"] == "h").all() and (k["compile_id"] == "0/0").all()
@@ -452,29 +446,18 @@ def test_triton_launch_figures_and_torch214_kernel_stacks(tmp_path: Path) -> Non
     # synthetic, to the formats torch writes: the Triton launcher's profiler args (`get_profiler_kwargs`:
     # kernel_num_gb, kernel_flop with TORCHINDUCTOR_BENCHMARK_KERNEL=1) and the `stack` list torch 2.14's
     # `inductor_trace_handler` puts on device kernels (TORCH_COMPILE_DEBUG_EXTEND=1)
-    def op(**k: object) -> dict[str, object]:
-        return {"ph": "X", "pid": 1, "tid": 1, **k}
-
     def launcher(name: str, ext: int, ts: int, gb: float, flop: int) -> dict[str, object]:
-        return op(cat="cpu_op", name=name, ts=ts, dur=10, args={
+        return op(name, ts, 10, args={
             "External id": ext, "kernel_backend": "triton", "kernel_name": name, "kernel_file": f"/tmp/{name}.py",
             "kernel_hash": "h", "kernel_num_gb": gb, "kernel_flop": flop,
             "Input Dims": [[32, 128], [32, 128], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]})
 
-    def kernel(name: str, ext: int, ts: float, dur: float, stacks: list[str]) -> dict[str, object]:
-        return {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": name, "ts": ts, "dur": dur,
-                "args": {"External id": ext, "correlation": 10 + ext, "device": 0, "stream": 7, "stack": stacks}}
-
-    ev = [op(cat="cpu_op", name="Torch-Compiled Region: 0/0", ts=0, dur=100),
-          op(cat="user_annotation", name="## Call CompiledFxGraph h ##", ts=1, dur=90),
-          launcher("triton_poi_fused_gelu_0", 3, 2, 3.2768e-05, 0),
-          op(cat="cuda_runtime", name="cudaLaunchKernel", ts=3, dur=5, args={"External id": 3, "correlation": 13}),
-          launcher("triton_tem_fused_addmm_1", 4, 20, 5.7856e-05, 524288),
-          op(cat="cuda_runtime", name="cudaLaunchKernel", ts=21, dur=5, args={"External id": 4, "correlation": 14}),
-          kernel("triton_poi_fused_gelu_0", 3, 30, 7.001, [_STACK_MLP]),
-          kernel("triton_tem_fused_addmm_1", 4, 40, 3, [_STACK_MLP, _STACK_ROOT])]
-    p = tmp_path / "t.json"
-    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    ev = [op("Torch-Compiled Region: 0/0", 0, 100), annotation("## Call CompiledFxGraph h ##", 1, 90),
+          launcher("triton_poi_fused_gelu_0", 3, 2, 3.2768e-05, 0), launch(3, 5, corr=13, ext=3),
+          launcher("triton_tem_fused_addmm_1", 4, 20, 5.7856e-05, 524288), launch(21, 5, corr=14, ext=4),
+          kernel(30, 7.001, corr=13, name="triton_poi_fused_gelu_0", ext=3, stack=[_STACK_MLP]),
+          kernel(40, 3, corr=14, name="triton_tem_fused_addmm_1", ext=4, stack=[_STACK_MLP, _STACK_ROOT])]
+    p = write_events(tmp_path / "t.json", ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100"}])
     tr = pt.load(p)
     k = tr.compiled.kernels()
     assert k["on_device"].all() and k["inductor_bytes"].to_list() == [32768, 57856]
@@ -571,15 +554,11 @@ def test_triton_kernel_with_provenance_gets_the_model_on_the_roofline(tmp_path: 
         '        mul: "bf16[32, 128][128, 1]cuda:0" = torch.ops.aten.mul.Tensor(gelu, 2)\n'
         '        return (mul,)\n')
     name = "triton_poi_fused_gelu_mul_0"
-    ev = [{"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "ts": 0, "dur": 50},
-          {"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": name, "ts": 2, "dur": 10,
-           "args": {"External id": 3, "kernel_name": name, "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]}},
-          {"ph": "X", "pid": 1, "tid": 1, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 3, "dur": 5,
-           "args": {"External id": 3, "correlation": 13}},
-          {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": name, "ts": 30, "dur": 4,
-           "args": {"External id": 3, "correlation": 13, "device": 0, "stream": 7}}]
-    p = tmp_path / "t.json"
-    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    ev = [op("Torch-Compiled Region: 0/0", 0, 50),
+          op(name, 2, 10, ext=3,
+             args={"kernel_name": name, "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]}),
+          launch(3, 5, corr=13, ext=3), kernel(30, 4, corr=13, name=name, ext=3)]
+    p = write_events(tmp_path / "t.json", ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100"}])
     tr = pt.load(p, compile_provenance=prov)
     k = tr.compiled.kernels().row(0, named=True)
     assert k["mapped"] and k["on_device"] and k["sources"] == ["/m.py:5"]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import pathlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -14,32 +13,13 @@ import pytest
 import proftab as pt
 from proftab.critical_path import solve
 from proftab.intervals.dag import argmax_pred, chain_heads, earliest, walk_back
+from tests.builders import event, kernel, launch, load_events, read_trace, write_events
 from tests.conftest import BUNDLED, SHARED_PUBLIC, shared_public_traces
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 US = 1000  # the synthetic traces are written in µs
-
-
-def _x(name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int = 1, tid: int = 1,
-       **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args}
-
-
-def _launch(ts: float, dur: float, corr: int, name: str = "cudaLaunchKernel") -> dict[str, Any]:
-    return _x(name, ts, dur, cat="cuda_runtime", correlation=corr)
-
-
-def _kernel(ts: float, dur: float, corr: int, stream: int = 7, name: str = "void gemm_kernel()") -> dict[str, Any]:
-    return _x(name, ts, dur, cat="kernel", pid=0, tid=stream, correlation=corr, stream=stream, device=0)
-
-
-def _load(tmp_path: Path, events: list[dict[str, Any]]) -> pt.Trace:
-    p = tmp_path / "t.pt.trace.json.gz"
-    with gzip.open(p, "wt") as fh:
-        json.dump({"schemaVersion": 1, "traceEvents": events}, fh)
-    return pt.load(p)
 
 
 def _bound(tr: pt.Trace) -> dict[str, int]:
@@ -53,11 +33,11 @@ def _check_chain(p: pl.DataFrame) -> None:
 
 
 def test_gpu_bound(tmp_path: Path) -> None:
-    tr = _load(tmp_path, [
-        _x("ProfilerStep#1", 0, 840, cat="user_annotation"),
-        _x("aten::mm", 10, 20), _launch(15, 5, 1), _kernel(25, 400, 1),
-        _x("aten::mm", 30, 20), _launch(35, 5, 2), _kernel(425, 400, 2),
-        _x("cudaDeviceSynchronize", 60, 770, cat="cuda_runtime", correlation=3),
+    tr = load_events(tmp_path, [
+        event("ProfilerStep#1", 0, 840, cat="user_annotation"),
+        event("aten::mm", 10, 20), launch(15, 5, 1), kernel(25, 400, 1),
+        event("aten::mm", 30, 20), launch(35, 5, 2), kernel(425, 400, 2),
+        event("cudaDeviceSynchronize", 60, 770, cat="cuda_runtime", correlation=3),
     ])
     assert _bound(tr) == {"cpu_bound": 25, "gpu_compute_bound": 800, "launch_overhead": 10, "sync": 5}
     p = tr.critical_path.path(step=1)
@@ -72,9 +52,9 @@ def test_gpu_bound(tmp_path: Path) -> None:
 
 
 def test_cpu_bound(tmp_path: Path) -> None:
-    tr = _load(tmp_path, [
-        _x("ProfilerStep#3", 0, 1000, cat="user_annotation"),
-        _x("aten::add", 10, 890), _launch(20, 5, 1), _kernel(30, 10, 1),
+    tr = load_events(tmp_path, [
+        event("ProfilerStep#3", 0, 1000, cat="user_annotation"),
+        event("aten::add", 10, 890), launch(20, 5, 1), kernel(30, 10, 1),
     ])
     assert _bound(tr) == {"cpu_bound": 995, "launch_overhead": 5}
     top = tr.critical_path.summary(by="name", limit=1)
@@ -85,33 +65,33 @@ def test_cpu_bound(tmp_path: Path) -> None:
 
 
 def test_launch_bound(tmp_path: Path) -> None:
-    ev = [_x("ProfilerStep#0", 0, 215, cat="user_annotation")]
+    ev = [event("ProfilerStep#0", 0, 215, cat="user_annotation")]
     for i in range(10):
-        ev += [_launch(10 + 20 * i, 18, i + 1), _kernel(15 + 20 * i, 2, i + 1)]
-    tr = _load(tmp_path, ev)
+        ev += [launch(10 + 20 * i, 18, i + 1), kernel(15 + 20 * i, 2, i + 1)]
+    tr = load_events(tmp_path, ev)
     assert _bound(tr) == {"cpu_bound": 35, "launch_overhead": 180}
     # faster launches shorten the step by the launch time saved
     assert tr.critical_path.what_if(scale={"cudaLaunchKernel": 0.5})["what_if_ns"].to_list() == [125 * US]
 
 
 def test_sync_bound(tmp_path: Path) -> None:
-    tr = _load(tmp_path, [
-        _launch(-5, 2, 1), _kernel(-2, 482, 1),  # launched before the step: its wait is sync time
-        _x("ProfilerStep#2", 0, 500, cat="user_annotation"),
-        _x("aten::item", 5, 490),
-        _x("cudaStreamSynchronize", 10, 480, cat="cuda_runtime", correlation=2),
+    tr = load_events(tmp_path, [
+        launch(-5, 2, 1), kernel(-2, 482, 1),  # launched before the step: its wait is sync time
+        event("ProfilerStep#2", 0, 500, cat="user_annotation"),
+        event("aten::item", 5, 490),
+        event("cudaStreamSynchronize", 10, 480, cat="cuda_runtime", correlation=2),
     ])
     assert _bound(tr) == {"cpu_bound": 20, "sync": 480}
 
 
 def test_overlapping_streams_context_sync_row(tmp_path: Path) -> None:
-    tr = _load(tmp_path, [
-        _x("ProfilerStep#1", 0, 630, cat="user_annotation"),
-        _launch(10, 5, 1), _kernel(20, 600, 1, stream=7, name="long_kernel"),
-        _launch(20, 5, 2), _kernel(30, 300, 2, stream=8, name="short_kernel"),
-        _x("cudaDeviceSynchronize", 30, 595, cat="cuda_runtime", correlation=3),
-        _x("Context Sync", 30, 595, cat="cuda_sync", pid=0, tid=-1, correlation=3, stream=-1, device=0,
-           cuda_sync_kind="Context Sync"),
+    tr = load_events(tmp_path, [
+        event("ProfilerStep#1", 0, 630, cat="user_annotation"),
+        launch(10, 5, 1), kernel(20, 600, 1, stream=7, name="long_kernel"),
+        launch(20, 5, 2), kernel(30, 300, 2, stream=8, name="short_kernel"),
+        event("cudaDeviceSynchronize", 30, 595, cat="cuda_runtime", correlation=3),
+        event("Context Sync", 30, 595, cat="cuda_sync", pid=0, tid=-1, correlation=3, stream=-1, device=0,
+              cuda_sync_kind="Context Sync"),
     ])
     p = tr.critical_path.path()
     _check_chain(p)
@@ -125,15 +105,15 @@ def test_overlapping_streams_context_sync_row(tmp_path: Path) -> None:
 
 
 def test_stream_wait_event(tmp_path: Path) -> None:
-    tr = _load(tmp_path, [
-        _x("ProfilerStep#1", 0, 430, cat="user_annotation"),
-        _launch(10, 5, 1), _kernel(20, 300, 1, stream=7, name="producer"),
-        _x("cudaEventRecord", 16, 1, cat="cuda_runtime", correlation=10),
-        _x("cudaStreamWaitEvent", 18, 1, cat="cuda_runtime", correlation=11),
-        _x("Stream Wait Event", 18, 1, cat="cuda_sync", pid=0, tid=8, correlation=11, stream=8, device=0,
-           wait_on_stream=7, wait_on_cuda_event_record_corr_id=10, cuda_sync_kind="Stream Wait Event"),
-        _launch(20, 5, 2), _kernel(322, 100, 2, stream=8, name="consumer"),
-        _x("cudaDeviceSynchronize", 30, 395, cat="cuda_runtime", correlation=3),
+    tr = load_events(tmp_path, [
+        event("ProfilerStep#1", 0, 430, cat="user_annotation"),
+        launch(10, 5, 1), kernel(20, 300, 1, stream=7, name="producer"),
+        event("cudaEventRecord", 16, 1, cat="cuda_runtime", correlation=10),
+        event("cudaStreamWaitEvent", 18, 1, cat="cuda_runtime", correlation=11),
+        event("Stream Wait Event", 18, 1, cat="cuda_sync", pid=0, tid=8, correlation=11, stream=8, device=0,
+              wait_on_stream=7, wait_on_cuda_event_record_corr_id=10, cuda_sync_kind="Stream Wait Event"),
+        launch(20, 5, 2), kernel(322, 100, 2, stream=8, name="consumer"),
+        event("cudaDeviceSynchronize", 30, 395, cat="cuda_runtime", correlation=3),
     ])
     p = tr.critical_path.path()
     _check_chain(p)
@@ -142,11 +122,11 @@ def test_stream_wait_event(tmp_path: Path) -> None:
 
 
 def test_full_launch_queue(tmp_path: Path) -> None:
-    ev = [_x("ProfilerStep#1", 0, 300, cat="user_annotation")]
+    ev = [event("ProfilerStep#1", 0, 300, cat="user_annotation")]
     for i in range(10):  # fast launches of 25 µs kernels, back to back on the stream
-        ev += [_launch(10 + 6 * i, 5, i + 1), _kernel(20 + 25 * i, 25, i + 1)]
-    ev += [_launch(70, 195, 11), _kernel(270, 10, 11)]  # blocked until a queue slot frees (k8 ends at 245)
-    tr = _load(tmp_path, ev)
+        ev += [launch(10 + 6 * i, 5, i + 1), kernel(20 + 25 * i, 25, i + 1)]
+    ev += [launch(70, 195, 11), kernel(270, 10, 11)]  # blocked until a queue slot frees (k8 ends at 245)
+    tr = load_events(tmp_path, ev)
     assert _bound(tr) == {"cpu_bound": 45, "launch_overhead": 10, "gpu_compute_bound": 225, "sync": 20}
     assert tr.critical_path.what_if(scale={"kernel": 0.6})["what_if_ns"].to_list() == [210 * US]
 
@@ -206,9 +186,9 @@ def test_invariants_public(path: Path) -> None:
 
 
 def test_windows_annotation_and_explicit(tmp_path: Path) -> None:
-    tr = _load(tmp_path, [
-        _x("forward", 0, 100, cat="user_annotation"), _x("aten::mm", 10, 50),
-        _x("forward", 200, 100, cat="user_annotation"), _x("aten::mm", 220, 30),
+    tr = load_events(tmp_path, [
+        event("forward", 0, 100, cat="user_annotation"), event("aten::mm", 10, 50),
+        event("forward", 200, 100, cat="user_annotation"), event("aten::mm", 220, 30),
     ])
     w = tr.critical_path.windows("forward")
     assert w["step"].to_list() == [0, 1] and w["start_ns"].to_list() == [0, 200 * US]
@@ -227,7 +207,7 @@ def test_overlay_marks_the_path_and_keeps_ns(tmp_path: Path) -> None:
     tr = pt.load(BUNDLED / "h100_bert_small.pt.trace.json.gz")
     out = tmp_path / "cp.json.gz"
     tr.critical_path.overlay(out)
-    doc = json.loads(gzip.open(out, "rt").read())
+    doc = read_trace(out)
     ev = doc["traceEvents"]
     path = tr.critical_path.path()
     marked = {e["name"] for e in ev if e.get("args", {}).get("critical_path") and e["pid"] != -7}
@@ -294,10 +274,8 @@ def test_overlay_two_ranks(tmp_path: Path) -> None:
     paths = []
     for r in (0, 1):
         p = tmp_path / f"rank{r}.pt.trace.json.gz"
-        ev = [_x("ProfilerStep#1", 0, 100 + 10 * r, cat="user_annotation"), _launch(10, 5, 1), _kernel(20, 30, 1)]
-        with gzip.open(p, "wt") as fh:
-            json.dump({"schemaVersion": 1, "distributedInfo": {"rank": r, "world_size": 2}, "traceEvents": ev}, fh)
-        paths.append(p)
+        ev = [event("ProfilerStep#1", 0, 100 + 10 * r, cat="user_annotation"), launch(10, 5, 1), kernel(20, 30, 1)]
+        paths.append(write_events(p, ev, distributedInfo={"rank": r, "world_size": 2}))
     tr = pt.load(paths)
     assert tr.critical_path.summary(by="step")["length_ns"].to_list() == [100 * US, 110 * US]
     out = tmp_path / "o.json"
@@ -312,13 +290,13 @@ def test_compute_stream_waits_on_a_collective(tmp_path: Path) -> None:
     starts only at 405 µs, 5 µs after an NCCL kernel (8-400 µs) on stream 9 ends (a stream wait
     recorded without a cuda_sync row, as ROCm writes it). The wait is the collective's, not launch
     overhead; in tail mode too, where the NCCL kernel was launched before the window."""
-    tr = _load(tmp_path, [
-        _launch(-10, 2, 5), _kernel(8, 392, 5, stream=9, name="ncclDevKernel_Generic(ncclDevKernelArgsStorage)"),
-        _x("ProfilerStep#1", 5, 500, cat="user_annotation"),
-        _launch(10, 5, 1), _kernel(30, 100, 1, stream=7, name="void gemm_kernel()"),
-        _x("hipStreamWaitEvent", 16, 2, cat="cuda_runtime", correlation=10),
-        _launch(20, 5, 2), _kernel(405, 50, 2, stream=7, name="void gemm_kernel()"),
-        _x("cudaDeviceSynchronize", 30, 430, cat="cuda_runtime", correlation=3),
+    tr = load_events(tmp_path, [
+        launch(-10, 2, 5), kernel(8, 392, 5, stream=9, name="ncclDevKernel_Generic(ncclDevKernelArgsStorage)"),
+        event("ProfilerStep#1", 5, 500, cat="user_annotation"),
+        launch(10, 5, 1), kernel(30, 100, 1, stream=7, name="void gemm_kernel()"),
+        event("hipStreamWaitEvent", 16, 2, cat="cuda_runtime", correlation=10),
+        launch(20, 5, 2), kernel(405, 50, 2, stream=7, name="void gemm_kernel()"),
+        event("cudaDeviceSynchronize", 30, 430, cat="cuda_runtime", correlation=3),
     ])
     for tail in (False, True):
         p = tr.critical_path.path(tail=tail)
@@ -414,9 +392,9 @@ def test_backward_thread_real_trace() -> None:
 def _one_op_steps(tmp_path: Path, n: int) -> pt.Trace:
     ev = []
     for i in range(n):
-        ev.append(_x(f"ProfilerStep#{i}", 10 * i, 9, cat="user_annotation"))
-        ev.append(_x("aten::add", 10 * i + 1, 5))
-    return _load(tmp_path, ev)
+        ev.append(event(f"ProfilerStep#{i}", 10 * i, 9, cat="user_annotation"))
+        ev.append(event("aten::add", 10 * i + 1, 5))
+    return load_events(tmp_path, ev)
 
 
 def test_many_one_op_steps_are_linear(tmp_path: Path) -> None:

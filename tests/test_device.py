@@ -7,7 +7,6 @@ corpus of ../shared when it is present. Synthetic traces are written as JSON and
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from polars.testing import assert_frame_equal
 import proftab as pt
 from proftab import device, kinds, schema
 from proftab.exceptions import ProftabError
+from tests.builders import annotation, event, kernel, launch, load_events, op, us
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -57,36 +57,6 @@ def load(path: Path | str | list) -> pt.Trace:
 # --------------------------------------------------------------------------- synthetic traces
 
 
-def X(cat: str, name: str, pid: int, tid: int, ts_ns: int, dur_ns: int, **args: object) -> dict:
-    """A complete event; times in ns, written as µs with 3 decimals (exact)."""
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts_ns / 1000, "dur": dur_ns / 1000}
-    if args:
-        ev["args"] = {k.replace("_", " ") if k in ("External_id",) else k: v for k, v in args.items()}
-    return ev
-
-
-def op(name: str, tid: int, ts: int, dur: int, ext: int | None = None, cat: str = "cpu_op") -> dict:
-    return X(cat, name, 1, tid, ts, dur, **({"External_id": ext} if ext is not None else {}))
-
-
-def launch(tid: int, ts: int, corr: int, ext: int | None = None, name: str = "cudaLaunchKernel",
-           dur: int = 500) -> dict:
-    extra = {"External_id": ext} if ext is not None else {}
-    return X("cuda_runtime", name, 1, tid, ts, dur, correlation=corr, **extra)
-
-
-def kernel(ts: int, dur: int, corr: int | None, name: str = "gemm", stream: int = 7, dev: int = 0,
-           cat: str = "kernel", **args: object) -> dict:
-    extra = {"correlation": corr} if corr is not None else {}
-    return X(cat, name, dev, stream, ts, dur, device=dev, stream=stream, **extra, **args)
-
-
-def write(tmp: Path, events: list[dict], name: str = "t.json", **top: object) -> pt.Trace:
-    p = tmp / name
-    p.write_text(json.dumps({"schemaVersion": 1, **top, "traceEvents": events}))
-    return pt.load(p)
-
-
 def by_id(tr: pt.Trace, name: str) -> int:
     return int(tr.events.filter(pl.col("name") == name)["event_id"][0])
 
@@ -100,13 +70,13 @@ def links(tr: pt.Trace) -> dict[int, tuple[str, int | None]]:
 
 
 def test_external_id_link_and_graph_launch(tmp_path: Path) -> None:
-    tr = write(tmp_path, [
-        op("aten::mm", 1, 10_000, 10_000, ext=5),
-        launch(1, 12_000, corr=100, ext=5),
-        op("aten::graph", 1, 30_000, 10_000, ext=6),
-        launch(1, 31_000, corr=200, ext=6, name="cudaGraphLaunch"),
-        kernel(15_000, 3_000, 100),
-        *(kernel(40_000 + i * 2_000, 1_500, 200, name=f"g{i}") for i in range(3)),
+    tr = load_events(tmp_path, [
+        op("aten::mm", us(10_000), us(10_000), ext=5),
+        launch(us(12_000), us(500), corr=100, ext=5),
+        op("aten::graph", us(30_000), us(10_000), ext=6),
+        launch(us(31_000), us(500), corr=200, name="cudaGraphLaunch", ext=6),
+        kernel(us(15_000), us(3_000), 100, name="gemm"),
+        *(kernel(us(40_000 + i * 2_000), us(1_500), 200, name=f"g{i}") for i in range(3)),
     ])
     lk = links(tr)
     mm, graph = by_id(tr, "aten::mm"), by_id(tr, "aten::graph")
@@ -131,11 +101,11 @@ def test_external_id_link_and_graph_launch(tmp_path: Path) -> None:
 
 def test_external_id_matching_no_op_falls_back_to_containment(tmp_path: Path) -> None:
     # the runtime's External id names no op (as in HTA's trace_diff control trace)
-    tr = write(tmp_path, [
-        op("aten::linear", 1, 0, 20_000, ext=1),
-        op("aten::addmm", 1, 2_000, 10_000, ext=2),
-        launch(1, 5_000, corr=77, ext=9_999),
-        kernel(8_000, 1_000, 77),
+    tr = load_events(tmp_path, [
+        op("aten::linear", us(0), us(20_000), ext=1),
+        op("aten::addmm", us(2_000), us(10_000), ext=2),
+        launch(us(5_000), us(500), corr=77, ext=9_999),
+        kernel(us(8_000), us(1_000), 77, name="gemm"),
     ])
     assert links(tr)[by_id(tr, "gemm")] == ("containment", by_id(tr, "aten::addmm"))
 
@@ -143,13 +113,13 @@ def test_external_id_matching_no_op_falls_back_to_containment(tmp_path: Path) ->
 def test_bogus_external_ids_are_ignored_and_collisions_guarded(tmp_path: Path) -> None:
     # Kineto < 2024-02: runtimes carry their own correlation as External id; 3 collides with an
     # op on another thread (pytorch#124388) and must not win
-    tr = write(tmp_path, [
-        op("aten::conv", 1, 0, 20_000, ext=1),
-        op("aten::other", 2, 0, 20_000, ext=3),
-        launch(1, 5_000, corr=3, ext=3),
-        launch(1, 6_000, corr=4, ext=4),
-        kernel(8_000, 1_000, 3, name="k3"),
-        kernel(9_000, 1_000, 4, name="k4"),
+    tr = load_events(tmp_path, [
+        op("aten::conv", us(0), us(20_000), ext=1),
+        op("aten::other", us(0), us(20_000), ext=3, tid=2),
+        launch(us(5_000), us(500), corr=3, ext=3),
+        launch(us(6_000), us(500), corr=4, ext=4),
+        kernel(us(8_000), us(1_000), 3, name="k3"),
+        kernel(us(9_000), us(1_000), 4, name="k4"),
     ])
     conv = by_id(tr, "aten::conv")
     lk = links(tr)
@@ -159,13 +129,13 @@ def test_bogus_external_ids_are_ignored_and_collisions_guarded(tmp_path: Path) -
 
 
 def test_guard_rejects_external_id_on_another_thread(tmp_path: Path) -> None:
-    tr = write(tmp_path, [
-        op("aten::a", 1, 0, 20_000, ext=10),
-        op("aten::b", 2, 0, 20_000, ext=11),
-        launch(1, 5_000, corr=100, ext=10),
-        launch(1, 6_000, corr=101, ext=11),  # names an op of thread 2: refused
-        kernel(8_000, 1_000, 100, name="k0"),
-        kernel(9_000, 1_000, 101, name="k1"),
+    tr = load_events(tmp_path, [
+        op("aten::a", us(0), us(20_000), ext=10),
+        op("aten::b", us(0), us(20_000), ext=11, tid=2),
+        launch(us(5_000), us(500), corr=100, ext=10),
+        launch(us(6_000), us(500), corr=101, ext=11),  # names an op of thread 2: refused
+        kernel(us(8_000), us(1_000), 100, name="k0"),
+        kernel(us(9_000), us(1_000), 101, name="k1"),
     ])
     a = by_id(tr, "aten::a")
     assert links(tr)[by_id(tr, "k0")] == ("external_id", a)
@@ -175,15 +145,15 @@ def test_guard_rejects_external_id_on_another_thread(tmp_path: Path) -> None:
 
 
 def test_annotation_no_op_no_launch_and_device_external_id(tmp_path: Path) -> None:
-    tr = write(tmp_path, [
-        op("my_region", 1, 0, 50_000, cat="user_annotation", ext=1),
-        op("aten::mm", 1, 30_000, 10_000, ext=2),
-        launch(1, 5_000, corr=100),                 # only inside the annotation
-        launch(3, 5_000, corr=101),                 # a thread without ops
-        kernel(10_000, 1_000, 100, name="k_region"),
-        kernel(12_000, 1_000, 101, name="k_orphan"),
-        kernel(14_000, 1_000, None, name="k_nocorr"),
-        kernel(41_000, 1_000, 555, name="k_devext", External_id=2),   # launch outside the trace
+    tr = load_events(tmp_path, [
+        annotation("my_region", us(0), us(50_000), ext=1),
+        op("aten::mm", us(30_000), us(10_000), ext=2),
+        launch(us(5_000), us(500), corr=100),         # only inside the annotation
+        launch(us(5_000), us(500), corr=101, tid=3),  # a thread without ops
+        kernel(us(10_000), us(1_000), 100, name="k_region"),
+        kernel(us(12_000), us(1_000), 101, name="k_orphan"),
+        kernel(us(14_000), us(1_000), None, name="k_nocorr"),
+        kernel(us(41_000), us(1_000), 555, name="k_devext", ext=2),   # launch outside the trace
     ])
     lk = links(tr)
     assert lk[by_id(tr, "k_region")] == ("annotation", by_id(tr, "my_region"))
@@ -196,13 +166,13 @@ def test_annotation_no_op_no_launch_and_device_external_id(tmp_path: Path) -> No
 
 
 def test_shared_correlation_and_negative_duration(tmp_path: Path) -> None:
-    tr = write(tmp_path, [
-        op("aten::a", 1, 0, 20_000, ext=1),
-        op("aten::b", 2, 0, 20_000, ext=2),
-        launch(2, 3_000, corr=50),            # same correlation, later: not the launch
-        launch(1, 2_000, corr=50, ext=1),
-        kernel(8_000, 1_000, 50, name="k"),
-        kernel(9_000, -5, 50, name="neg"),     # a negative duration is clamped, not dropped
+    tr = load_events(tmp_path, [
+        op("aten::a", us(0), us(20_000), ext=1),
+        op("aten::b", us(0), us(20_000), ext=2, tid=2),
+        launch(us(3_000), us(500), corr=50, tid=2),  # same correlation, later: not the launch
+        launch(us(2_000), us(500), corr=50, ext=1),
+        kernel(us(8_000), us(1_000), 50, name="k"),
+        kernel(us(9_000), us(-5), 50, name="neg"),   # a negative duration is clamped, not dropped
     ])
     a = by_id(tr, "aten::a")
     assert links(tr)[by_id(tr, "k")] == ("external_id", a)
@@ -227,7 +197,7 @@ def test_old_categories_and_lowercase_external_id(tmp_path: Path) -> None:
         {"ph": "X", "cat": "Runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 25, "dur": 3,
          "args": {"external id": 7, "correlation": 71}},
     ]
-    tr = write(tmp_path, ev)
+    tr = load_events(tmp_path, ev)
     add = by_id(tr, "aten::add")
     assert set(links(tr).values()) == {("external_id", add)}
     c = tr.device.copies().row(0, named=True)
@@ -240,13 +210,13 @@ def test_device_totals_follow_torch_tree_across_a_crossing_event(tmp_path: Path)
     # profiler.step() (a Python frame) starts in step 1, ends in step 2, and step 2 starts inside
     # it. Nesting by "open at start" would put step 2 under step 1; torch hangs an event that
     # ends after its parent from the nearest ancestor containing it, so each step keeps its own.
-    tr = write(tmp_path, [
-        op("ProfilerStep#1", 1, 0, 10_000, cat="user_annotation", ext=100),
-        X("python_function", "profiler.py(1): step", 1, 1, 9_000, 3_000),
-        op("ProfilerStep#2", 1, 11_000, 19_000, cat="user_annotation", ext=101),
-        op("aten::a", 1, 1_000, 1_000, ext=1), launch(1, 1_100, corr=1, ext=1),
-        op("aten::b", 1, 15_000, 1_000, ext=2), launch(1, 15_100, corr=2, ext=2),
-        kernel(20_000, 100, 1, name="ka"), kernel(21_000, 200, 2, name="kb"),
+    tr = load_events(tmp_path, [
+        annotation("ProfilerStep#1", us(0), us(10_000), ext=100),
+        event("profiler.py(1): step", us(9_000), us(3_000), cat="python_function"),
+        annotation("ProfilerStep#2", us(11_000), us(19_000), ext=101),
+        op("aten::a", us(1_000), us(1_000), ext=1), launch(us(1_100), us(500), corr=1, ext=1),
+        op("aten::b", us(15_000), us(1_000), ext=2), launch(us(15_100), us(500), corr=2, ext=2),
+        kernel(us(20_000), us(100), 1, name="ka"), kernel(us(21_000), us(200), 2, name="kb"),
     ])
     nested = tr.nested.filter(pl.col("name") == "ProfilerStep#2")
     assert nested["parent_id"][0] == by_id(tr, "profiler.py(1): step")  # the nesting rule ...
@@ -266,14 +236,14 @@ def test_annotation_margin_is_read_from_the_data(tmp_path: Path, shift: int, add
     k0, k1 = 100_000, 180_000  # two kernels; the annotation covers [k0, k1 + 20_000]
     ann = {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#3", "pid": 0, "tid": 7,
            "ts": (k0 - shift) / 1000, "dur": (k1 + 20_000 - k0 + add) / 1000, "args": {"External id": 9}}
-    host = op("ProfilerStep#3", 1, 50_000, 200_000, cat="user_annotation", ext=9)
-    events = [host, op("aten::mm", 1, 60_000, 10_000, ext=1), launch(1, 61_000, corr=1, ext=1),
-              op("aten::mm", 1, 90_000, 10_000, ext=2), launch(1, 91_000, corr=2, ext=2),
-              kernel(k0, 20_000, 1), kernel(k1, 20_000, 2), ann]
+    host = annotation("ProfilerStep#3", us(50_000), us(200_000), ext=9)
+    events = [host, op("aten::mm", us(60_000), us(10_000), ext=1), launch(us(61_000), us(500), corr=1, ext=1),
+              op("aten::mm", us(90_000), us(10_000), ext=2), launch(us(91_000), us(500), corr=2, ext=2),
+              kernel(us(k0), us(20_000), 1, name="gemm"), kernel(us(k1), us(20_000), 2, name="gemm"), ann]
     if res == 1000:  # integer-µs trace
         for e in events:
             e["ts"], e["dur"] = int(round(e["ts"])), int(round(e["dur"]))
-    tr = write(tmp_path, events)
+    tr = load_events(tmp_path, events)
     assert (tr.files["time_resolution_ns"][0] == 1000) == (res == 1000)
     m = tr.device.margins().row(0, named=True)
     assert (m["margin_start_ns"], m["margin_dur_ns"], m["n_margin_evidence"]) == (shift, add, 1)
@@ -291,7 +261,7 @@ def test_annotation_margin_is_read_from_the_data(tmp_path: Path, shift: int, add
 def test_annotation_without_evidence_uses_the_format_default(tmp_path: Path) -> None:
     ann = {"ph": "X", "cat": "gpu_user_annotation", "name": "x", "pid": 0, "tid": 7, "ts": 1, "dur": 5}
     k = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 50, "dur": 1}  # integer µs
-    tr = write(tmp_path, [ann, k])
+    tr = load_events(tmp_path, [ann, k])
     m = tr.device.margins().row(0, named=True)
     assert (m["margin_start_ns"], m["margin_dur_ns"], m["n_margin_evidence"]) == (1000, 1000, 0)
 
@@ -310,7 +280,7 @@ def host_and_launches(draw: st.DrawFn) -> tuple[list[dict], list[tuple[int, int]
         s = draw(st.integers(0, 60)) * 100
         d = draw(st.integers(0, 40)) * 100
         ext = draw(st.one_of(st.none(), st.integers(1, 20)))
-        events.append(op(f"op{i}", tid, s, d, ext=ext))
+        events.append(op(f"op{i}", us(s), us(d), ext=ext, tid=tid))
         ops.append((tid, s, s + d, -1 if ext is None else ext))
     launches = []
     n_l = draw(st.integers(1, 10))
@@ -318,10 +288,11 @@ def host_and_launches(draw: st.DrawFn) -> tuple[list[dict], list[tuple[int, int]
         tid = draw(st.integers(1, 2))
         t = draw(st.integers(0, 80)) * 100 + draw(st.sampled_from([0, 50]))
         ext = draw(st.one_of(st.none(), st.integers(1, 20)))
-        events.append(launch(tid, t, corr=1000 + j, ext=ext, dur=draw(st.integers(0, 3)) * 100))
+        events.append(launch(us(t), us(draw(st.integers(0, 3)) * 100), corr=1000 + j, ext=ext, tid=tid))
         launches.append((tid, t))
         for k in range(draw(st.integers(0, 2))):
-            events.append(kernel(10_000 + j * 1000 + k * 300, draw(st.integers(0, 400)), 1000 + j, name=f"k{j}_{k}"))
+            events.append(kernel(us(10_000 + j * 1000 + k * 300), us(draw(st.integers(0, 400))), 1000 + j,
+                                 name=f"k{j}_{k}"))
     return events, launches, n_ops
 
 
@@ -329,7 +300,7 @@ def host_and_launches(draw: st.DrawFn) -> tuple[list[dict], list[tuple[int, int]
 @given(case=host_and_launches())
 def test_property_attribution_against_reference(tmp_path: Path, case: tuple) -> None:
     events, _, n_ops = case
-    tr = write(tmp_path, events)
+    tr = load_events(tmp_path, events)
     ev = tr.events
     acts = tr.device.activities()
     host = ev.filter(pl.col("cat").cast(pl.String) == "cpu_op").to_dicts()
@@ -364,18 +335,19 @@ def test_property_attribution_against_reference(tmp_path: Path, case: tuple) -> 
 @st.composite
 def device_timeline(draw: st.DrawFn) -> list[dict]:
     """Kernels on 2 streams of one device (small integer µs), launches, syncs."""
-    events = [op("aten::x", 1, 0, 1_000_000, ext=1)]
+    events = [op("aten::x", us(0), us(1_000_000), ext=1)]
     for j in range(draw(st.integers(1, 12))):
         s = draw(st.integers(0, 60)) * 1000
         d = draw(st.integers(0, 15)) * 1000
         stream = draw(st.sampled_from([7, 8]))
         name = draw(st.sampled_from(["gemm_kernel", "ncclKernel_AllReduce", "elementwise_kernel"]))
         lt = draw(st.integers(0, 70)) * 1000
-        events.append(launch(1, lt, corr=10 + j, ext=1, dur=0))
-        events.append(kernel(s, d, 10 + j, name=name, stream=stream))
+        events.append(launch(us(lt), us(0), corr=10 + j, ext=1))
+        events.append(kernel(us(s), us(d), 10 + j, name=name, stream=stream))
     for _ in range(draw(st.integers(0, 2))):
         s = draw(st.integers(0, 60)) * 1000
-        events.append(X("cuda_sync", "Stream Wait Event", 0, 7, s, draw(st.integers(0, 10)) * 1000))
+        events.append(event("Stream Wait Event", us(s), us(draw(st.integers(0, 10)) * 1000), cat="cuda_sync",
+                            pid=0, tid=7))
     return events
 
 
@@ -389,7 +361,7 @@ def _cover(rows: list[tuple[int, int]], n: int = 200) -> np.ndarray:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=device_timeline())
 def test_property_busy_idle_overlap_against_brute_force(tmp_path: Path, events: list[dict]) -> None:
-    tr = write(tmp_path, events)
+    tr = load_events(tmp_path, events)
     acts = tr.device.activities().with_columns(s=pl.col("start_ns") // 1000, e=pl.col("end_ns") // 1000)
     work = acts.filter(pl.col("kind") != "sync")
     iv = list(zip(work["s"], work["e"], strict=True))
@@ -656,7 +628,7 @@ def test_mtia_dma_requests_are_copies(tmp_path: Path) -> None:
           "args": {"correlation": 5}}
     rt = {"ph": "X", "cat": "mtia_runtime", "name": "runFunction", "pid": 1, "tid": 1, "ts": 2.0, "dur": 0.1,
           "args": {"correlation": 5}}
-    tr = write(tmp_path, [op("aten::fc", 1, 1_900, 500), rt, dma, fw])
+    tr = load_events(tmp_path, [op("aten::fc", us(1_900), us(500)), rt, dma, fw])
     c = tr.device.copies().row(0, named=True)
     assert (c["kind"], c["direction"], c["bytes"], c["bandwidth_gbs"]) == ("memcpy", "HtoD", 1000, 2.0)
     lk = links(tr)
@@ -743,7 +715,7 @@ def test_free_functions_equal_the_namespace_on_a_real_trace() -> None:
 
 
 def test_cpu_only_trace_has_no_device_rows(tmp_path: Path) -> None:
-    tr = write(tmp_path, [op("aten::add", 1, 0, 1000, ext=1)])
+    tr = load_events(tmp_path, [op("aten::add", us(0), us(1000), ext=1)])
     assert tr.device.activities().is_empty() and tr.device.summary().is_empty()
     assert tr.device.self_time().is_empty()
     assert tr.device.busy().is_empty() and tr.device.idle().is_empty() and tr.device.annotations().is_empty()

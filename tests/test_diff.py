@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import polars as pl
@@ -11,6 +9,7 @@ import pytest
 
 import proftab as pt
 from proftab.diff import DIFF_COLUMNS
+from tests.builders import event, write_events
 
 ROOT = Path(__file__).resolve().parents[1]
 PUB = ROOT / "tests" / "data" / "public"
@@ -98,10 +97,7 @@ def test_diff_across_ranks_normalized() -> None:
 
 
 def test_diff_errors(tmp_path: Path) -> None:
-    p = tmp_path / "nosteps.json.gz"
-    with gzip.open(p, "wt") as fh:
-        json.dump({"traceEvents": [{"ph": "X", "name": "a", "cat": "cpu_op", "ts": 0, "dur": 1, "pid": 1,
-                                    "tid": 1}]}, fh)
+    p = write_events(tmp_path / "nosteps.json.gz", [event("a", 0, 1)])
     with pytest.raises(ValueError, match="no ProfilerStep"):
         pt.diff(p, p, normalize="step")
     with pytest.raises(ValueError, match="unknown sort"):

@@ -30,6 +30,7 @@ from proftab.diff_stats import (
     step_samples,
 )
 from proftab.steps import step_windows
+from tests.builders import op, write_events
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "diff"
@@ -227,14 +228,8 @@ def test_one_step_trace_falls_back_to_events() -> None:
 
 
 def test_trace_without_steps(tmp_path: Path) -> None:
-    import gzip
-    import json
-
-    p = tmp_path / "nosteps.json.gz"
-    ev = [{"ph": "X", "name": n, "cat": "cpu_op", "ts": i * 10, "dur": d, "pid": 1, "tid": 1}
-          for i, (n, d) in enumerate([("aten::mm", 5), ("aten::mm", 7), ("aten::add", 2)])]
-    with gzip.open(p, "wt") as fh:
-        json.dump({"traceEvents": ev}, fh)
+    ev = [op(n, i * 10, d) for i, (n, d) in enumerate([("aten::mm", 5), ("aten::mm", 7), ("aten::add", 2)])]
+    p = write_events(tmp_path / "nosteps.json.gz", ev)
     d = pt.diff(p, p, stats=True)
     assert (d["unit"] == "event").all() and set(d["name"]) == {"aten::mm", "aten::add"}
     mm = d.filter(pl.col("name") == "aten::mm").row(0, named=True)

@@ -41,6 +41,7 @@ def _same_tables(a: pt.Trace, b: pt.Trace) -> None:
         assert_frame_equal(x.sort(key) if key else x, y.sort(key) if key else y, check_row_order=key is None)
 
 
+@pytest.mark.slow
 def test_convert_on_local_cluster(client, tmp_path: Path) -> None:
     out = pt.convert([str(p) for p in GLOO4], tmp_path / "ds", client=client, progress=False)
     sc, tr = pt.scan(out), pt.load([str(p) for p in GLOO4])
@@ -71,6 +72,7 @@ def test_convert_on_local_cluster(client, tmp_path: Path) -> None:
     assert anomalies["count"].sum() == sc.anomalies.height
 
 
+@pytest.mark.slow
 def test_fsspec_urls_failed_file_and_resume(client, tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
@@ -117,6 +119,7 @@ def test_local_process_pool_status_and_skip(tmp_path: Path) -> None:
     assert st["status"].to_list() == ["failed", "ok"] and st["rank"].to_list() == [None, 1]
 
 
+@pytest.mark.slow
 def test_cli_scheduler_address_keep_going_resume(client, tmp_path: Path) -> None:
     from proftab.__main__ import main
 
@@ -182,6 +185,7 @@ def test_resume_continues_a_killed_run(tmp_path: Path) -> None:
     assert heights == [ref[i % 4] for i in range(n)]
 
 
+@pytest.mark.slow
 def test_client_local_starts_and_closes_a_local_cluster(tmp_path: Path) -> None:
     out = pt.convert([str(p) for p in GLOO4[:2]], tmp_path / "ds", client="local", max_workers=1, progress=False)
     assert pt.scan(out).collect("status")["status"].to_list() == ["ok", "ok"]
@@ -191,6 +195,7 @@ def test_client_local_starts_and_closes_a_local_cluster(tmp_path: Path) -> None:
         pt.convert([str(p) for p in GLOO4[:2]], "nosuchproto://bucket/ds", progress=False)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_does_not_lose_files(client, tmp_path: Path) -> None:
     """Last in this module: the cluster's nanny restarts the killed worker."""
     n = 8
@@ -225,6 +230,7 @@ def test_a_killed_worker_does_not_lose_files(client, tmp_path: Path) -> None:
     assert not list(out.glob(".staging-*"))
 
 
+@pytest.mark.slow
 def test_convert_on_the_cluster_to_an_object_store_url(client, tmp_path: Path) -> None:
     """Workers write the ranks under `staging`; the client uploads the dataset, manifest last."""
     fsspec = pytest.importorskip("fsspec")

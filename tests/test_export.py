@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import gzip
 import json
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 import proftab as pt
 from proftab import schema
+from tests.builders import load_events, op
 
 ROOT = Path(__file__).resolve().parents[1]
 CNN = ROOT / "data" / "train_cnn.pt.trace.json.gz"
@@ -119,19 +119,11 @@ def test_speedscope_host_only_and_python_frames(tmp_path: Path) -> None:
     assert py == [{"name": "threading.py(359): wait", "file": "threading.py", "line": 359}]
 
 
-def _write(events: list[dict], path: Path) -> Path:
-    with gzip.open(path, "wt") as fh:
-        json.dump({"traceEvents": events}, fh)
-    return path
-
-
 def test_speedscope_overruns_zero_length_and_ties(tmp_path: Path) -> None:
-    x = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur,  # noqa: E731
-                                      "pid": 1, "tid": tid}
-    ev = [x("g", 0, 100), x("p", 10, 40), x("c", 30, 40), x("d", 55, 5), x("zero", 60, 0),
-          x("same", 70, 10), x("same2", 70, 10), x("e", 80, 0.5), x("f", 80.5, 1), x("neg", 90, -1),
-          x("t2", 0, 3, tid=2)]
-    tr = pt.load(_write(ev, tmp_path / "t.json.gz"))
+    ev = [op("g", 0, 100), op("p", 10, 40), op("c", 30, 40), op("d", 55, 5), op("zero", 60, 0),
+          op("same", 70, 10), op("same2", 70, 10), op("e", 80, 0.5), op("f", 80.5, 1), op("neg", 90, -1),
+          op("t2", 0, 3, tid=2)]
+    tr = load_events(tmp_path, ev, name="t.json.gz")
     assert (tr.nested["overrun_ns"] > 0).any()
     doc = _check_speedscope(tr, tmp_path / "t.speedscope.json")
     names = {f["name"] for f in doc["shared"]["frames"]}
@@ -158,9 +150,7 @@ def test_folded_sums_to_self_time(tmp_path: Path) -> None:
 
 
 def test_folded_escapes_and_threads(tmp_path: Path) -> None:
-    x = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur,  # noqa: E731
-                                      "pid": 1, "tid": tid}
-    tr = pt.load(_write([x("outer;x", 0, 10), x("in\nner", 2, 3), x("b", 0, 4, tid=2)], tmp_path / "t.json.gz"))
+    tr = load_events(tmp_path, [op("outer;x", 0, 10), op("in\nner", 2, 3), op("b", 0, 4, tid=2)], name="t.json.gz")
     text = tr.export.folded()
     assert text.splitlines() == ["outer:x 7000", "outer:x;in ner 3000", "b 4000"]
     by_thread = tr.export.folded(by_thread=True).splitlines()
@@ -182,7 +172,7 @@ def test_unnamed_event_is_named_empty(tmp_path: Path) -> None:
     """An X event without a name (null `name`) is the frame "" in trees, folded stacks and speedscope."""
     ev = [{"ph": "X", "cat": "cpu_op", "ts": 0, "dur": 5, "pid": 1, "tid": 1},
           {"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]
-    tr = pt.load(_write(ev, tmp_path / "t.json.gz"))
+    tr = load_events(tmp_path, ev, name="t.json.gz")
     assert tr.events["name"].null_count() == 1
     assert tr.tree.call_tree().select("path", "self_ns").rows() == [([""], 3000), (["", "a"], 2000)]
     assert tr.tree.bottom_up()["path"].to_list() == [[""], ["a"], ["a", ""]]

@@ -29,6 +29,7 @@ def test_truncation_at_every_element_boundary(h: harness.Harness) -> None:
             assert out == "ok", h.examples
 
 
+@pytest.mark.slow
 def test_fuzz_analyses_bounded() -> None:
     """Seeded random per-op perf args (every modelled op name), overlapping ops / module frames /
     syncs / [memory] bytes through tree, modules, critical path, memory and perf, mutated dataset
@@ -42,6 +43,7 @@ def test_fuzz_analyses_bounded() -> None:
     assert {r.cls for r in res} <= {f"fuzz {k}" for k in hostile._GENERATORS}
 
 
+@pytest.mark.slow
 def test_renderers_on_a_pty_bounded() -> None:
     """Every CLI renderer (summary, perf, memory, modules, critical-path, check, diff, findings, report,
     plot) and tr.findings() / tr.report() on a pseudo-terminal, over one random trace with hostile names

@@ -20,6 +20,7 @@ import proftab as pt
 from proftab import device
 from proftab.cli import main
 from proftab.exceptions import TraceError
+from tests.builders import annotation, event, kernel, launch, op, us, write_events
 from tests.conftest import SHARED_PUBLIC, needs_shared
 
 VLLM = SHARED_PUBLIC / "tracelens"
@@ -62,49 +63,35 @@ def test_align_with_repeated_tokens_matches_a_single_dropped_kernel_exactly(c: l
 # --------------------------------------------------------------------------- synthetic traces
 
 
-def X(cat: str, name: str, pid: int, tid: int, ts: int, dur: int, **args: object) -> dict:
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts / 1000, "dur": dur / 1000}
-    if args:
-        ev["args"] = {("External id" if k == "ext" else k): v for k, v in args.items()}
-    return ev
-
-
-def write(path: Path, events: list[dict]) -> Path:
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    return path
-
-
 def capture_trace(path: Path, ops: list[tuple[str, list[str]]], t0: int = 1_000_000) -> Path:
     """A capture trace: ops (name, kernels each launches) between begin/end capture, on one thread."""
-    ev = [X("cuda_runtime", "cudaStreamBeginCapture", 1, 1, t0, 1_000, correlation=1)]
+    ev = [launch(us(t0), us(1_000), 1, name="cudaStreamBeginCapture")]
     t, corr, ext = t0 + 10_000, 10, 100
-    ev.append(X("python_function", "nn.Module: Net_0", 1, 1, t - 5_000, 1_000_000))
+    ev.append(event("nn.Module: Net_0", us(t - 5_000), us(1_000_000), cat="python_function"))
     for name, kernels in ops:
         dur = 2_000 + 3_000 * len(kernels)
-        ev.append(X("cpu_op", name, 1, 1, t, dur, ext=ext))
+        ev.append(op(name, us(t), us(dur), ext=ext))
         for i, k in enumerate(kernels):
             call = ("cudaMemcpyAsync", {}) if k == "memcpy" else ("cudaLaunchKernel", {"kernel": k})
-            ev.append(X("cuda_runtime", call[0], 1, 1, t + 1_000 + 3_000 * i, 1_000, correlation=corr, ext=ext,
-                        **call[1]))
+            ev.append(launch(us(t + 1_000 + 3_000 * i), us(1_000), corr, name=call[0], ext=ext, **call[1]))
             corr += 1
         t, ext = t + dur + 1_000, ext + 1
-    ev.append(X("cuda_runtime", "cudaStreamEndCapture", 1, 1, t0 + 2_000_000, 1_000, correlation=2))
-    return write(path, ev)
+    ev.append(launch(us(t0 + 2_000_000), us(1_000), 2, name="cudaStreamEndCapture"))
+    return write_events(path, ev)
 
 
 def execution_trace(path: Path, replays: list[list[tuple[str, int]]]) -> Path:
     """Graph launches, each replaying `(kernel, stream)` in that order on the device."""
     ev, t = [], 0
     for i, kernels in enumerate(replays):
-        ev.append(X("user_annotation", f"execute_{i}", 1, 1, t, 100_000))
-        ev.append(X("cuda_runtime", "cudaGraphLaunch", 1, 1, t + 1_000, 50_000, correlation=500 + i))
+        ev.append(annotation(f"execute_{i}", us(t), us(100_000)))
+        ev.append(launch(us(t + 1_000), us(50_000), 500 + i, name="cudaGraphLaunch"))
         for j, (k, s) in enumerate(kernels):
             cat, extra = ("gpu_memcpy", {"bytes": 64}) if k == "memcpy" else ("kernel", {})
             name = "Memcpy DtoD (Device -> Device)" if k == "memcpy" else k
-            ev.append(X(cat, name, 0, s, t + 60_000 + 1_000 * j, 700 + j, correlation=500 + i, device=0, stream=s,
-                        **extra))
+            ev.append(kernel(us(t + 60_000 + 1_000 * j), us(700 + j), 500 + i, name=name, stream=s, cat=cat, **extra))
         t += 200_000
-    return write(path, ev)
+    return write_events(path, ev)
 
 
 CAP_A = [("aten::a", ["ka", "kb"]), ("aten::c", ["kc", "memcpy"]), ("aten::d", ["kd"]), ("aten::e", ["ke"])]
@@ -176,11 +163,11 @@ def test_capture_merge_aligns_every_replay_exactly(synthetic: tuple[Path, Path])
     assert vo.group_by("graph_launch_id").len().sort("graph_launch_id")["len"].to_list() == [5, 5, 3]
     nested = tr.collect("nested")
     parent = dict(zip(nested["event_id"], nested["parent_id"], strict=True))
-    for e, launch in zip(a["op_id"], a["graph_launch_id"], strict=True):
+    for e, graph_launch in zip(a["op_id"], a["graph_launch_id"], strict=True):
         chain = [e]
         while parent.get(chain[-1]) is not None:
             chain.append(parent[chain[-1]])
-        assert launch in chain  # op -> nn.Module frame -> the graph launch -> execute_N
+        assert graph_launch in chain  # op -> nn.Module frame -> the graph launch -> execute_N
     # Self CUDA now on the captured ops; the launch and the annotation hold none
     ka = tr.key_averages().filter(pl.col("device_type") == "CPU")
     self_dev = dict(zip(ka["name"], ka["self_device_ns"], strict=True))

@@ -21,6 +21,7 @@ import proftab as pt
 from proftab.exceptions import UsageError
 from proftab.intervals import dag, merge, overlap, tree
 from proftab.intervals.nest import nest
+from tests.builders import event, write_events
 from tests.fuzz import hostile
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def test_a_symlink_out_of_the_dataset_is_refused(ds: Path, tmp_path: Path) -> No
 
 
 def test_a_stored_parent_cycle_is_a_clear_error(tmp_path: Path) -> None:
-    ds = hostile.dataset(tmp_path, [hostile.x("a", 0, 10), hostile.x("b", 1, 5), hostile.x("c", 2, 1)])
+    ds = hostile.dataset(tmp_path, [event("a", 0, 10), event("b", 1, 5), event("c", 2, 1)])
     part = ds / "events" / "rank=0" / "part-0.parquet"
     meta = pl.read_parquet_metadata(part)
     df = pl.read_parquet(part)
@@ -112,7 +113,7 @@ def test_a_scan_is_pinned_to_its_generation(tmp_path: Path) -> None:
     ds = hostile.dataset(tmp_path)
     tr = pt.scan(ds)
     assert tr.collect("events", ["name"]).height == 4
-    new = hostile.write_trace(tmp_path / "new.json.gz", [hostile.x("other", 0, 5)])
+    new = write_events(tmp_path / "new.json.gz", [event("other", 0, 5)])
     pt.load(new).to_parquet(ds, force=True)
     with pytest.raises(pt.TraceError, match="replaced or removed after it was scanned"):
         tr.collect("events")
@@ -174,10 +175,10 @@ def test_what_if_and_window_arguments_are_checked(tmp_path: Path) -> None:
 
 def test_memory_totals_that_pass_int64_are_null(tmp_path: Path) -> None:
     big = 2**62
-    ev = [hostile.x("aten::empty", 0, 100)] + [
+    ev = [event("aten::empty", 0, 100)] + [
         {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1 + i,
          "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096 * (i + 1), "Bytes": big}} for i in range(3)]
-    tl = pt.load(hostile.write_trace(tmp_path / "t.json.gz", ev)).memory.timeline()
+    tl = pt.load(write_events(tmp_path / "t.json.gz", ev)).memory.timeline()
     assert tl["replayed_bytes"].to_list() == [big, None, None]  # 2^63 and 3 * 2^62 do not fit int64: null, not wrapped
 
 

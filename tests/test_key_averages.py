@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from decimal import Decimal
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 import proftab as pt
 from proftab import schema
 from proftab.intervals import union_ns
+from tests.builders import annotation, event, load_events, op, write_events
 from tests.conftest import BUNDLED, SHARED_TORCH213, TORCH213, needs_shared, shared_public_traces
 
 if TYPE_CHECKING:
@@ -177,6 +177,7 @@ def test_llama_has_no_negative_self_where_torch_does() -> None:
     assert tr.anomalies.filter(pl.col("kind") == "overrun").height > 0
 
 
+@pytest.mark.slow
 @needs_shared
 @pytest.mark.parametrize("path", shared_public_traces(), ids=lambda p: p.name[:50])
 def test_never_negative_on_public_traces(path: Path) -> None:
@@ -213,13 +214,11 @@ def truncated_trace(tmp_path: Path, case_dir: Path) -> Path:
     base = tr.meta["base_time_ns"]
     ev = tr.events.filter(pl.col("cat").cast(pl.String).is_in(["cpu_op", "user_annotation"]))
     events = [
-        {"ph": "X", "cat": c, "name": n, "pid": p, "tid": t, "ts": (s + base) // US, "dur": d // US}
+        event(n, (s + base) // US, d // US, cat=c, pid=p, tid=t)
         for c, n, p, t, s, d in ev.select(pl.col("cat").cast(pl.String), "name", "pid", "tid", "start_ns",
                                           "dur_ns").iter_rows()
     ]
-    path = tmp_path / "truncated.json.gz"
-    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
-    return path
+    return write_events(tmp_path / "truncated.json.gz", events)
 
 
 def test_truncated_times_torch_goes_negative_proftab_does_not(tmp_path: Path) -> None:
@@ -256,11 +255,7 @@ def test_seed_mechanism_synthetic(tmp_path: Path) -> None:
     dur = ⌊dur⌋ µs) the child ends 1 µs after its parent: torch re-parents it to the
     grandparent, which subtracts both and goes negative (pytorch#101861)."""
     ns = [("gp", 100_500, 206_000), ("p", 100_900, 205_300), ("c", 150_000, 205_100)]
-    events = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1,
-               "ts": a // US, "dur": (b - a) // US} for n, a, b in ns]
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    tr = pt.load(path)
+    tr = load_events(tmp_path, [op(n, a // US, (b - a) // US) for n, a, b in ns])
     torch_self = torch_stack_self(tr.events)
     assert torch_self == {0: -54_000, 1: 104_000, 2: 55_000}
     nested = tr.nested.sort("event_id")
@@ -272,18 +267,15 @@ def test_seed_mechanism_synthetic(tmp_path: Path) -> None:
 
 def test_filtered_names_time_goes_to_parent(tmp_path: Path) -> None:
     events = [
-        {"ph": "X", "cat": "user_annotation", "name": "region", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
-        {"ph": "X", "cat": "cpu_op", "name": "profiler::_record_function_exit", "pid": 1, "tid": 1, "ts": 90,
-         "dur": 5},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 12, "dur": 40},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 15, "dur": 30},
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 200, "dur": 9},
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 210, "dur": 9},
+        annotation("region", 0, 100),
+        op("profiler::_record_function_exit", 90, 5),
+        op("aten::linear", 10, 50),
+        op("aten::linear", 12, 40),
+        op("aten::addmm", 15, 30),
+        annotation("ProfilerStep#3", 200, 9),
+        annotation("ProfilerStep#4", 210, 9),
     ]
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    ka = pt.load(path).key_averages()
+    ka = load_events(tmp_path, events).key_averages()
     rows = {r["name"]: r for r in ka.iter_rows(named=True)}
     assert set(rows) == {"region", "aten::linear", "aten::addmm", "ProfilerStep*"}
     assert rows["region"]["self_cpu_ns"] == 50_000  # 100 - 50 (linear); the filtered 5 µs stay its own

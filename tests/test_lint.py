@@ -21,6 +21,7 @@ def test_ruff_is_clean() -> None:
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_mypy_is_clean() -> None:
     pytest.importorskip("mypy", reason="mypy is not installed (the test extra has it)")
     res = _run(sys.executable, "-m", "mypy", "--no-incremental")

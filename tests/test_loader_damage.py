@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from typing import TYPE_CHECKING
 
@@ -11,6 +10,7 @@ import polars as pl
 import pytest
 
 import proftab as pt
+from tests.builders import load_events
 from tests.conftest import SHARED_PUBLIC, TORCH213, needs_shared
 
 if TYPE_CHECKING:
@@ -115,9 +115,7 @@ def test_not_a_trace(tmp_path: Path, content: bytes, message: str) -> None:
 
 
 def test_empty_trace_loads(tmp_path: Path) -> None:
-    p = tmp_path / "empty.json"
-    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": []}))
-    tr = pt.load(p)
+    tr = load_events(tmp_path, [], name="empty.json")
     assert tr.events.is_empty() and tr.accounting["trace_events"].item() == 0
     assert tr.key_averages().is_empty()
     assert tr.table() == ""
@@ -132,6 +130,7 @@ def test_missing_file_and_corrupt_gzip(tmp_path: Path) -> None:
         pt.load(p)
 
 
+@pytest.mark.slow
 @needs_shared
 def test_every_shared_trace_loads_and_accounts_for_every_event() -> None:
     paths = sorted(SHARED_PUBLIC.glob("*/*.json.gz"))

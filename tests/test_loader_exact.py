@@ -51,6 +51,7 @@ def test_start_and_end_equal_raw_events(case: str) -> None:
     assert n > 100
 
 
+@pytest.mark.slow
 @needs_shared
 @pytest.mark.parametrize("case_dir", shared_torch213_cases(), ids=lambda p: p.name)
 def test_start_and_end_equal_raw_events_shared(case_dir: Path) -> None:

@@ -12,18 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import proftab as pt
+from tests.builders import write_trace
 from tests.conftest import BUNDLED, DATA, PUBLIC, TORCH213
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def write(tmp_path: Path, obj: object, name: str = "t.json", *, gz: bool = False) -> Path:
-    text = obj if isinstance(obj, str) else json.dumps(obj)
-    p = tmp_path / name
-    data = text.encode() if isinstance(text, str) else text
-    p.write_bytes(gzip.compress(data) if gz else data)
-    return p
 
 
 def test_envelope_keys_in_any_order(tmp_path: Path) -> None:
@@ -31,7 +24,7 @@ def test_envelope_keys_in_any_order(tmp_path: Path) -> None:
     before = '{"baseTimeNanoseconds": 1000, "traceEvents": ' + json.dumps(ev) + ', "traceName": "x"}'
     after = '{"traceEvents": ' + json.dumps(ev) + ', "displayTimeUnit": "ms", "baseTimeNanoseconds": 1000}'
     for text in (before, after):
-        tr = pt.load(write(tmp_path, text))
+        tr = pt.load(write_trace(tmp_path / "t.json", text))
         assert tr.meta["base_time_ns"] == 1000
         assert tr.events["start_ns"].to_list() == [1500]
 
@@ -39,7 +32,7 @@ def test_envelope_keys_in_any_order(tmp_path: Path) -> None:
 def test_bare_list_legacy_format(tmp_path: Path) -> None:
     obj = [{"name": "aten::add", "ph": "X", "ts": 10, "dur": 5, "tid": 0, "pid": "CPU functions", "args": {}},
            {"name": "aten::mul", "ph": "X", "ts": 12, "dur": 1, "tid": 0, "pid": "CPU functions", "args": {}}]
-    tr = pt.load(write(tmp_path, obj))
+    tr = pt.load(write_trace(tmp_path / "t.json", obj))
     assert tr.meta["legacy_list_format"] is True
     assert tr.events["pid_text"].to_list() == ["CPU functions"] * 2
     assert tr.events["pid"].null_count() == 2
@@ -48,8 +41,8 @@ def test_bare_list_legacy_format(tmp_path: Path) -> None:
 
 def test_gzip_detected_by_magic_bytes_not_suffix(tmp_path: Path) -> None:
     obj = {"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}
-    gz_named_json = write(tmp_path, obj, "trace.json", gz=True)
-    plain_named_gz = write(tmp_path, obj, "trace.json.gz")
+    gz_named_json = write_trace(tmp_path / "trace.json", obj, gz=True)
+    plain_named_gz = write_trace(tmp_path / "trace.json.gz", obj, gz=False)
     assert len(pt.load(gz_named_json).events) == 1
     assert len(pt.load(plain_named_gz).events) == 1
 
@@ -82,7 +75,7 @@ def test_generic_chrome_phases(tmp_path: Path) -> None:
         {"ph": "P", "name": "sample", "pid": 7, "tid": 3, "ts": 1},  # unsupported phase
     ]
     with pytest.warns(pt.ProftabWarning, match="2 input events rejected"):
-        tr = pt.load(write(tmp_path, {"traceEvents": events}))
+        tr = pt.load(write_trace(tmp_path / "t.json", {"traceEvents": events}))
     ev = tr.events.sort("event_id")
     assert ev.select("name", "ph", "start_ns", "end_ns").rows() == [
         ("outer", "B", 0, 9000), ("inner", "B", 2000, 5000), ("read", "b", 1000, 4000), ("x", "X", 20000, 20000),
@@ -112,7 +105,7 @@ def test_rejected_complete_events_next_to_typed_instant_columns(tmp_path: Path) 
          "args": {"Device Type": 0, "Bytes": 8}},
     ]
     with pytest.warns(pt.ProftabWarning, match="2 input events rejected"):
-        tr = pt.load(write(tmp_path, {"traceEvents": events}))
+        tr = pt.load(write_trace(tmp_path / "t.json", {"traceEvents": events}))
     assert tr.rejected.select("event_id", "reason").rows() == [
         (0, "missing ts"), (2, "'E' event without a matching 'B'")]
     assert tr.events["name"].to_list() == ["a"]
@@ -129,7 +122,7 @@ def test_pid_tid_strings_and_typed_args(tmp_path: Path) -> None:
         {"ph": "X", "cat": "python_function", "name": "f.py(1): g", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
          "args": {"Python id": 3, "Python parent id": None}},
     ]
-    tr = pt.load(write(tmp_path, {"traceEvents": events}))
+    tr = pt.load(write_trace(tmp_path / "t.json", {"traceEvents": events}))
     ev = tr.events.sort("event_id")
     assert ev.select("pid", "pid_text", "tid", "tid_text").rows()[0] == (None, "Spans", None, "PyTorch Profiler")
     k = ev.row(1, named=True)
@@ -152,7 +145,7 @@ def test_ids_larger_than_int64_survive() -> None:
 def test_unknown_int_overflow_stays_in_args(tmp_path: Path) -> None:
     events = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
                "args": {"External id": 18446744073709551615, "other": -99999999999999999999}}]
-    tr = pt.load(write(tmp_path, {"traceEvents": events}))
+    tr = pt.load(write_trace(tmp_path / "t.json", {"traceEvents": events}))
     row = tr.events.row(0, named=True)
     assert row["external_id"] is None
     assert row["args"] == '{"External id": 18446744073709551615, "other": -99999999999999999999}'

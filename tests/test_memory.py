@@ -55,7 +55,7 @@ def _load(path: Path) -> pt.Trace:
 
 
 def _params(paths: list[Path], shared: bool = False) -> list[object]:
-    marks = [needs_shared] if shared else []
+    marks = [needs_shared, pytest.mark.slow] if shared else []  # a sweep over ../shared: slow
     return [pytest.param(p, id=p.name[:48], marks=marks) for p in paths]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import proftab as pt
+from tests.builders import event, load_events, op
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -31,6 +31,7 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> str:
     mp.undo()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cwd", ["root", "notebooks"])
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path, cwd: str, kernel_name: str, tmp_path: Path,
@@ -57,13 +58,9 @@ def test_notebook_runs(path: Path, cwd: str, kernel_name: str, tmp_path: Path,
 
 def test_repr_and_html_card_escape_names(tmp_path: Path) -> None:
     bad = "<script>alert('x')</script>"
-    p = tmp_path / "evil.json.gz"
-    ev = [{"ph": "X", "cat": "cpu_op", "name": bad, "ts": 0, "dur": 10, "pid": 1, "tid": 1},
-          {"ph": "X", "cat": "kernel", "name": "<img src=x onerror=alert(1)>", "ts": 2, "dur": 3, "pid": 0, "tid": 7},
+    ev = [op(bad, 0, 10), event("<img src=x onerror=alert(1)>", 2, 3, cat="kernel", pid=0, tid=7),
           {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "<b>main</b>"}}]
-    with gzip.open(p, "wt") as fh:
-        json.dump({"traceEvents": ev, "deviceProperties": [{"name": "<i>GPU</i>"}]}, fh)
-    tr = pt.load(p)
+    tr = load_events(tmp_path, ev, name="evil.json.gz", deviceProperties=[{"name": "<i>GPU</i>"}])
     html = tr._repr_html_()
     assert "<script>" not in html and "<img" not in html and "<i>GPU" not in html
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html and "&lt;img src=x" in html

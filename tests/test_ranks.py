@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from polars.testing import assert_frame_equal
 
 import proftab as pt
 from proftab import schema
+from tests.builders import annotation, event, kernel, write_events
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = sorted((ROOT / "tests" / "data" / "public").glob("trace_filter__sampled_rank-*.json.gz"))
@@ -21,37 +21,28 @@ SHARED_PAIR = sorted((SHARED / "traces" / "public" / "hta").glob("trace_filter__
 US = 1000
 
 
-def _x(name, cat, ts, dur, pid, tid, **args):
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
-    if args:
-        ev["args"] = args
-    return ev
-
-
 def _rank_file(tmp: Path, rank: int, events: list[dict]) -> Path:
-    path = tmp / f"r{rank}.json"
-    path.write_text(json.dumps({"distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}))
-    return path
+    return write_events(tmp / f"r{rank}.json", events, distributedInfo={"rank": rank, "world_size": 2})
 
 
 @pytest.fixture
 def two_ranks(tmp_path: Path) -> list[Path]:
     """Hand-made two-rank trace (integer-us epoch times) with known answers."""
     r0 = [
-        _x("ProfilerStep#1", "user_annotation", 1000, 100, 9, 9),
-        _x("ProfilerStep#2", "user_annotation", 1100, 150, 9, 9),
-        _x("gemm", "kernel", 1010, 20, 0, 7, device=0, stream=7),
-        _x("gemm", "kernel", 1040, 20, 0, 7, device=0, stream=7),
-        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1020, 30, 0, 20, device=0, stream=20),
-        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1150, 20, 0, 20, device=0, stream=20),
-        _x("ProfilerStep#1", "gpu_user_annotation", 1000, 100, 0, 7),  # device side: not a step window
+        annotation("ProfilerStep#1", 1000, 100, pid=9, tid=9),
+        annotation("ProfilerStep#2", 1100, 150, pid=9, tid=9),
+        kernel(1010, 20, None, name="gemm", stream=7, device=0),
+        kernel(1040, 20, None, name="gemm", stream=7, device=0),
+        kernel(1020, 30, None, name="ncclKernel_AllReduce_RING_LL_Sum_float", stream=20, device=0),
+        kernel(1150, 20, None, name="ncclKernel_AllReduce_RING_LL_Sum_float", stream=20, device=0),
+        event("ProfilerStep#1", 1000, 100, cat="gpu_user_annotation", pid=0, tid=7),  # device side: not a step window
     ]
     r1 = [
-        _x("ProfilerStep#1", "user_annotation", 1005, 120, 9, 9),
-        _x("ProfilerStep#2", "user_annotation", 1125, 115, 9, 9),
-        _x("Memcpy HtoD", "gpu_memcpy", 1100, 10, 1, 7, device=1, stream=7),
-        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1030, 22, 1, 20, device=1, stream=20),
-        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1160, 15, 1, 20, device=1, stream=20),
+        annotation("ProfilerStep#1", 1005, 120, pid=9, tid=9),
+        annotation("ProfilerStep#2", 1125, 115, pid=9, tid=9),
+        kernel(1100, 10, None, name="Memcpy HtoD", stream=7, device=1, cat="gpu_memcpy"),
+        kernel(1030, 22, None, name="ncclKernel_AllReduce_RING_LL_Sum_float", stream=20, device=1),
+        kernel(1160, 15, None, name="ncclKernel_AllReduce_RING_LL_Sum_float", stream=20, device=1),
     ]
     return [_rank_file(tmp_path, 0, r0), _rank_file(tmp_path, 1, r1)]
 
@@ -184,11 +175,11 @@ def test_single_rank_and_no_steps() -> None:
 def test_collective_times_outside_steps(tmp_path: Path) -> None:
     """Kernels outside every step (step null) overlap each other like any other group."""
     r0 = [
-        _x("ProfilerStep#1", "user_annotation", 1000, 100, 9, 9),
-        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 900, 30, 0, 20, device=0, stream=20),
-        _x("gemm", "kernel", 910, 30, 0, 7, device=0, stream=7),
-        _x("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 1010, 20, 0, 20, device=0, stream=20),
-        _x("gemm", "kernel", 1020, 30, 0, 7, device=0, stream=7),
+        annotation("ProfilerStep#1", 1000, 100, pid=9, tid=9),
+        kernel(900, 30, None, name="ncclKernel_AllReduce_RING_LL_Sum_float", stream=20, device=0),
+        kernel(910, 30, None, name="gemm", stream=7, device=0),
+        kernel(1010, 20, None, name="ncclKernel_AllReduce_RING_LL_Sum_float", stream=20, device=0),
+        kernel(1020, 30, None, name="gemm", stream=7, device=0),
     ]
     tr = pt.load(str(_rank_file(tmp_path, 0, r0)))
     assert tr.ranks.collective_times().rows() == [

@@ -61,6 +61,7 @@ def _png_pixels(png: bytes) -> bytes:
 _CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_CHROMIUM is None, reason="no chromium (apt-get install chromium)")
 def test_report_renders_in_headless_chromium_without_network(page: Path, tmp_path: Path) -> None:
     assert _CHROMIUM is not None

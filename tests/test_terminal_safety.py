@@ -10,7 +10,6 @@ character, no MarkupError, no hyperlink, no extra row.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import json
 import os
@@ -23,6 +22,7 @@ import pytest
 
 import proftab as pt
 from proftab.cli import main
+from tests.builders import read_trace, write_trace
 from tests.conftest import DATA, PUBLIC, TORCH213
 
 if TYPE_CHECKING:
@@ -42,17 +42,14 @@ MODULES = DATA / "modules_train_step.pt.trace.json.gz"
 
 def _rewrite(src: Path, dst: Path, renames: dict[str, str]) -> Path:
     """`src` with every event name's `renames` substrings replaced (the rest byte-equal in meaning)."""
-    with gzip.open(src, "rt", encoding="utf-8") as fh:
-        doc = json.load(fh)
+    doc = read_trace(src)
     for ev in doc["traceEvents"]:
         name = ev.get("name")
         if isinstance(name, str):
             for old, new in renames.items():
                 name = name.replace(old, new)
             ev["name"] = name
-    with gzip.open(dst, "wt", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-    return dst
+    return write_trace(dst, doc)
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,13 @@ def flops_cases() -> list[tuple[Path, str]]:
     return cases
 
 
-@pytest.mark.parametrize(("case", "kind"), flops_cases(), ids=lambda v: v.name if isinstance(v, Path) else v)
+#: the ../shared torch 2.13 cases (every one with FLOPs) are a corpus sweep: slow
+SHARED_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(("case", "kind"), [pytest.param(c, k, marks=() if c == FLOPS_OPS else SHARED_SLOW)
+                                            for c, k in flops_cases()],
+                         ids=lambda v: v.name if isinstance(v, Path) else v)
 def test_flops_equal_torch(case: Path, kind: str) -> None:
     tr = pt.load(case / "trace.json.gz")
     assert tr.meta["with_flops"]
@@ -67,7 +73,8 @@ def flops_cells(text: str) -> tuple[str, dict[str, str]]:
     return header, cells
 
 
-@pytest.mark.parametrize("case", [FLOPS_OPS, *(c for c, k in flops_cases()[2:] if k == "key_averages")],
+@pytest.mark.parametrize("case", [FLOPS_OPS, *(pytest.param(c, marks=SHARED_SLOW) for c, k in flops_cases()[2:]
+                                                 if k == "key_averages")],
                          ids=lambda p: p.name)
 def test_table_flops_column_equals_torch(case: Path) -> None:
     tr = pt.load(case / "trace.json.gz")

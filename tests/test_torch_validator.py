@@ -15,62 +15,55 @@ import pytest
 
 import proftab as pt
 from proftab.torch.validator import TORCH_VALIDATOR_COLUMNS, TORCH_VALIDATOR_RULES, torch_validator
+from tests.builders import event, write_events
 from tests.conftest import needs_shared, shared_public_traces
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 
-def x(name: str, cat: str, ts: float, dur: float, tid: int = 1, **args: object) -> dict:
-    return {"ph": "X", "name": name, "cat": cat, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
-
-
 def known_causes() -> list[dict]:
     """One or more violations of every rule, each by construction, and sound events beside them."""
     return [
         # causality: kernel of External id 7 starts 2 µs before its launch; id 8 is fine
-        x("cudaLaunchKernel", "cuda_runtime", 100.0, 5.0, **{"External id": 7, "correlation": 70}),
-        x("k_early", "kernel", 98.0, 3.0, tid=7, **{"External id": 7, "correlation": 70, "device": 0, "stream": 7}),
-        x("cudaLaunchKernel", "cuda_runtime", 110.0, 5.0, **{"External id": 8, "correlation": 80}),
-        x("k_ok", "kernel", 112.5, 30.0, tid=7, **{"External id": 8, "correlation": 80, "device": 0, "stream": 7}),
+        event("cudaLaunchKernel", 100.0, 5.0, cat="cuda_runtime", args={"External id": 7, "correlation": 70}),
+        event("k_early", 98.0, 3.0, cat="kernel", tid=7,
+              args={"External id": 7, "correlation": 70, "device": 0, "stream": 7}),
+        event("cudaLaunchKernel", 110.0, 5.0, cat="cuda_runtime", args={"External id": 8, "correlation": 80}),
+        event("k_ok", 112.5, 30.0, cat="kernel", tid=7,
+              args={"External id": 8, "correlation": 80, "device": 0, "stream": 7}),
         # populated: a Stream Wait Event without the corr id, an Event Sync with -1
-        x("Stream Wait Event", "cuda_sync", 120.0, 0.01, tid=7, cuda_sync_kind="Stream Wait Event",
-          device=0, stream=7),
-        x("Event Sync", "cuda_sync", 121.0, 0.01, tid=7, cuda_sync_kind="Event Sync", device=0, stream=7,
-          wait_on_cuda_event_record_corr_id=-1),
+        event("Stream Wait Event", 120.0, 0.01, cat="cuda_sync", tid=7, cuda_sync_kind="Stream Wait Event",
+              device=0, stream=7),
+        event("Event Sync", 121.0, 0.01, cat="cuda_sync", tid=7, cuda_sync_kind="Event Sync", device=0, stream=7,
+              wait_on_cuda_event_record_corr_id=-1),
         # sync overlap: a Stream Sync at 130 while k_ok (112.5 .. 142.5) runs on stream 7
-        x("Stream Sync", "cuda_sync", 130.0, 1.0, tid=7, cuda_sync_kind="Stream Sync", device=0, stream=7),
+        event("Stream Sync", 130.0, 1.0, cat="cuda_sync", tid=7, cuda_sync_kind="Stream Sync", device=0, stream=7),
         # in the past: waits on a record that comes later (corr 90) and on one that is not there (91)
-        x("cudaEventRecord", "cuda_runtime", 150.0, 1.0, **{"External id": 90, "correlation": 900}),
-        x("Stream Wait Event", "cuda_sync", 140.0, 0.01, tid=7, cuda_sync_kind="Stream Wait Event",
-          device=0, stream=7, wait_on_cuda_event_record_corr_id=90),
-        x("Stream Wait Event", "cuda_sync", 141.0, 0.01, tid=7, cuda_sync_kind="Stream Wait Event",
-          device=0, stream=7, wait_on_cuda_event_record_corr_id=91),
-        x("cudaEventRecord", "cuda_runtime", 10.0, 1.0, **{"External id": 92, "correlation": 920}),
-        x("Stream Wait Event", "cuda_sync", 142.0, 0.01, tid=7, cuda_sync_kind="Stream Wait Event",
-          device=0, stream=7, wait_on_cuda_event_record_corr_id=920),
+        event("cudaEventRecord", 150.0, 1.0, cat="cuda_runtime", args={"External id": 90, "correlation": 900}),
+        event("Stream Wait Event", 140.0, 0.01, cat="cuda_sync", tid=7, cuda_sync_kind="Stream Wait Event",
+              device=0, stream=7, wait_on_cuda_event_record_corr_id=90),
+        event("Stream Wait Event", 141.0, 0.01, cat="cuda_sync", tid=7, cuda_sync_kind="Stream Wait Event",
+              device=0, stream=7, wait_on_cuda_event_record_corr_id=91),
+        event("cudaEventRecord", 10.0, 1.0, cat="cuda_runtime", args={"External id": 92, "correlation": 920}),
+        event("Stream Wait Event", 142.0, 0.01, cat="cuda_sync", tid=7, cuda_sync_kind="Stream Wait Event",
+              device=0, stream=7, wait_on_cuda_event_record_corr_id=920),
         # NCCL: one record_param_comms without Group size and dtype, one complete
-        x("record_param_comms", "cpu_op", 200.0, 2.0, **{"Collective name": "allreduce", "In msg nelems": 4,
-                                                          "Out msg nelems": 4}),
-        x("record_param_comms", "cpu_op", 210.0, 2.0, **{"Collective name": "allreduce", "dtype": "Float",
-                                                          "In msg nelems": 4, "Out msg nelems": 4,
-                                                          "Group size": 2}),
+        event("record_param_comms", 200.0, 2.0, args={"Collective name": "allreduce", "In msg nelems": 4,
+                                                      "Out msg nelems": 4}),
+        event("record_param_comms", 210.0, 2.0, args={"Collective name": "allreduce", "dtype": "Float",
+                                                      "In msg nelems": 4, "Out msg nelems": 4,
+                                                      "Group size": 2}),
         # backward sequence ids: 5 names two backward ops; 6 one (twice)
-        x("autograd::engine::evaluate_function: MulBackward0", "cpu_op", 300.0, 3.0, **{"Sequence number": 5}),
-        x("autograd::engine::evaluate_function: AddBackward0", "cpu_op", 310.0, 3.0, **{"Sequence number": 5}),
-        x("autograd::engine::evaluate_function: TBackward0", "cpu_op", 320.0, 3.0, **{"Sequence number": 6}),
-        x("autograd::engine::evaluate_function: TBackward0", "cpu_op", 330.0, 3.0, **{"Sequence number": 6}),
+        event("autograd::engine::evaluate_function: MulBackward0", 300.0, 3.0, args={"Sequence number": 5}),
+        event("autograd::engine::evaluate_function: AddBackward0", 310.0, 3.0, args={"Sequence number": 5}),
+        event("autograd::engine::evaluate_function: TBackward0", 320.0, 3.0, args={"Sequence number": 6}),
+        event("autograd::engine::evaluate_function: TBackward0", 330.0, 3.0, args={"Sequence number": 6}),
     ]
 
 
-def write(tmp_path: Path, events: list[dict], name: str = "t.json") -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    return path
-
-
 def test_every_rule_on_known_causes(tmp_path: Path) -> None:
-    rows = pt.load(write(tmp_path, known_causes())).torch_validator()
+    rows = pt.load(write_events(tmp_path / "t.json", known_causes())).torch_validator()
     assert rows.columns == list(TORCH_VALIDATOR_COLUMNS)
     assert dict(collections.Counter(rows["rule"].to_list())) == {
         "gpu_kernel_causality": 1, "stream_wait_corr_id_populated": 2, "stream_sync_overlap": 1,
@@ -129,16 +122,16 @@ def assert_superset(path: Path) -> tuple[int, int]:
 
 
 def test_torch_reports_the_same_on_known_causes(tmp_path: Path) -> None:
-    path = write(tmp_path, known_causes())
+    path = write_events(tmp_path / "t.json", known_causes())
     theirs, mine = assert_superset(path)
     assert theirs == mine == 8
 
 
 def test_proftab_is_stricter_where_torch_skips(tmp_path: Path) -> None:
     """torch's `args.get("Sequence number") or ...` skips sequence number 0; proftab checks it."""
-    events = [x("autograd::engine::evaluate_function: MulBackward0", "cpu_op", 1.0, 1.0, **{"Sequence number": 0}),
-              x("autograd::engine::evaluate_function: AddBackward0", "cpu_op", 3.0, 1.0, **{"Sequence number": 0})]
-    path = write(tmp_path, events)
+    events = [event("autograd::engine::evaluate_function: MulBackward0", 1.0, 1.0, args={"Sequence number": 0}),
+              event("autograd::engine::evaluate_function: AddBackward0", 3.0, 1.0, args={"Sequence number": 0})]
+    path = write_events(tmp_path / "t.json", events)
     assert torch_report(path) == []
     assert pt.load(path).torch_validator()["rule"].to_list() == ["backward_seq_id_uniqueness"]
 
@@ -153,7 +146,7 @@ def test_empty_and_missing_columns() -> None:
 def test_check_reports_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from proftab.__main__ import main
 
-    path = write(tmp_path, known_causes())
+    path = write_events(tmp_path / "t.json", known_causes())
     assert main(["check", str(path), "--format", "json", "--quiet"]) == 0
     rep = json.loads(capsys.readouterr().out)
     found = rep["findings"]["torch_validator"]

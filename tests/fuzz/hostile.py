@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import gzip
 import io
 import json
 import math
@@ -32,6 +31,8 @@ import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tests.builders import event, write_events
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -84,18 +85,6 @@ def check(cond: object, what: str) -> None:
 # ----------------------------------------------------------------------------- builders
 
 
-def x(name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int = 1, tid: int = 1, **args: Any) -> dict[str, Any]:
-    """A Kineto complete event (times in µs)."""
-    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args}
-
-
-def write_trace(path: Path, events: list[dict[str, Any]], **head: Any) -> Path:
-    """Write a gzipped Kineto trace."""
-    with gzip.open(path, "wt", compresslevel=1) as fh:
-        json.dump({"schemaVersion": 1, **head, "traceEvents": events}, fh)
-    return path
-
-
 def load(path: Path) -> Any:
     """`pt.load`, its warnings silenced (hostile inputs warn)."""
     import proftab as pt
@@ -120,10 +109,10 @@ def cli(*argv: str) -> int:
 
 def dataset(tmp: Path, events: list[dict[str, Any]] | None = None) -> Path:
     """A converted dataset of a small trace with a kernel."""
-    events = events or [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 1, 50),
-                        x("cudaLaunchKernel", 2, 5, cat="cuda_runtime", correlation=1),
-                        x("gemm", 10, 30, cat="kernel", pid=0, tid=7, correlation=1, stream=7, device=0)]
-    tr = load(write_trace(tmp / "t.json.gz", events))
+    events = events or [event("ProfilerStep#1", 0, 100, cat="user_annotation"), event("aten::mm", 1, 50),
+                        event("cudaLaunchKernel", 2, 5, cat="cuda_runtime", correlation=1),
+                        event("gemm", 10, 30, cat="kernel", pid=0, tid=7, correlation=1, stream=7, device=0)]
+    tr = load(write_events(tmp / "t.json.gz", events))
     out = tmp / "ds"
     tr.to_parquet(out)
     return out
@@ -153,13 +142,13 @@ def reproducer(cls: str, timeout: float = 30.0) -> Callable[[Callable[[Path], No
 @reproducer("1 join/graph blow-ups")
 def shared_external_id(tmp: Path) -> None:
     """10,000 ops, launches and kernels sharing one External id: `summary` stays bounded."""
-    ev = [x("ProfilerStep#1", 0, 10**6, cat="user_annotation")]
+    ev = [event("ProfilerStep#1", 0, 10**6, cat="user_annotation")]
     for i in range(10_000):
-        ev.append(x("aten::add", 1 + 50 * i, 40, **{"External id": 1}))
-        ev.append(x("cudaLaunchKernel", 2 + 50 * i, 5, cat="cuda_runtime", correlation=i + 1, **{"External id": 1}))
-        ev.append(x("k", 10 + 50 * i, 5, cat="kernel", pid=0, tid=7, correlation=i + 1, stream=7, device=0,
+        ev.append(event("aten::add", 1 + 50 * i, 40, **{"External id": 1}))
+        ev.append(event("cudaLaunchKernel", 2 + 50 * i, 5, cat="cuda_runtime", correlation=i + 1, **{"External id": 1}))
+        ev.append(event("k", 10 + 50 * i, 5, cat="kernel", pid=0, tid=7, correlation=i + 1, stream=7, device=0,
                     **{"External id": 1}))
-    p = write_trace(tmp / "t.json.gz", ev)
+    p = write_events(tmp / "t.json.gz", ev)
     cli("summary", str(p))
     act = load(p).device.activities()
     check(act.height == 10_000, f"10,000 kernels became {act.height} activities")
@@ -171,13 +160,13 @@ def shared_external_id(tmp: Path) -> None:
 @reproducer("1 join/graph blow-ups")
 def sync_many_streams(tmp: Path) -> None:
     """8,000 bare cudaDeviceSynchronize calls and kernels on 8,000 streams: critical path bounded."""
-    ev = [x("ProfilerStep#1", 0, 10**6, cat="user_annotation")]
+    ev = [event("ProfilerStep#1", 0, 10**6, cat="user_annotation")]
     for i in range(8_000):
-        ev.append(x("cudaLaunchKernel", 1 + 100 * i, 2, cat="cuda_runtime", correlation=2 * i + 1))
-        ev.append(x("k", 4 + 100 * i, 3, cat="kernel", pid=0, tid=100 + i, correlation=2 * i + 1, stream=100 + i,
+        ev.append(event("cudaLaunchKernel", 1 + 100 * i, 2, cat="cuda_runtime", correlation=2 * i + 1))
+        ev.append(event("k", 4 + 100 * i, 3, cat="kernel", pid=0, tid=100 + i, correlation=2 * i + 1, stream=100 + i,
                     device=0))
-        ev.append(x("cudaDeviceSynchronize", 50 + 100 * i, 10, cat="cuda_runtime", correlation=2 * i + 2))
-    tr = load(write_trace(tmp / "t.json.gz", ev))
+        ev.append(event("cudaDeviceSynchronize", 50 + 100 * i, 10, cat="cuda_runtime", correlation=2 * i + 2))
+    tr = load(write_events(tmp / "t.json.gz", ev))
     s = tr.critical_path.summary()
     check(int(s["dur_ns"].sum()) <= 10**9, "path longer than its window")
 
@@ -185,8 +174,8 @@ def sync_many_streams(tmp: Path) -> None:
 @reproducer("1 join/graph blow-ups")
 def overlapping_ops_tree(tmp: Path) -> None:
     """20,000 partially overlapping ops on one thread: `plot tree` (the call tree) stays bounded."""
-    ev = [x(f"op{i % 7}", i, 20_000 - i // 2 + 5) for i in range(20_000)]
-    p = write_trace(tmp / "t.json.gz", ev)
+    ev = [event(f"op{i % 7}", i, 20_000 - i // 2 + 5) for i in range(20_000)]
+    p = write_events(tmp / "t.json.gz", ev)
     tr = load(p)
     from proftab.calltree import call_tree
     from proftab.plot import icicle_layout
@@ -200,9 +189,9 @@ def overlapping_ops_tree(tmp: Path) -> None:
 def nested_modules(tmp: Path) -> None:
     """2,000 nested nn.Module frames: the module tree and its paths stay linear."""
     n = 2_000
-    ev = [x(f"nn.Module: Linear_{i}", i, 2 * (n - i) + 1, cat="python_function") for i in range(n)]
-    ev.append(x("aten::mm", n, 1))
-    tr = load(write_trace(tmp / "t.json.gz", ev))
+    ev = [event(f"nn.Module: Linear_{i}", i, 2 * (n - i) + 1, cat="python_function") for i in range(n)]
+    ev.append(event("aten::mm", n, 1))
+    tr = load(write_events(tmp / "t.json.gz", ev))
     t = tr.modules.tree()
     check(t.height == n, f"{t.height} frames of {n}")
     deepest = t.sort("depth")["path"][-1]
@@ -227,8 +216,8 @@ def crossing_chain(tmp: Path) -> None:
     end2 = np.full(n, 10 * n, np.int64) - start  # a proper chain: every parent contains its child
     check((containing_ancestor(parent, start, end2) == parent).all(), "proper chain re-parented")
     check(time.perf_counter() - t0 < 10, f"containing_ancestor took {time.perf_counter() - t0:.1f} s")
-    ev = [x(f"op{i % 5}", i, 1.5) for i in range(n)]
-    cli("summary", str(write_trace(tmp / "t.json.gz", ev)))
+    ev = [event(f"op{i % 5}", i, 1.5) for i in range(n)]
+    cli("summary", str(write_events(tmp / "t.json.gz", ev)))
 
 
 @reproducer("2 quadratic paths")
@@ -261,8 +250,8 @@ def deep_call_tree(tmp: Path) -> None:
     got = nearest_ancestor(parent, np.arange(n), target)
     check((got[1:] == 0).all() and got[0] == -1, "nearest ancestor of a chain")
     check(time.perf_counter() - t0 < 10, f"tree kernels took {time.perf_counter() - t0:.1f} s")
-    ev = [x(f"op{i % 3}", i, 2 * (20_000 - i)) for i in range(20_000)]
-    tr = load(write_trace(tmp / "t.json.gz", ev))
+    ev = [event(f"op{i % 3}", i, 2 * (20_000 - i)) for i in range(20_000)]
+    tr = load(write_events(tmp / "t.json.gz", ev))
     t = tr.tree.call_tree(max_depth=10)
     check(t.height == 11, f"{t.height} nodes to depth 10")
 
@@ -284,9 +273,9 @@ def many_steps(tmp: Path) -> None:
     """5,000 one-op steps: critical-path stays fast."""
     ev = []
     for i in range(5_000):
-        ev.append(x(f"ProfilerStep#{i}", 10 * i, 9, cat="user_annotation"))
-        ev.append(x("aten::add", 10 * i + 1, 5))
-    p = write_trace(tmp / "t.json.gz", ev)
+        ev.append(event(f"ProfilerStep#{i}", 10 * i, 9, cat="user_annotation"))
+        ev.append(event("aten::add", 10 * i + 1, 5))
+    p = write_events(tmp / "t.json.gz", ev)
     t0 = time.perf_counter()
     cli("critical-path", str(p))
     check(time.perf_counter() - t0 < 20, f"critical-path took {time.perf_counter() - t0:.1f} s")
@@ -299,7 +288,7 @@ def stored_parent_cycle(tmp: Path) -> None:
 
     import proftab as pt
 
-    ds = dataset(tmp, [x("a", 0, 10), x("b", 1, 5), x("c", 2, 1)])
+    ds = dataset(tmp, [event("a", 0, 10), event("b", 1, 5), event("c", 2, 1)])
     part = ds / "events" / "rank=0" / "part-0.parquet"
     df = pl.read_parquet(part)
     meta = pl.read_parquet_metadata(part)
@@ -459,7 +448,7 @@ def replaced_generation(tmp: Path) -> None:
     ds = dataset(tmp)
     tr = pt.scan(ds)
     old_files = tr.files
-    new = write_trace(tmp / "new.json.gz", [x("other", 0, 5), x("other2", 1, 2), x("other3", 2, 1)])
+    new = write_events(tmp / "new.json.gz", [event("other", 0, 5), event("other2", 1, 2), event("other3", 2, 1)])
     cli("convert", str(new), str(ds), "--force")
     try:
         ev = tr.collect("events")
@@ -473,10 +462,10 @@ def replaced_generation(tmp: Path) -> None:
 def mm_flops_overflow(tmp: Path) -> None:
     """An mm of 2^21 x 2^21 x 2^21: FLOPs 2^64 do not fit int64: null and flagged, never a wrap."""
     d = 2**21
-    ev = [x("aten::mm", 0, 100, **{"Input Dims": [[d, d], [d, d]], "Input type": ["float", "float"]}),
-          x("cudaLaunchKernel", 1, 5, cat="cuda_runtime", correlation=1),
-          x("gemm", 10, 30, cat="kernel", pid=0, tid=7, correlation=1, stream=7, device=0)]
-    ops = load(write_trace(tmp / "t.json.gz", ev)).perf.ops()
+    ev = [event("aten::mm", 0, 100, **{"Input Dims": [[d, d], [d, d]], "Input type": ["float", "float"]}),
+          event("cudaLaunchKernel", 1, 5, cat="cuda_runtime", correlation=1),
+          event("gemm", 10, 30, cat="kernel", pid=0, tid=7, correlation=1, stream=7, device=0)]
+    ops = load(write_events(tmp / "t.json.gz", ev)).perf.ops()
     f = ops["flops"][0]
     check(f is None or f == 2 * d**3, f"flops {f}")
     b = ops["bytes"][0]
@@ -486,11 +475,11 @@ def mm_flops_overflow(tmp: Path) -> None:
 @reproducer("5 numbers that wrap")
 def negative_input_dims(tmp: Path) -> None:
     """Negative Input Dims: null FLOPs/bytes, never negative or made up."""
-    ev = [x("aten::mm", 0, 100, **{"Input Dims": [[-3, 5], [5, -7]], "Input type": ["float", "float"]}),
-          x("aten::add", 0, 100, **{"Input Dims": [[-4], [-4], []], "Input type": ["float", "float", "Scalar"]}),
-          x("cudaLaunchKernel", 1, 5, cat="cuda_runtime", correlation=1),
-          x("gemm", 10, 30, cat="kernel", pid=0, tid=7, correlation=1, stream=7, device=0)]
-    ops = load(write_trace(tmp / "t.json.gz", ev)).perf.ops()
+    ev = [event("aten::mm", 0, 100, **{"Input Dims": [[-3, 5], [5, -7]], "Input type": ["float", "float"]}),
+          event("aten::add", 0, 100, **{"Input Dims": [[-4], [-4], []], "Input type": ["float", "float", "Scalar"]}),
+          event("cudaLaunchKernel", 1, 5, cat="cuda_runtime", correlation=1),
+          event("gemm", 10, 30, cat="kernel", pid=0, tid=7, correlation=1, stream=7, device=0)]
+    ops = load(write_events(tmp / "t.json.gz", ev)).perf.ops()
     for c in ("flops", "bytes"):
         check(all(v is None for v in ops[c].to_list()), f"{c} {ops[c].to_list()} from negative dims")
 
@@ -505,12 +494,12 @@ def memory_total_wrap(tmp: Path) -> None:
     import polars as pl
 
     big = 2**62
-    ev = [x("aten::empty", 0, 100)]
+    ev = [event("aten::empty", 0, 100)]
     for i in range(4):
         ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
                    "ts": 1 + i, "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096 * (i + 1), "Bytes": big,
                                          "Total Allocated": big, "Total Reserved": big}})
-    tr = load(write_trace(tmp / "t.json.gz", ev))
+    tr = load(write_events(tmp / "t.json.gz", ev))
     for frame in (tr.memory.timeline(), tr.memory.peak(), tr.memory.ops()):
         for c, dt in frame.schema.items():
             if c.endswith("bytes") and dt.is_integer():
@@ -524,13 +513,13 @@ def memory_total_wrap(tmp: Path) -> None:
 
 
 def _perf_trace(tmp: Path, args: dict[str, Any], name: str = "aten::mm", **head: Any) -> Any:
-    ev = [x(name, 0, 100, **args), x("aten::mm", 200, 100, **{"Input Dims": [[4, 8], [8, 16]],
+    ev = [event(name, 0, 100, **args), event("aten::mm", 200, 100, **{"Input Dims": [[4, 8], [8, 16]],
                                                               "Input type": ["float", "float"]}),
-          x("cudaLaunchKernel", 1, 5, cat="cuda_runtime", correlation=1),
-          x("gemm", 10, 30, cat="kernel", pid=0, tid=7, correlation=1, stream=7, device=0),
-          x("cudaLaunchKernel", 201, 5, cat="cuda_runtime", correlation=2),
-          x("gemm", 210, 30, cat="kernel", pid=0, tid=7, correlation=2, stream=7, device=0)]
-    return load(write_trace(tmp / "t.json.gz", ev, **head))
+          event("cudaLaunchKernel", 1, 5, cat="cuda_runtime", correlation=1),
+          event("gemm", 10, 30, cat="kernel", pid=0, tid=7, correlation=1, stream=7, device=0),
+          event("cudaLaunchKernel", 201, 5, cat="cuda_runtime", correlation=2),
+          event("gemm", 210, 30, cat="kernel", pid=0, tid=7, correlation=2, stream=7, device=0)]
+    return load(write_events(tmp / "t.json.gz", ev, **head))
 
 
 @reproducer("6 malformed metadata/args")
@@ -804,16 +793,16 @@ def gen_perf(tmp: Path, rng: random.Random) -> None:
     ev = []
     bad = [rng.choice(names) for _ in range(8)]
     for i, name in enumerate(bad):
-        ev += [x(name, 1000 * i, 100, **_perf_args(rng)),
-               x("cudaLaunchKernel", 1000 * i + 1, 5, cat="cuda_runtime", correlation=i + 1),
-               x("k", 1000 * i + 10, 30, cat="kernel", pid=0, tid=7, correlation=i + 1, stream=7, device=0)]
-    ev += [x("aten::mm", 10**5, 100, **{"Input Dims": [[4, 8], [8, 16]], "Input type": ["float", "float"]}),
-           x("cudaLaunchKernel", 10**5 + 1, 5, cat="cuda_runtime", correlation=999),
-           x("k", 10**5 + 10, 30, cat="kernel", pid=0, tid=7, correlation=999, stream=7, device=0)]
+        ev += [event(name, 1000 * i, 100, **_perf_args(rng)),
+               event("cudaLaunchKernel", 1000 * i + 1, 5, cat="cuda_runtime", correlation=i + 1),
+               event("k", 1000 * i + 10, 30, cat="kernel", pid=0, tid=7, correlation=i + 1, stream=7, device=0)]
+    ev += [event("aten::mm", 10**5, 100, **{"Input Dims": [[4, 8], [8, 16]], "Input type": ["float", "float"]}),
+           event("cudaLaunchKernel", 10**5 + 1, 5, cat="cuda_runtime", correlation=999),
+           event("k", 10**5 + 10, 30, cat="kernel", pid=0, tid=7, correlation=999, stream=7, device=0)]
     head = rng.choice([{}, {"deviceProperties": [1]}, {"deviceProperties": [{"id": 0, "totalGlobalMem": "x"}]},
                        {"deviceProperties": [{"id": 0, "name": "NVIDIA H100", "numSms": "many"}]},
                        {"deviceProperties": "x"}])
-    ops = load(write_trace(tmp / "t.json.gz", ev, **head)).perf.ops().sort("event_id")
+    ops = load(write_events(tmp / "t.json.gz", ev, **head)).perf.ops().sort("event_id")
     check(ops["flops"].to_list()[-1] == 2 * 4 * 8 * 16, f"the good mm lost its flops ({bad})")
     for c in ("flops", "bytes"):
         neg = [v for v in ops[c].to_list() if v is not None and v < 0]
@@ -827,7 +816,7 @@ def gen_tree(tmp: Path, rng: random.Random) -> None:
     or a 'caterpillar' whose ops nest in one of the last few opened."""
     n = rng.choice([10, 200, 3000, 3000, 20_000])
     shape = rng.choice(["random", "random", "chain", "caterpillar"])
-    ev = [x("ProfilerStep#1", 0, 10 * n + 100, cat="user_annotation")]
+    ev = [event("ProfilerStep#1", 0, 10 * n + 100, cat="user_annotation")]
     stack: list[tuple[int, int]] = []
     for i in range(n):
         if shape == "random":
@@ -845,13 +834,13 @@ def gen_tree(tmp: Path, rng: random.Random) -> None:
         cat = rng.choice(["cpu_op", "cpu_op", "python_function", "user_annotation"])
         name = rng.choice(["aten::mm", "aten::add", f"nn.Module: Lin_{i % 5}", "autograd::engine::evaluate_function: "
                            "AddBackward0", "x"])
-        ev.append(x(name, ts, dur, cat=cat, tid=rng.choice([1, 1, 2]) if shape == "random" else 1,
+        ev.append(event(name, ts, dur, cat=cat, tid=rng.choice([1, 1, 2]) if shape == "random" else 1,
                     **{"External id": rng.randrange(3)}))
         if rng.random() < (0.3 if n < 20_000 else 0.01):
             c = rng.randrange(1, 5)
-            ev.append(x(rng.choice(["cudaLaunchKernel", "cudaDeviceSynchronize", "cudaStreamSynchronize"]), ts, 1,
+            ev.append(event(rng.choice(["cudaLaunchKernel", "cudaDeviceSynchronize", "cudaStreamSynchronize"]), ts, 1,
                         cat="cuda_runtime", correlation=c, **{"External id": rng.randrange(3)}))
-            ev.append(x("k", ts + rng.randrange(0, 5), rng.choice([0, 3]), cat="kernel", pid=0,
+            ev.append(event("k", ts + rng.randrange(0, 5), rng.choice([0, 3]), cat="kernel", pid=0,
                         tid=rng.randrange(7, 10), correlation=c, stream=7, device=0))
         if rng.random() < 0.1:
             ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
@@ -859,7 +848,7 @@ def gen_tree(tmp: Path, rng: random.Random) -> None:
                                           "Bytes": rng.choice([1, -1, 2**62, -(2**62)]), "Total Allocated": 0}})
     import proftab as pt
 
-    tr = load(write_trace(tmp / "t.json.gz", ev))
+    tr = load(write_events(tmp / "t.json.gz", ev))
     import inspect
 
     def call_tree() -> Any:

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.builders import event, read_trace, write_events
 from tests.fuzz.hostile import ADDRESS_FACTOR, wait_readable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +115,7 @@ def label(item: list[str]) -> str:
 def _seed_events(rng: random.Random) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from tests.fuzz.harness import SEED_FILES
 
-    doc = json.loads(gzip.decompress(rng.choice(SEED_FILES).read_bytes()))
+    doc = read_trace(rng.choice(SEED_FILES))
     events = doc.pop("traceEvents")
     return doc, events[: rng.choice([300, 1500])]
 
@@ -125,28 +126,26 @@ def _hostile(rng: random.Random) -> str:
 
 def _random_events(rng: random.Random, hostile: bool, n_ops: int | None = None) -> list[dict[str, Any]]:
     """Overlapping ops (or a deep chain), module frames, launches, kernels, syncs, [memory] events."""
-    from tests.fuzz.hostile import x
-
     n = n_ops or rng.choice([40, 400, 3000])
     chain = rng.random() < 0.25
     names = ["aten::mm", "aten::add", "aten::empty", "autograd::engine::evaluate_function: AddBackward0"]
-    ev = [x("ProfilerStep#1", 0, 10 * n + 100, cat="user_annotation"),
-          x("ProfilerStep#2", 10 * n + 200, 10, cat="user_annotation")]
+    ev = [event("ProfilerStep#1", 0, 10 * n + 100, cat="user_annotation"),
+          event("ProfilerStep#2", 10 * n + 200, 10, cat="user_annotation")]
     for i in range(n):
         ts, dur = (i + 1, 10 * n - 2 * i) if chain else (rng.randrange(0, 10 * n), rng.randrange(0, 10 * n // 4 + 2))
         kind = rng.random()
         name = _hostile(rng) if hostile and rng.random() < 0.2 else rng.choice(names)
         if kind < 0.2:
             module = _hostile(rng) if hostile and rng.random() < 0.5 else "Lin"
-            ev.append(x(f"nn.Module: {module}_{i % 7}", ts, dur, cat="python_function"))
+            ev.append(event(f"nn.Module: {module}_{i % 7}", ts, dur, cat="python_function"))
         else:
-            ev.append(x(name, ts, dur, **{"External id": i, "Input Dims": [[4, 8], [8, 16]],
-                                          "Input type": ["float", "float"]}))
+            ev.append(event(name, ts, dur, **{"External id": i, "Input Dims": [[4, 8], [8, 16]],
+                                              "Input type": ["float", "float"]}))
         if rng.random() < 0.2:
-            ev.append(x(rng.choice(["cudaLaunchKernel", "cudaDeviceSynchronize"]), ts, 1, cat="cuda_runtime",
-                        correlation=i + 1, **{"External id": i}))
-            ev.append(x(_hostile(rng) if hostile and rng.random() < 0.3 else "gemm", ts + 2, 3, cat="kernel",
-                        pid=0, tid=7, correlation=i + 1, stream=7, device=0, **{"External id": i}))
+            ev.append(event(rng.choice(["cudaLaunchKernel", "cudaDeviceSynchronize"]), ts, 1, cat="cuda_runtime",
+                            correlation=i + 1, **{"External id": i}))
+            ev.append(event(_hostile(rng) if hostile and rng.random() < 0.3 else "gemm", ts + 2, 3, cat="kernel",
+                            pid=0, tid=7, correlation=i + 1, stream=7, device=0, **{"External id": i}))
         if rng.random() < 0.1:
             ev.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
                        "ts": ts, "args": {"Device Type": 1, "Device Id": 0, "Addr": rng.randrange(4),
@@ -182,8 +181,7 @@ def make_case(tmp: Path, rng: random.Random, index: int, kind: str | None = None
             head, events = {"schemaVersion": 1}, _random_events(rng, hostile=True, n_ops=n_ops)
             base_events = _random_events(random.Random(rng.random()), hostile=False, n_ops=n_ops)
         for path, evs in ((trace, events), (base, base_events)):
-            with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
-                json.dump({**head, "traceEvents": evs}, fh)
+            write_events(path, evs, **head)
     out = tmp / f"out{index}"
     out.mkdir()
     quiet = rng.random() < 0.5

@@ -1,4 +1,4 @@
-"""What a new user meets first on real traces (issue 11): canonical shapes, check --strict, datasets..."""
+"""What a user meets first on real traces: canonical shapes, check --strict, datasets everywhere, readable defaults."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 import proftab as pt
+from tests.builders import read_trace, write_trace
 from tests.conftest import BUNDLED
 
 H100 = BUNDLED / "h100_bert_small.pt.trace.json.gz"  # pretty-printed (indent=2) like 9 of the 52 public traces
@@ -20,12 +21,7 @@ H100 = BUNDLED / "h100_bert_small.pt.trace.json.gz"  # pretty-printed (indent=2)
 @pytest.fixture(scope="module")
 def h100_compact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled H100 trace re-saved as compact JSON (what torch itself writes)."""
-    with gzip.open(H100, "rt") as fh:
-        doc = json.load(fh)
-    out = tmp_path_factory.mktemp("compact") / "h100_compact.json.gz"
-    with gzip.open(out, "wt") as fh:
-        json.dump(doc, fh, separators=(",", ":"))
-    return out
+    return write_trace(tmp_path_factory.mktemp("compact") / "h100_compact.json.gz", read_trace(H100), compact=True)
 
 
 # ----------------------------------------------------------------------------- 1: canonical input shapes

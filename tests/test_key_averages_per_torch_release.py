@@ -1,4 +1,5 @@
-"""torch parity round 2 (issue 24): overload names, verbose stacks, torch's float text, torch 2.14 rows.
+"""key_averages and table() as each torch release prints them: overload names, verbose stacks, torch's
+float text, torch 2.13 and 2.14 rows.
 
 Every case under tests/data/torch_parity2 was recorded by its generate.py with torch 2.13.0 and
 2.14.1 (CPU); each holds torch's own key_averages rows and table text for the default, the
