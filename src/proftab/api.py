@@ -52,7 +52,7 @@ BUILTIN: dict[str, str] = {
     "to_parquet": "proftab.io.parquet",
     "select_events": "proftab.io.query",
     "select_threads": "proftab.tracks",
-    "with_utc": "proftab.meta",
+    "with_utc": "proftab.clock",
     "findings": "proftab.findings",
     "report": "proftab.report",
 }
