@@ -117,7 +117,7 @@ def test_the_graph_sees_real_imports() -> None:
     # the checker itself: a function-level import is seen, a TYPE_CHECKING one is not
     assert "proftab.intervals.nest" in GRAPH["proftab.trace"]
     assert "proftab.trace" not in GRAPH["proftab.ranks"]  # typing only
-    assert "proftab.io.kineto" in GRAPH["proftab.io.files"]
+    assert "proftab.io.kineto.tables" in GRAPH["proftab.io.kineto.reader"]
     assert {"proftab.cli._common"} <= GRAPH["proftab.cli.summary"]
 
 
@@ -146,6 +146,44 @@ def test_core_layers_import_only_core(module: str) -> None:
 def test_trace_imports_no_feature_module() -> None:
     feature = {d for d in GRAPH["proftab.trace"] if d not in CORE and not d.startswith(GENERIC)}
     assert feature == set()
+
+
+def _above_io() -> set[str]:
+    """The analyses and every module above them: the packages of the attributes `api.BUILTIN` and
+    `api.BUILTIN_HOOKS` attach to a Trace (less the core's and io's own), and every module that
+    imports one of those, directly or not."""
+    from proftab import api
+
+    roots = {m for m in [*api.BUILTIN.values(), *api.BUILTIN_HOOKS.values()]
+             if m not in CORE and not m.startswith(IO + ".")}
+    above = {m for m in MODULES if any(m == r or m.startswith(r + ".") for r in roots)}
+    while True:
+        more = {m for m, deps in GRAPH.items() if m not in above and deps & above}
+        if not more:
+            return above
+        above |= more
+
+
+IO = "proftab.io"
+
+
+def test_io_imports_no_analysis() -> None:
+    # what an analysis adds to a read or a written dataset is passed in from above (proftab.pipeline)
+    above = _above_io()
+    assert "proftab.ranks" in above and "proftab.pipeline" in above  # the rule sees the analyses
+    for m, deps in GRAPH.items():
+        if m == IO or m.startswith(IO + "."):
+            assert deps & above == set(), m
+
+
+def test_io_reaches_no_analysis_by_name() -> None:
+    # `api.BUILTIN` names the analyses' modules and `api.hook` imports them: io uses neither
+    for m, path in MODULES.items():
+        if m == IO or m.startswith(IO + "."):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "proftab.api":
+                    names = {a.name for a in node.names}
+                    assert names <= {"register_trace_method", "register_trace_namespace"}, (m, names)
 
 
 def test_only_the_cli_imports_the_cli() -> None:

@@ -34,7 +34,6 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds, schema
-from proftab.api import register_hook
 from proftab.device._link import GRAPH_LAUNCH_PATTERN, activities, event_frame, is_launch
 from proftab.exceptions import TraceError
 from proftab.trace import Trace
@@ -256,7 +255,6 @@ def _replay_token() -> pl.Expr:
             .then(pl.lit(_MEMSET)).otherwise(pl.col("name")))
 
 
-@register_hook("graph_capture")
 def merge_capture(trace: Trace, captures: Sequence[tuple[str, Trace]]) -> Trace:
     """The execution trace with every graph replay's kernels attributed to virtual copies of the captured ops.
 
