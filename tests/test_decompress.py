@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proftab.io import decompress
+from proftab.io.kineto import decompress
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -18,7 +18,8 @@ import polars as pl
 import pytest
 
 import proftab as pt
-from proftab.io import decompress, kineto, scan
+from proftab.io import _kineto
+from proftab.io.kineto import decompress, scan
 from proftab.schema import Flag
 from tests.conftest import BUNDLED
 
@@ -236,10 +237,10 @@ def test_ts_plus_dur_overflow_is_rejected_not_wrapped(tmp_path: Path) -> None:
 
 
 def test_ts_at_int64_min_is_accepted() -> None:
-    assert kineto._kineto.us_to_ns("-9223372036854775.808") == (-(2**63), 3, False)
-    assert kineto._kineto.us_to_ns("-9223372036854775.809") is None
-    assert kineto._kineto.us_to_ns("9223372036854775.807") == (2**63 - 1, 3, False)
-    assert kineto._kineto.us_to_ns("9223372036854775.808") is None
+    assert _kineto.us_to_ns("-9223372036854775.808") == (-(2**63), 3, False)
+    assert _kineto.us_to_ns("-9223372036854775.809") is None
+    assert _kineto.us_to_ns("9223372036854775.807") == (2**63 - 1, 3, False)
+    assert _kineto.us_to_ns("9223372036854775.808") is None
 
 
 def test_begin_end_span_overflow_is_rejected_with_a_reason(tmp_path: Path) -> None:

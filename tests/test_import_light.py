@@ -1,7 +1,7 @@
 """`import proftab` is light, and `pt.load` imports the table builders beside the scan (issue 29).
 
 In a fresh process the import time of Polars and numpy is spent on a helper thread while the C
-scanner reads (`proftab.io.files._TableModules`); these tests pin what that relies on.
+scanner reads (`proftab.io.kineto.reader._TableModules`); these tests pin what that relies on.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_a_file_that_fails_to_scan_leaves_no_import_running(tmp_path: Path) -> N
 
 
 def test_the_lazy_api_names_resolve_to_the_same_objects() -> None:
-    from proftab.io.parquet import read_parquet, scan
+    from proftab.io.dataset.read import read_parquet, scan
     from proftab.joins import join_samples, overlaps
     from proftab.trace import Trace
 

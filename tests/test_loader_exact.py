@@ -12,7 +12,8 @@ import pytest
 
 import proftab as pt
 from proftab.io import _kineto
-from proftab.io.kineto import _fixed, scan_bytes
+from proftab.io.kineto import scan_bytes
+from proftab.io.kineto.columns import fixed_column
 from tests.conftest import SHARED_PUBLIC, TORCH213, TORCH213_CASES, needs_shared, shared_torch213_cases
 
 if TYPE_CHECKING:
@@ -76,8 +77,8 @@ def _ts_by_element(res: dict) -> list[int]:
     pairs = []
     for tab in (res["events"], res["other"]):
         n = tab["rows"]
-        idx = _fixed(tab["event_index"], n, "i64", "event_index").to_list()
-        ts = _fixed(tab["ts"], n, "i64", "ts").to_list()
+        idx = fixed_column(tab["event_index"], n, "i64", "event_index").to_list()
+        ts = fixed_column(tab["ts"], n, "i64", "ts").to_list()
         pairs.extend(zip(idx, ts, strict=True))
     return [t for _, t in sorted(pairs) if t is not None]
 

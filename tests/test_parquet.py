@@ -19,7 +19,8 @@ from polars.testing import assert_frame_equal
 
 import proftab as pt
 from proftab import ProftabError, ProftabWarning, TraceError
-from proftab.io import parquet as pqio
+from proftab.io.dataset import read as dataset_read
+from proftab.io.dataset import write as dataset_write
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = ROOT / "tests" / "data" / "public"
@@ -94,7 +95,7 @@ def test_file_metadata_versions_base_resolution_sha(tmp_path: Path) -> None:
     md = pq.read_metadata(out / "events" / "rank=0" / "part-0.parquet").metadata
     info = json.loads(md[b"proftab"])
     assert info["proftab_version"] == pt.__version__
-    assert info["schema_version"] == pqio.SCHEMA_VERSION
+    assert info["schema_version"] == dataset_read.SCHEMA_VERSION
     assert info["baseTimeNanoseconds"] == 1751410836000000000
     assert info["time_resolution_ns"] == 1
     assert info["source_sha256"] == sha
@@ -161,7 +162,7 @@ def test_existing_output_needs_force_and_force_replaces(tmp_path: Path) -> None:
 def test_failure_midway_leaves_no_partial_dataset(exc: type[BaseException], tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     tr = _load(PAIR)
-    real = pqio._write_rank
+    real = dataset_write._write_rank
     calls = []
 
     def failing(*args, **kwargs):  # the second rank fails after the first was written
@@ -170,15 +171,15 @@ def test_failure_midway_leaves_no_partial_dataset(exc: type[BaseException], tmp_
             raise exc("interrupted")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pqio, "_write_rank", failing)
+    monkeypatch.setattr(dataset_write, "_write_rank", failing)
     with pytest.raises(exc):
         tr.to_parquet(str(tmp_path / "new"))
     assert list(tmp_path.iterdir()) == []
     # a forced rewrite that fails keeps the old dataset intact
-    monkeypatch.setattr(pqio, "_write_rank", real)
+    monkeypatch.setattr(dataset_write, "_write_rank", real)
     pt.load(str(CNN)).to_parquet(str(tmp_path / "old"))
     calls.clear()
-    monkeypatch.setattr(pqio, "_write_rank", failing)
+    monkeypatch.setattr(dataset_write, "_write_rank", failing)
     with pytest.raises(exc):
         tr.to_parquet(str(tmp_path / "old"), force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old"]
@@ -232,7 +233,7 @@ def test_scan_errors(tmp_path: Path) -> None:
         pt.scan(tmp_path / "plain")
     out = pt.load(str(CNN)).to_parquet(str(tmp_path / "ds"))
     manifest = json.loads((out / "_proftab.json").read_text())
-    manifest["schema_version"] = pqio.SCHEMA_VERSION + 1
+    manifest["schema_version"] = dataset_read.SCHEMA_VERSION + 1
     (out / "_proftab.json").write_text(json.dumps(manifest))
     with pytest.raises(ProftabError, match="newer than this proftab"):
         pt.scan(out)

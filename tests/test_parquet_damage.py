@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import proftab as pt
-from proftab.io import atomic, parquet
+from proftab.io.dataset import atomic, layout
 from tests.conftest import BUNDLED
 
 CNN = BUNDLED / "train_cnn.pt.trace.json.gz"
@@ -124,7 +124,7 @@ def test_a_damaged_dataset_raises_trace_error_naming_the_file(copy: Path, damage
     import polars as pl
 
     part = _part(copy)
-    manifest = copy / parquet.MANIFEST
+    manifest = copy / layout.MANIFEST
     m = json.loads(manifest.read_text())
     if damage == "delete_part":
         part.unlink()

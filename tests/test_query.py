@@ -1,4 +1,4 @@
-"""Pushed-down lazy selections over a scanned dataset (proftab.io.query) and streaming aggregates."""
+"""Pushed-down lazy selections over a scanned dataset (proftab.io.dataset.query) and streaming aggregates."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from polars.testing import assert_frame_equal
 
 import proftab as pt
 from proftab.exceptions import ProftabError
-from proftab.io.atomic import MANIFEST
+from proftab.io.dataset.layout import MANIFEST
 from tests.conftest import BUNDLED
 
 fsspec = pytest.importorskip("fsspec")

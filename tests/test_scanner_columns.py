@@ -18,6 +18,7 @@ import pytest
 
 from proftab import schema
 from proftab.io import _kineto, kineto
+from proftab.io.kineto import columns
 
 if TYPE_CHECKING:
     import polars as pl
@@ -26,7 +27,7 @@ TYPED = list(schema.TYPED_COLUMNS)
 
 
 def _scan(text: bytes, piece: int | None) -> dict[str, Any]:
-    parser = _kineto.Parser(kineto._TYPED_SPEC, salvage=False, max_token=kineto.MAX_TOKEN_BYTES)
+    parser = _kineto.Parser(kineto.TYPED_SPEC, salvage=False, max_token=kineto.MAX_TOKEN_BYTES)
     if piece is None:
         parser.feed(text)
     else:
@@ -54,28 +55,28 @@ def _check(events: list[dict[str, Any]], piece: int | None) -> None:
     def arg(key: str) -> list[Any]:
         return [e.get("args", {}).get(key) for e in events]
 
-    assert _values(kineto._fixed(tab["pid"], n, "i64", "pid"), n) == col("pid")
+    assert _values(columns.fixed_column(tab["pid"], n, "i64", "pid"), n) == col("pid")
     def ns(us: list[Any]) -> list[Any]:
         return [None if v is None else v * 1000 for v in us]
 
-    assert _values(kineto._fixed(tab["ts"], n, "i64", "ts"), n) == ns(col("ts"))
-    assert _values(kineto._fixed(tab["dur"], n, "i64", "dur"), n) == ns(col("dur"))
-    assert _values(kineto._fixed(tab["event_index"], n, "i64", "event_index"), n) == list(range(n))
-    assert _values(kineto._dict(tab["name"], n, "name", strings=True), n) == col("name")
-    assert _values(kineto._dict(tab["cat"], n, "cat", strings=True), n) == col("cat")
-    assert _values(kineto._string(tab["tid_text"], n, "tid_text"), n) == [
+    assert _values(columns.fixed_column(tab["ts"], n, "i64", "ts"), n) == ns(col("ts"))
+    assert _values(columns.fixed_column(tab["dur"], n, "i64", "dur"), n) == ns(col("dur"))
+    assert _values(columns.fixed_column(tab["event_index"], n, "i64", "event_index"), n) == list(range(n))
+    assert _values(columns.dict_column(tab["name"], n, "name", strings=True), n) == col("name")
+    assert _values(columns.dict_column(tab["cat"], n, "cat", strings=True), n) == col("cat")
+    assert _values(columns.string_column(tab["tid_text"], n, "tid_text"), n) == [
         t if isinstance(t, str) else None for t in col("tid")]
     ext = TYPED.index("external_id")
-    assert _values(kineto._fixed(tab["typed"][ext], n, "i64", "x"), n) == arg("External id")
+    assert _values(columns.fixed_column(tab["typed"][ext], n, "i64", "x"), n) == arg("External id")
     occ = TYPED.index("blocks_per_sm")
-    assert _values(kineto._fixed(tab["typed"][occ], n, "f64", "x"), n) == arg("blocks per SM")
+    assert _values(columns.fixed_column(tab["typed"][occ], n, "f64", "x"), n) == arg("blocks per SM")
     stack = TYPED.index("call_stack")
-    assert _values(kineto._string(tab["typed"][stack], n, "x"), n) == arg("Call stack")
+    assert _values(columns.string_column(tab["typed"][stack], n, "x"), n) == arg("Call stack")
     dims = TYPED.index("input_dims")
-    assert _values(kineto._string(tab["typed"][dims], n, "x"), n) == [
+    assert _values(columns.string_column(tab["typed"][dims], n, "x"), n) == [
         None if d is None else json.dumps(d) for d in arg("Input Dims")]  # the JSON text as written
     rest = [{k: v for k, v in e.get("args", {}).items() if k == "zz"} for e in events]
-    assert _values(kineto._string(tab["args"], n, "args"), n) == [
+    assert _values(columns.string_column(tab["args"], n, "args"), n) == [
         None if not r else '{"zz": ' + json.dumps(r["zz"]) + "}" for r in rest]
 
 

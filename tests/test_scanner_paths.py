@@ -68,7 +68,7 @@ def _plain(obj: Any) -> Any:
 
 
 def _scan(data: bytes, *, salvage: bool, chunk: int | None) -> Any:
-    parser = _kineto.Parser(kineto._TYPED_SPEC, salvage=salvage, max_token=kineto.MAX_TOKEN_BYTES)
+    parser = _kineto.Parser(kineto.TYPED_SPEC, salvage=salvage, max_token=kineto.MAX_TOKEN_BYTES)
     if chunk is None:
         parser.feed(data)
     else:

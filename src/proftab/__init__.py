@@ -26,30 +26,25 @@ def _cli_interrupted() -> None:
         raise SystemExit(130) from None
 
 
-# Polars-free: `load` starts scanning before Polars and numpy are imported (proftab.io.files)
+# Polars-free: `load` starts scanning before Polars and numpy are imported (proftab.io.kineto.reader)
 try:
     from proftab._version import __version__
     from proftab.api import register_trace_method, register_trace_namespace
     from proftab.codes import Flag
     from proftab.exceptions import ProftabError, ProftabWarning, TraceError
-    from proftab.io.files import load
     from proftab.paths import data_path
+    from proftab.pipeline import convert, from_profiler, load, profiler_handler
 except KeyboardInterrupt:
     _cli_interrupted()
     raise
 
 #: the rest of the API, imported on first use (`__getattr__`): each imports Polars
-_LAZY = {"Trace": "proftab.trace", "convert": "proftab.io.convert", "diff": "proftab.diff",
-         "join_samples": "proftab.joins", "overlaps": "proftab.joins", "read_parquet": "proftab.io.parquet",
-         "scan": "proftab.io.parquet"}
+_LAZY = {"Trace": "proftab.trace", "diff": "proftab.diff", "join_samples": "proftab.joins",
+         "overlaps": "proftab.joins", "read_parquet": "proftab.io.dataset.read", "scan": "proftab.io.dataset.read"}
 
 if _TYPE_CHECKING:
-    import os
-    from collections.abc import Callable
-
     from proftab.diff import diff
-    from proftab.io.convert import convert
-    from proftab.io.parquet import read_parquet, scan
+    from proftab.io.dataset.read import read_parquet, scan
     from proftab.joins import join_samples, overlaps
     from proftab.trace import Trace
 del annotations  # keep dir(proftab) to the API
@@ -60,31 +55,6 @@ __all__ = [
     "register_trace_method",
     "register_trace_namespace", "scan",
 ]
-
-
-def from_profiler(prof: object, *, json_path: str | os.PathLike[str] | None = None) -> Trace:
-    """The same tables as `load`, straight from a stopped `torch.profiler.profile`.
-
-    Times are the profiler's int64 ns (with torch >= 2.4 the JSON Kineto writes holds them
-    exactly; with older torch they are read from its in-memory events). Kineto writes a
-    profile once: pass `json_path` to also keep the JSON file. Requires torch (the optional
-    `torch` extra).
-    """
-    from proftab.io.torch_live import from_profiler as _from_profiler
-
-    return _from_profiler(prof, json_path=json_path)
-
-
-def profiler_handler(out_dir: str | os.PathLike[str], *, worker_name: str | None = None) -> Callable[[object], None]:
-    """An `on_trace_ready` callback that writes each profile as a proftab dataset (no JSON kept).
-
-    ``torch.profiler.profile(..., on_trace_ready=pt.profiler_handler("prof/"))`` writes
-    ``prof/{worker_name}.{n}.pq`` per finished profile (`worker_name`: ``rank-N`` under
-    `torch.distributed`, else ``{hostname}_{pid}``); open one with `pt.scan`.
-    """
-    from proftab.io.torch_live import profiler_handler as _handler
-
-    return _handler(out_dir, worker_name=worker_name)
 
 
 def __getattr__(name: str) -> _Any:

@@ -49,17 +49,16 @@ BUILTIN: dict[str, str] = {
     "table": "proftab.torch",
     "torch_version": "proftab.torch",
     "torch_validator": "proftab.torch.validator",
-    "to_parquet": "proftab.io.parquet",
-    "select_events": "proftab.io.query",
+    "to_parquet": "proftab.pipeline",
+    "select_events": "proftab.io.dataset.query",
     "select_threads": "proftab.tracks",
-    "with_utc": "proftab.meta",
+    "with_utc": "proftab.clock",
     "findings": "proftab.findings",
     "report": "proftab.report",
 }
 
 #: functions the Trace itself calls (its text and HTML reprs) -> the module that registers them
-BUILTIN_HOOKS: dict[str, str] = {"repr": "proftab.display", "repr_html": "proftab.display",
-                                 "graph_capture": "proftab.device._graphs"}
+BUILTIN_HOOKS: dict[str, str] = {"repr": "proftab.display", "repr_html": "proftab.display"}
 
 _REGISTRY: dict[str, tuple[Kind, Any]] = {}
 _HOOKS: dict[str, Callable[..., Any]] = {}

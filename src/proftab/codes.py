@@ -1,8 +1,8 @@
 """The polars-free facts the C scanner is configured from: `Flag` bits, `ArgKind` codes, `TYPED_ARGS`.
 
 `proftab.schema` re-exports them (with the column dtypes they imply); the loader's scan step
-(`proftab.io.scan`) imports only this module, so a trace starts scanning before Polars and
-numpy are imported (`proftab.io.files.load` imports those beside the scan).
+(`proftab.io.kineto.scan`) imports only this module, so a trace starts scanning before Polars and
+numpy are imported (`proftab.io.kineto.reader` imports those beside the scan).
 """
 
 from __future__ import annotations

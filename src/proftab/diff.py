@@ -67,9 +67,9 @@ def _rows(x: object, group_by_input_shape: bool) -> tuple[pl.DataFrame, int, int
     if isinstance(x, pl.DataFrame):
         return (module_rows(x) if is_module_table(x) else x), 1, 0
     if not isinstance(x, Trace):
-        from proftab.io.files import load
+        from proftab.io.readers import open_trace
 
-        x = load(x)  # type: ignore[arg-type]
+        x = open_trace(x)
     windows = step_windows(x.collect("events", ["rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id"]))
     steps = windows.select("rank", "step").unique().height
     return x.key_averages(group_by_input_shape=group_by_input_shape), x.files.height, steps
@@ -210,7 +210,7 @@ def _stats(a: object, b: object, *, warmup: int, window: str | None, alpha: floa
         if isinstance(x, pl.DataFrame):
             msg = f"stats=True needs the events of each step: {label} is a DataFrame, give a Trace or a path"
             raise UsageError(msg)
-        from proftab.io.files import load
+        from proftab.io.readers import open_trace
 
-        return load(x)  # type: ignore[arg-type]
+        return open_trace(x)
     return stats_diff(trace(a, "a"), trace(b, "b"), warmup=warmup, window=window, alpha=alpha, names=names)

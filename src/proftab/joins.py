@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -235,6 +236,60 @@ def join_samples(events: Frame, samples: Frame, *, time: str = "time",
     """
     lazy = isinstance(events, pl.LazyFrame)
     ev, sm = _collect(events), _collect(samples)
+    on = _sample_axis(ev, sm, time=time, by=by, event_time=event_time, time_weighted=time_weighted,
+                      tolerance=tolerance)
+    tol = on.tolerance_ns
+    # samples in (group, time) order; events look up their ranges with searchsorted
+    order = np.lexsort((on.t, on.sg))
+    tg, sgs = on.t[order], on.sg[order]
+    # per-group search: position in the sorted samples of (group, time)
+    lo = _search(sgs, tg, on.eg, on.es, "left")
+    hi = _search(sgs, tg, on.eg, on.ee, "left")
+    asof = _search(sgs, tg, on.eg, on.es, "right") - 1
+    valid = (on.eg >= 0) & (asof >= 0)
+    if len(tg):
+        valid &= sgs[np.maximum(asof, 0)] == on.eg
+        if tol is not None:
+            valid &= (on.es - tg[np.maximum(asof, 0)]) <= tol
+    day = 86_400 * 10**9  # disjoint by more than a day: relative ns vs epoch ns, most likely
+    if len(on.t) and len(on.es) and not valid.any() and (on.t.min() > on.es.max() + day
+                                                         or on.t.max() + day < on.es.min()):
+        warnings.warn("join_samples: no sample lies at or before any event start; are both on the same "
+                      "time axis? (Hint: Datetime samples join with tr.with_utc(events))",
+                      ProftabWarning, stacklevel=2)
+
+    value_cols = [c for c in sm.columns if c not in on.sk]
+    rename = {c: f"{c}{suffix}" for c in value_cols if c in ev.columns}
+    picked = sm.select(value_cols).rename(rename)[order]
+    rows = np.where(valid, asof, 0)
+    attached = picked[rows] if picked.height else pl.DataFrame(schema=picked.schema).clear(len(rows))
+    mask = pl.Series(valid)
+    attached = attached.select([pl.when(mask).then(pl.col(c)).otherwise(None).alias(c) for c in attached.columns])
+    out = pl.concat([ev, attached], how="horizontal")
+    if agg or time_weighted:
+        out = out.with_columns(_inside(sm, on, order, lo, hi, rows, valid, agg=agg, time_weighted=time_weighted))
+    return out.lazy() if lazy else out
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """Events and samples on one Int64 ns axis: event bounds `es`/`ee` (end >= start), sample
+    times `t`, the group of each event `eg` / sample `sg` (-1: a null key, never matched), the
+    samples' key columns `sk` and the tolerance in ns."""
+
+    es: np.ndarray
+    ee: np.ndarray
+    t: np.ndarray
+    eg: np.ndarray
+    sg: np.ndarray
+    sk: list[str]
+    tolerance_ns: int | None
+
+
+def _sample_axis(ev: pl.DataFrame, sm: pl.DataFrame, *, time: str,
+                 by: str | Sequence[str] | Mapping[str, str] | None, event_time: Sequence[str] | None,
+                 time_weighted: Sequence[str] | None, tolerance: int | dt.timedelta | None) -> _Axis:
+    """`join_samples`' inputs checked and put on one axis (raises ProftabError naming what is wrong)."""
     if time not in sm.columns:
         msg = f"samples have no time column {time!r}; columns: {sm.columns[:12]}"
         raise ProftabError(msg)
@@ -255,65 +310,43 @@ def join_samples(events: Frame, samples: Frame, *, time: str = "time",
             msg = f"join_samples: time_weighted column {col!r} not in samples"
             raise ProftabError(msg)
     tol = _tolerance_ns(tolerance)
-    es = et.get_column(s0).to_numpy()
-    ee = et.get_column(e0).to_numpy()
-    t = st.get_column(time).to_numpy()
     for series, what in ((et.get_column(s0), "events start"), (et.get_column(e0), "events end"),
                          (st.get_column(time), "samples time")):
         if series.null_count():
             msg = (f"join_samples: {series.null_count()} null value(s) in {what} ({series.name!r}); "
                    "filter them out first")
             raise ProftabError(msg)
+    es = et.get_column(s0).to_numpy()
+    ee = et.get_column(e0).to_numpy()
     neg = ee < es
     if neg.any():
         warnings.warn(f"join_samples: {int(neg.sum())} event(s) with end < start treated as zero-length",
-                      ProftabWarning, stacklevel=2)
+                      ProftabWarning, stacklevel=3)
         ee = np.maximum(ee, es)
     eg, sg = group_ids(ev, sm, ek, sk)
+    return _Axis(es, ee, st.get_column(time).to_numpy(), eg, sg, sk, tol)
 
-    # samples in (group, time) order; events look up their ranges with searchsorted
-    order = np.lexsort((t, sg))
-    tg, sgs = t[order], sg[order]
-    # per-group search: position in the sorted samples of (group, time)
-    lo = _search(sgs, tg, eg, es, "left")
-    hi = _search(sgs, tg, eg, ee, "left")
-    asof = _search(sgs, tg, eg, es, "right") - 1
-    valid = (eg >= 0) & (asof >= 0)
-    if len(tg):
-        valid &= sgs[np.maximum(asof, 0)] == eg
-        if tol is not None:
-            valid &= (es - tg[np.maximum(asof, 0)]) <= tol
-    day = 86_400 * 10**9  # disjoint by more than a day: relative ns vs epoch ns, most likely
-    if len(t) and len(es) and not valid.any() and (t.min() > es.max() + day or t.max() + day < es.min()):
-        warnings.warn("join_samples: no sample lies at or before any event start; are both on the same "
-                      "time axis? (Hint: Datetime samples join with tr.with_utc(events))",
-                      ProftabWarning, stacklevel=2)
 
-    value_cols = [c for c in sm.columns if c not in sk]
-    rename = {c: f"{c}{suffix}" for c in value_cols if c in ev.columns}
-    picked = sm.select(value_cols).rename(rename)[order]
-    rows = np.where(valid, asof, 0)
-    attached = picked[rows] if picked.height else pl.DataFrame(schema=picked.schema).clear(len(rows))
-    mask = pl.Series(valid)
-    attached = attached.select([pl.when(mask).then(pl.col(c)).otherwise(None).alias(c) for c in attached.columns])
-    out = pl.concat([ev, attached], how="horizontal")
-
-    if agg or time_weighted:
-        owner, pos = _expand(np.where(eg >= 0, lo, 0), np.where(eg >= 0, hi, 0))
-        n_inside = np.where(eg >= 0, np.maximum(hi - lo, 0), 0)
-        extra: list[pl.Series] = []
-        if agg:
-            inside = sm[order][pos].with_columns(pl.Series("_ev", owner))
-            got = inside.group_by("_ev").agg(list(agg))
-            full = pl.DataFrame({"_ev": np.arange(ev.height)}).join(got, on="_ev", how="left").sort("_ev")
-            extra.extend(full.drop("_ev").get_columns())
-        extra.append(pl.Series("n_samples", n_inside, dtype=pl.Int64))
-        for col in time_weighted or ():
-            mean = _tw_mean(sm.get_column(col).cast(pl.Float64).to_numpy()[order], tg, sgs, owner, pos,
-                            es, ee, lo, hi, rows, valid)
-            extra.append(mean.alias(f"{col}_tw_mean"))
-        out = out.with_columns(extra)
-    return out.lazy() if lazy else out
+def _inside(sm: pl.DataFrame, on: _Axis, order: np.ndarray, lo: np.ndarray, hi: np.ndarray, asof: np.ndarray,
+            valid: np.ndarray, *, agg: Sequence[pl.Expr] | None, time_weighted: Sequence[str] | None
+            ) -> list[pl.Series]:
+    """The `agg` columns, ``n_samples`` and the ``*_tw_mean`` columns over the samples inside each event
+    (`lo`/`hi`: its range of samples in `order`; `asof`: its as-of sample, meaningful where `valid`)."""
+    owner, pos = _expand(np.where(on.eg >= 0, lo, 0), np.where(on.eg >= 0, hi, 0))
+    n_inside = np.where(on.eg >= 0, np.maximum(hi - lo, 0), 0)
+    extra: list[pl.Series] = []
+    if agg:
+        inside = sm[order][pos].with_columns(pl.Series("_ev", owner))
+        got = inside.group_by("_ev").agg(list(agg))
+        full = pl.DataFrame({"_ev": np.arange(len(on.es))}).join(got, on="_ev", how="left").sort("_ev")
+        extra.extend(full.drop("_ev").get_columns())
+    extra.append(pl.Series("n_samples", n_inside, dtype=pl.Int64))
+    tg, sgs = on.t[order], on.sg[order]
+    for col in time_weighted or ():
+        mean = _tw_mean(sm.get_column(col).cast(pl.Float64).to_numpy()[order], tg, sgs, owner, pos,
+                        on.es, on.ee, lo, hi, asof, valid)
+        extra.append(mean.alias(f"{col}_tw_mean"))
+    return extra
 
 
 def _search(groups: np.ndarray, times: np.ndarray, g: np.ndarray, x: np.ndarray, side: Literal["left", "right"]

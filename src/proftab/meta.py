@@ -1,29 +1,25 @@
 """The `files` table (one row per trace file / rank) and the facts read from it.
 
 `files` replaces a per-rank dict of metadata: base time and resolution are columns that
-join onto events by `rank`, and the file's full top-level keys stay in `meta_json`.
+join onto events by `rank` (`proftab.clock` reads them), and the file's full top-level keys
+stay in `meta_json`.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from proftab import schema
 from proftab._version import __version__
-from proftab.api import register_trace_method
 from proftab.exceptions import ProftabError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from proftab.trace import Trace
-
-F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
-
-__all__ = ["file_meta", "file_metas", "files_frame", "with_utc"]
+__all__ = ["file_meta", "file_metas", "files_frame"]
 
 
 def files_frame(metas: Mapping[int, Mapping[str, Any]], *, sha256: Mapping[int, str | None] | None = None,
@@ -58,43 +54,3 @@ def file_meta(files: pl.DataFrame, rank: int | None = None) -> dict[str, Any]:
 def file_metas(files: pl.DataFrame) -> dict[int, dict[str, Any]]:
     """Every file's metadata dict, by rank (ascending)."""
     return {int(r): json.loads(m) for r, m in files.sort("rank").select("rank", "meta_json").iter_rows()}
-
-
-def _as_ns(offsets_ns: Mapping[int, int] | None) -> pl.DataFrame:
-    return pl.DataFrame({"rank": list(offsets_ns or {}), "_off": list((offsets_ns or {}).values())},
-                        schema={"rank": pl.Int32, "_off": pl.Int64})
-
-
-def absolute_base(files: pl.DataFrame, offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame:
-    """`rank`, `base_ns`: each rank's base time plus an optional clock offset (`{rank: ns}`)."""
-    return (files.select("rank", "base_time_ns").join(_as_ns(offsets_ns), on="rank", how="left")
-            .select("rank", (pl.col("base_time_ns") + pl.col("_off").fill_null(0)).alias("base_ns")))
-
-
-def with_utc_frame(events: F, files: pl.DataFrame, *, offsets_ns: Mapping[int, int] | None = None) -> F:
-    """`events` plus `start_utc` / `end_utc` as `Datetime("ns", "UTC")`.
-
-    The absolute time is `base_time_ns + start_ns` of the event's rank, plus an optional
-    per-rank clock offset (`offsets_ns={rank: ns}`).
-    """
-    base = absolute_base(files, offsets_ns)
-    utc = [(pl.col("base_ns") + pl.col("start_ns")).cast(pl.Datetime("ns", "UTC")).alias("start_utc"),
-           (pl.col("base_ns") + pl.col("end_ns")).cast(pl.Datetime("ns", "UTC")).alias("end_utc")]
-    if isinstance(events, pl.LazyFrame):
-        return events.join(base.lazy(), on="rank", how="left", maintain_order="left").with_columns(utc).drop(
-            "base_ns")
-    return events.join(base, on="rank", how="left", maintain_order="left").with_columns(utc).drop("base_ns")
-
-
-@register_trace_method("with_utc")
-def with_utc(trace: Trace, events: pl.DataFrame | pl.LazyFrame | None = None, *,
-             offsets_ns: Mapping[int, int] | None = None) -> pl.DataFrame | pl.LazyFrame:
-    """`events` (default: all of the trace's) with `start_utc` / `end_utc` (`with_utc_frame`).
-
-    A LazyFrame stays lazy.
-    """
-    if events is None:
-        return with_utc_frame(trace.collect("events"), trace.files, offsets_ns=offsets_ns)
-    if isinstance(events, pl.LazyFrame):
-        return with_utc_frame(events, trace.files, offsets_ns=offsets_ns)
-    return with_utc_frame(events, trace.files, offsets_ns=offsets_ns)

@@ -161,10 +161,10 @@ FILES_COLUMNS: dict[str, DType] = {
 #: version of proftab's table schema (the Parquet dataset layout); 2: `ts_ns` -> `start_ns` (issue 25)
 SCHEMA_VERSION = 2
 #: stored-table columns renamed at each schema version: a dataset of an older version is read with
-#: them renamed (`proftab.io.parquet.scan`), so datasets written before still scan
+#: them renamed (`proftab.io.dataset.read.scan`), so datasets written before still scan
 STORED_RENAMES: dict[int, dict[str, dict[str, str]]] = {
     2: {"instants": {"ts_ns": "start_ns"}, "flows": {"ts_ns": "start_ns"}, "counters": {"ts_ns": "start_ns"},
-        # the per-rank summaries `convert` stores (proftab.io.summaries)
+        # the per-rank summaries `convert` stores (proftab.ranks.summaries)
         "summary_comm": {"collectives": "n_collectives"}, "summary_device": {"activities": "n_activities"}},
 }
 

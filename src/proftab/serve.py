@@ -63,11 +63,9 @@ class Session:
 
     def load(self, path: str) -> dict[str, Any]:
         """Load `path` (a trace file, directory, glob or proftab dataset); its id and table sizes."""
-        import proftab as pt
-        from proftab.io.files import dataset_root
+        from proftab.io.readers import open_trace
 
-        root = dataset_root(path)
-        tr = pt.scan(root) if root is not None else pt.load(path)
+        tr = open_trace(path)  # the reader is chosen by what `path` is
         trace_id = f"t{len(self.traces)}"
         self.traces[trace_id] = tr
         sizes = {n: int(f.select(pl.len()).collect().item()) for n, f in self._frames(tr).items() if n != "nested"}

@@ -4,7 +4,7 @@ A Trace holds its tables as `polars.DataFrame`s (a loaded JSON trace) or `polars
 (a scanned Parquet dataset), plus the `files` table (one row per file / rank). It knows no
 analysis: `tr.device`, `tr.ranks`, `tr.key_averages()`... are registered in `proftab.api` and
 resolved on first use. The one derived table it owns is `nested`, the generic nesting of
-`events` per track (docs/nesting.md).
+`events` per track (`proftab.nesting`, docs/nesting.md).
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from proftab import api, schema
-from proftab._heap import reuse_heap
+from proftab import api
 from proftab.exceptions import TraceError, UsageError
-from proftab.intervals import nest
 from proftab.meta import file_meta
+from proftab.nesting import check_stored_nesting, nest_events
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -94,14 +93,7 @@ class Trace:
         if "nested" in self._tables:
             return self._tables["nested"]
         if "nested" not in self._cache:
-            ev = self.collect("events")
-            with reuse_heap():  # its int64 temporaries reuse each other's memory (proftab._heap)
-                if ev.select((pl.col("end_ns") < pl.col("start_ns")).any()).item():  # negative durations
-                    ev = ev.with_columns(_end=pl.col("end_ns"), end_ns=pl.max_horizontal("start_ns", "end_ns"))
-                    nested = nest(ev, by=schema.TRACK_KEYS).with_columns(end_ns=pl.col("_end")).drop("_end")
-                else:  # the common case: no clamped copy of end_ns
-                    nested = nest(ev, by=schema.TRACK_KEYS)
-            self._cache["nested"] = nested
+            self._cache["nested"] = nest_events(self.collect("events"))
         out: pl.DataFrame = self._cache["nested"]
         return out
 
@@ -120,8 +112,10 @@ class Trace:
             return df if columns is None else df.select(columns)
         if self._guard is not None:
             self._guard()
-        if table == "nested" and (columns is None or "parent_id" in columns):
-            self._check_stored_tree(frame)
+        links = table == "nested" and (columns is None or "parent_id" in columns)
+        if links and "stored tree checked" not in self._cache:  # once per Trace
+            check_stored_nesting(frame, f"{self._source}/events" if self._source else None)
+            self._cache["stored tree checked"] = True
         # one chunk per column, as a loaded table: later filters/to_numpy are several times faster
         try:
             df = (frame if columns is None else frame.select(columns)).collect().rechunk()
@@ -131,28 +125,6 @@ class Trace:
         if columns is None:
             self._cache[key] = df
         return df
-
-    def _check_stored_tree(self, frame: pl.LazyFrame) -> None:
-        """A stored nesting's `parent_id` links must form a forest (once per Trace): a cycle
-        would make every walk up the tree endless. O(n log depth) (`intervals.tree.tree_depth`)."""
-        if "stored tree checked" in self._cache:
-            return
-        from proftab.intervals.tree import TreeCycleError, row_positions, tree_depth
-
-        where = f"{self._source}/events" if self._source else None
-        try:
-            links = frame.select("rank", "event_id", "parent_id").collect()
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            msg = f"cannot read table 'nested' ({type(exc).__name__}: {str(exc)[:300]})"
-            raise TraceError(msg, path=where) from None
-        rank = links["rank"].to_numpy()
-        parent = row_positions(rank, links["event_id"].to_numpy(), rank, links["parent_id"].fill_null(-1).to_numpy())
-        try:
-            tree_depth(parent)
-        except TreeCycleError:
-            msg = "the stored nesting is damaged: parent_id links form a cycle (rewrite the dataset with convert)"
-            raise TraceError(msg, path=where) from None
-        self._cache["stored tree checked"] = True
 
     def _frame(self, table: str) -> Frame:
         if table == "nested":

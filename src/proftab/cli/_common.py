@@ -119,8 +119,9 @@ def load_trace(sources: list[str] | str, args: argparse.Namespace, *, nest: bool
     ``proftab: warning: ...`` lines on stderr unless `--quiet`.
     """
     import proftab as pt
-    from proftab.io.files import dataset_root, expand_sources
-    from proftab.io.remote import is_remote
+    from proftab.io.dataset.layout import dataset_root
+    from proftab.io.dataset.remote import is_remote
+    from proftab.io.files import expand_sources
     from proftab.progress import Progress
 
     items = [sources] if isinstance(sources, str) else list(sources)

@@ -1,4 +1,4 @@
-"""`proftab convert`: trace files into one Parquet dataset (`proftab.io.convert.convert`)."""
+"""`proftab convert`: trace files into one Parquet dataset (`proftab.convert`)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from proftab.io.convert import convert
+    from proftab.pipeline import convert
 
     if args.graph_capture:  # the merged Trace is written as it is (its virtual ops and links included)
         return _convert_merged(args)

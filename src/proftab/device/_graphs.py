@@ -34,7 +34,6 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds, schema
-from proftab.api import register_hook
 from proftab.device._events import event_frame
 from proftab.device._link import activities
 from proftab.device._rules import GRAPH_LAUNCH_PATTERN, is_launch
@@ -258,7 +257,6 @@ def _replay_token() -> pl.Expr:
             .then(pl.lit(_MEMSET)).otherwise(pl.col("name")))
 
 
-@register_hook("graph_capture")
 def merge_capture(trace: Trace, captures: Sequence[tuple[str, Trace]]) -> Trace:
     """The execution trace with every graph replay's kernels attributed to virtual copies of the captured ops.
 

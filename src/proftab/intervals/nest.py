@@ -61,13 +61,17 @@ thread, including the share of events that took the slow path (step 4).
 
 from __future__ import annotations
 
-import heapq
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
+
+from proftab.intervals._nest_crossing import resolve_crossing, set_crossing_aside, sweep
+from proftab.intervals._nest_levels import candidate_parent, depth_of, self_nested, uncertified
+from proftab.intervals._nest_order import track_order
+from proftab.intervals._nest_tracks import track_ids
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -154,269 +158,6 @@ def _validate(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, ...]
     return eid, s, e
 
 
-def _track_ids(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, int]:
-    """Dense int64 track id per row (arbitrary but consistent numbering) and the track count.
-
-    Each key column gets dense codes of its own (a constant or all-null column none at all), the
-    codes are combined exactly as mixed-radix digits and the combination made dense: no struct,
-    hash table or group-by over all rows, so the memory is a few int64 arrays.
-    """
-    n = events.height
-    if not by or n == 0:
-        return np.zeros(n, dtype=np.int64), 1 if n else 0
-    tid: np.ndarray | None = None
-    radix = 1
-    for name in by:
-        codes, k = _column_codes(events.get_column(name))
-        if codes is None:
-            continue
-        if radix * k >= 2**62:  # the mixed-radix id would overflow: rank the key rows instead
-            return _track_ids_ranked(events, by)
-        if tid is None:
-            tid = codes if codes.flags.writeable else codes.copy()
-        else:
-            tid *= k
-            tid += codes
-        radix *= k
-    if tid is None:
-        return np.zeros(n, dtype=np.int64), 1
-    if radix <= 4 * n + 1024:  # a small key space: the ids present by one count, renumbered in order
-        present = np.bincount(tid, minlength=radix) > 0
-        if present.all():  # already dense
-            return tid, radix
-        dense = np.cumsum(present) - 1
-        return dense[tid], int(dense[-1]) + 1
-    uniq = pl.Series(tid).unique().sort().to_numpy()
-    if len(uniq) == radix:  # already dense
-        return tid, radix
-    return np.searchsorted(uniq, tid).astype(np.int64, copy=False), len(uniq)
-
-
-def _column_codes(col: pl.Series) -> tuple[np.ndarray | None, int]:
-    """(dense int64 code per row, number of codes), or (None, 1) for a column with one value.
-
-    Null is a value of its own.
-    """
-    n, nulls = len(col), col.null_count()
-    if nulls == n:
-        return None, 1
-    if col.dtype.is_integer() or col.dtype == pl.Boolean:
-        if col.min() == col.max():  # one value (code 0) and null (code 1): no unique, no search
-            return (None, 1) if not nulls else (col.is_null().to_numpy().astype(np.int64), 2)
-        values = col.drop_nulls().unique().sort()
-        uniq = values.cast(pl.Int64).to_numpy() if col.dtype != pl.UInt64 else values.to_numpy()
-        filled = col if not nulls else col.fill_null(values[0])
-        codes = np.searchsorted(uniq, filled.to_numpy()).astype(np.int64, copy=False)
-        if nulls:
-            codes[col.is_null().to_numpy()] = len(uniq)
-        return codes, len(uniq) + (1 if nulls else 0)
-    if 2 * nulls > n:  # mostly null (a text pid/tid on a few span rows): rank only the values
-        ranked = col.drop_nulls().rank("dense").cast(pl.Int64)  # 1..k, in row order
-        codes = np.zeros(n, np.int64)
-        codes[col.is_not_null().to_numpy()] = ranked.to_numpy()
-        return codes, int(ranked.max() or 0) + 1  # type: ignore[arg-type]
-    ranked = col.rank("dense")  # 1..k, nulls stay null
-    k = int(ranked.cast(pl.Int64).max() or 0)  # type: ignore[arg-type]
-    if k == 1 and not nulls:
-        return None, 1
-    codes = ranked.fill_null(0).cast(pl.Int64).to_numpy(writable=True)
-    return codes, k + 1
-
-
-def _track_ids_ranked(events: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, int]:
-    """Dense track ids by ranking whole key rows (the fallback for huge key spaces)."""
-    keys = events.select(by)
-    tid = keys.select(pl.struct(by).rank("dense")).to_series().to_numpy()
-    return tid.astype(np.int64) - 1, int(tid.max())
-
-
-def _argsort_keys(k: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(perm, k[perm])`` sorting the non-negative keys ``k < bound``; `k` is consumed
-    (overwritten) where the keys can be packed."""
-    n = len(k)
-    row_bits = max(1, (n - 1).bit_length())
-    if bound <= 2 ** (63 - row_bits):
-        # key and row index packed in one int64, in place: a plain (SIMD) sort, no argsort
-        packed = k
-        np.left_shift(packed, row_bits, out=packed)
-        packed |= np.arange(n)
-        # timsort: traces list most events in (track, start) order already, and it sorts such runs in
-        # about linear time where quicksort does not (0.01 s against 0.26 s on 1.8 M events); the keys
-        # are distinct, so any sort gives the same array
-        packed.sort(kind="stable")
-        perm = packed & ((1 << row_bits) - 1)
-        np.right_shift(packed, row_bits, out=packed)
-        return perm, packed
-    perm = pl.Series(k).arg_sort().to_numpy().astype(np.int64)
-    return perm, k[perm]
-
-
-def _order(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray, mult: int, base: int
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """Permutation into (track, start asc, end desc, id asc) order and sorted start keys."""
-    keys = tid * mult
-    keys += s
-    keys -= base
-    perm, ks = _argsort_keys(keys, (int(tid.max()) + 1) * mult)
-    del keys
-    if len(ks) < 2:
-        return perm, ks
-    eq = ks[1:] == ks[:-1]
-    if not eq.any():
-        return perm, ks
-    # runs of equal (track, start): order by end desc, then event_id
-    tie = np.zeros(len(ks), dtype=bool)
-    tie[1:] |= eq
-    tie[:-1] |= eq
-    idx = np.flatnonzero(tie)
-    sub = perm[idx]
-    run = np.cumsum(np.concatenate(([True], ks[idx][1:] != ks[idx][:-1]))) - 1
-    dur = e[sub] - s[sub]
-    longest = int(dur.max())
-    ib, rb, db = (len(idx) - 1).bit_length(), int(run[-1]).bit_length(), longest.bit_length()
-    if ib + rb + db > 63:
-        perm[idx] = sub[np.lexsort((eid[sub], -dur, run))]
-        return perm, ks
-    packed = (run << (db + ib)) | ((longest - dur) << ib) | np.arange(len(idx))
-    packed.sort()
-    o = packed & ((1 << ib) - 1)
-    same = packed >> ib  # (run, duration): identical intervals still need the id order
-    eq2 = same[1:] == same[:-1]
-    if eq2.any():
-        dup = np.zeros(len(idx), dtype=bool)
-        dup[1:] |= eq2
-        dup[:-1] |= eq2
-        j = np.flatnonzero(dup)
-        o[j] = o[j][np.lexsort((eid[sub[o[j]]], same[j]))]
-    perm[idx] = sub[o]
-    return perm, ks
-
-
-def _depth(ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
-    """Exact depth of the events given in order by their (track, time) keys.
-
-    Zero-length events are never open, so only positive events count:
-    ``depth = #(positive events before) - #(positive ends <= start)`` -- a positive
-    event ending by this start also starts before it, so it precedes it; keys are
-    track-major, so other tracks cancel out.  The ends are counted by one sort of the
-    merged start/end keys (ends first on equal keys).
-    """
-    m = len(ks)
-    positive = ke > ks
-    n_pos = int(np.count_nonzero(positive))
-    merged = np.empty(n_pos + m, dtype=np.int64)  # built in place: no concatenated temporaries
-    np.left_shift(ke[positive], 1, out=merged[:n_pos])
-    np.left_shift(ks, 1, out=merged[n_pos:])
-    merged[n_pos:] |= 1
-    merged.sort(kind="stable")  # two near-sorted runs (ends, starts): timsort merges them in about linear time
-    np.bitwise_and(merged, 1, out=merged)
-    at = np.flatnonzero(merged)  # where the j-th start landed
-    del merged
-    at -= np.arange(m)  # ends (of positive events) sorted before the j-th start
-    out: np.ndarray = np.cumsum(positive, dtype=np.int64)
-    out -= positive
-    out -= at
-    return out
-
-
-def _candidate_parent(depth: np.ndarray) -> np.ndarray:
-    """Per event (in track-major order, exact depths), the index of the latest earlier
-    event of its track with depth ``d - 1``; -1 for depth 0.
-
-    Depth rises by at most 1 from one event to the next and is 0 at a track's first
-    event, so that event is the last *opening* event (``d[j+1] == d[j] + 1``) at level
-    ``d`` before ``i``: a forward fill per depth level after one stable radix sort.
-    """
-    m = len(depth)
-    opening = np.zeros(m, dtype=bool)
-    np.equal(depth[1:], depth[:-1] + 1, out=opening[1:])
-    dmax = int(depth.max())
-    key = depth.astype(np.uint16 if dmax < 2**16 else np.uint32)
-    order = np.argsort(key, kind="stable")
-    del key
-    filled = np.where(opening[order], order, 0)
-    del opening
-    level = np.repeat(np.arange(dmax + 1) * (m + 1), np.bincount(depth, minlength=dmax + 1))
-    filled += level
-    np.maximum.accumulate(filled, out=filled)
-    filled -= level
-    del level
-    filled -= 1
-    out = np.empty(m, dtype=np.int64)
-    out[order] = filled
-    return out
-
-
-def _uncertified(pos: np.ndarray | None, q: np.ndarray, depth: np.ndarray, start: np.ndarray, end: np.ndarray
-                 ) -> np.ndarray:
-    """Events whose candidate parent is not provably their parent (see module docs).
-
-    `start` / `end` per sorted position: times, or the track-major sort keys (a candidate parent
-    is in its child's track, where keys differ exactly as times do). `pos` are the events'
-    positions; None means all positions in order (no gathers).
-    """
-    e_q = end[np.maximum(q, 0)]
-    s_p, e_p = (start, end) if pos is None else (start[pos], end[pos])
-    out: np.ndarray = (e_q <= s_p) | (e_p > e_q)
-    del e_q
-    out |= q < 0
-    out &= depth > 0
-    return out
-
-
-def _sweep(ks: list[int], ke: list[int], is_x: list[bool], groups: list[tuple[int, int, list[tuple[int, int]]]]
-           ) -> tuple[list[int], list[int], list[int]]:
-    """Exact parents and self times of a small set of events, per track.
-
-    ``ks``/``ke``: (track, time) keys of the events, each track's events contiguous and
-    in order; ``is_x``: crossing flags; ``groups``: (lo, hi, windows) per track where
-    windows are the merged spans of the crossing events.  Returns local parent indices
-    (-1 for none), the self time inside the windows, and the self time inside the windows
-    that the same sweep gives without the crossing events.
-    """
-    n = len(ks)
-    parent = [-1] * n
-    self_all = [0] * n
-    self_nested = [0] * n
-    push, pop = heapq.heappush, heapq.heappop
-    for lo, hi, wins in groups:
-        stack: list[int] = []
-        for i in range(lo, hi):
-            si = ks[i]
-            while stack and ke[stack[-1]] <= si:
-                stack.pop()
-            if stack:
-                parent[i] = stack[-1]
-            if ke[i] > si:
-                stack.append(i)
-        times = sorted({*ks[lo:hi], *ke[lo:hi], *(x for w in wins for x in w)})
-        h_all: list[int] = []
-        h_nested: list[int] = []
-        ptr, wi = lo, 0
-        for k in range(len(times) - 1):
-            t = times[k]
-            while ptr < hi and ks[ptr] <= t:
-                if ke[ptr] > ks[ptr]:
-                    push(h_all, -ptr)
-                    if not is_x[ptr]:
-                        push(h_nested, -ptr)
-                ptr += 1
-            while wi < len(wins) and wins[wi][1] <= t:
-                wi += 1
-            if wi == len(wins) or wins[wi][0] > t:
-                continue  # outside every window: the nested answer stands
-            dt = times[k + 1] - t
-            while h_all and ke[-h_all[0]] <= t:
-                pop(h_all)
-            if h_all:
-                self_all[-h_all[0]] += dt
-            while h_nested and ke[-h_nested[0]] <= t:
-                pop(h_nested)
-            if h_nested:
-                self_nested[-h_nested[0]] += dt
-    return parent, self_all, self_nested
-
-
 # --------------------------------------------------------------------------- core
 
 
@@ -432,7 +173,7 @@ def _nest_arrays(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray)
     span = int(e.max()) - base + 1
     if (int(tid.max()) + 1) * span >= _KEY_LIMIT:
         return None
-    perm, ks = _order(tid, s, e, eid, span, base)
+    perm, ks = track_order(tid, s, e, eid, span, base)
     dur_rows = e - s
     dur = dur_rows[perm]
     del dur_rows
@@ -440,121 +181,21 @@ def _nest_arrays(tid: np.ndarray, s: np.ndarray, e: np.ndarray, eid: np.ndarray)
 
     # vectorized pass: exact depth, candidate parent, certification; the arrays that are
     # not needed yet are gathered after the depth pass, the largest temporary
-    depth = _depth(ks, ke)
-    parent = _candidate_parent(depth)
+    depth = depth_of(ks, ke)
+    parent = candidate_parent(depth)
     # a candidate parent is in its child's track, where key differences are time differences:
     # the keys certify exactly as the times would, and no time arrays are gathered for it
-    bad = _uncertified(None, parent, depth, ks, ke)
-    passes = 1
+    bad = uncertified(None, parent, depth, ks, ke)
     if not bad.any():
         del bad, ks, ke
-        return perm, parent, depth, _self_nested(parent, dur, n), 0, 0, passes, e[perm]
+        return perm, parent, depth, self_nested(parent, dur, n), 0, 0, 1, e[perm]
     s_ = s[perm]
     e_ = e[perm]
-    tid_ = ks // span
-    pos = np.arange(n)
-
-    # Set crossing events aside until the rest certifies.  Only the overlap-connected
-    # top-level components holding uncertified events are re-checked (a component's
-    # events see no event outside it), and after the first re-check only those where
-    # events were newly set aside.
-    new_comp = np.ones(n, dtype=bool)
-    np.greater_equal(ks[1:], np.maximum.accumulate(ke)[:-1], out=new_comp[1:])
-    comp = np.cumsum(new_comp) - 1
-    del new_comp
-    n_comp = int(comp[-1]) + 1
-    cross = bad
-    check = np.zeros(n_comp, dtype=bool)
-    check[comp[bad]] = True
-    aff = check = check[comp]
-    while True:
-        parent[check] = -1
-        lpos = np.flatnonzero(check & ~cross)
-        if not len(lpos):
-            break
-        ldepth = _depth(ks[lpos], ke[lpos])
-        lpar = _candidate_parent(ldepth)
-        parent[lpos] = np.where(lpar >= 0, lpos[np.maximum(lpar, 0)], -1)
-        lbad = _uncertified(lpos, parent[lpos], ldepth, s_, e_)
-        passes += 1
-        if not lbad.any():
-            break
-        cross[lpos[lbad]] = True
-        check = np.zeros(n_comp, dtype=bool)
-        check[comp[lpos[lbad]]] = True
-        check = check[comp]
-    del comp, check
-    self_t = _self_nested(parent, dur, n)  # exact for the nested events away from crossings
+    cross, aff, passes = set_crossing_aside(parent, bad, ks, ke, s_, e_)
+    self_t = self_nested(parent, dur, n)  # exact for the nested events away from crossings
     self_t[cross] = 0
-
-    # slow set: crossing events, the nested events open at their starts (chains), and
-    # the children of chain members (or nested roots) overlapping a crossing event
-    xpos = np.flatnonzero(cross)
-    wl, wr = ks[xpos], ke[xpos]
-    new_w = np.ones(len(xpos), dtype=bool)
-    new_w[1:] = wl[1:] > np.maximum.accumulate(wr)[:-1]
-    wl = wl[new_w]
-    wr = np.maximum.reduceat(wr, np.flatnonzero(new_w))
-    last_nested = np.maximum.accumulate(np.where(cross, -1, pos))
-    c = np.where(xpos > 0, last_nested[np.maximum(xpos - 1, 0)], -1)
-    c[(c >= 0) & (tid_[np.maximum(c, 0)] != tid_[xpos])] = -1
-    while True:
-        up = (c >= 0) & (e_[np.maximum(c, 0)] <= s_[xpos])
-        if not up.any():
-            break
-        c[up] = parent[c[up]]
-    chain = np.zeros(n, dtype=bool)
-    cur = np.unique(c[c >= 0])
-    while len(cur):
-        cur = cur[~chain[cur]]
-        chain[cur] = True
-        cur = np.unique(parent[cur][parent[cur] >= 0])
-    kid = aff & ~cross & ~chain & np.where(parent >= 0, chain[np.maximum(parent, 0)], True)
-    ki = np.flatnonzero(kid)
-    j = np.searchsorted(wl, np.maximum(ke[ki], ks[ki] + 1), side="left") - 1
-    ki = ki[(j >= 0) & (wr[np.maximum(j, 0)] > ks[ki])]
-    slow = np.zeros(n, dtype=bool)
-    slow[xpos] = True
-    slow[chain] = True
-    slow[ki] = True
-    spos = np.flatnonzero(slow)
-    g_first = np.flatnonzero(np.concatenate(([True], tid_[spos][1:] != tid_[spos][:-1])))
-    g_bounds = np.append(g_first, len(spos))
-    g_track = ks[spos[g_first]] // span
-    w_track = wl // span
-    w_lo = np.searchsorted(w_track, g_track, side="left")
-    w_hi = np.searchsorted(w_track, g_track, side="right")
-    wl_l, wr_l = wl.tolist(), wr.tolist()
-    groups = [
-        (int(g_bounds[i]), int(g_bounds[i + 1]),
-         list(zip(wl_l[w_lo[i] : w_hi[i]], wr_l[w_lo[i] : w_hi[i]], strict=True)))
-        for i in range(len(g_first))
-    ]
-    local, st_all, st_nested = _sweep(ks[spos].tolist(), ke[spos].tolist(), cross[spos].tolist(), groups)
-    lp = np.asarray(local, dtype=np.int64)
-    parent[spos] = np.where(lp >= 0, spos[np.maximum(lp, 0)], -1)
-    fix = cross[spos] | chain[spos]
-    delta = np.asarray(st_all, dtype=np.int64) - np.asarray(st_nested, dtype=np.int64)
-    self_t[spos[fix]] += delta[fix]
-    return perm, parent, depth, self_t, len(xpos), len(spos), passes, e_
-
-
-def _self_nested(parent: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
-    """``dur - sum(children dur)`` (exact int64; float sums are exact below 2**53)."""
-    has = parent >= 0
-    if not has.any():
-        return dur.copy()
-    if int(dur.max()) < 2**53:  # nested children of one parent sum to <= its dur: exact in float64
-        roots = ~has
-        parent[roots] = n  # roots count into a slot past the end (restored below)
-        child = np.bincount(parent, weights=dur, minlength=n + 1)
-        parent[roots] = -1
-        out = np.empty(n, np.int64)
-        np.subtract(dur, child[:n], out=out, casting="unsafe")
-        return out
-    child = np.zeros(n, dtype=np.int64)
-    np.add.at(child, parent[has], dur[has])
-    return dur - child
+    n_crossing, n_slow = resolve_crossing(parent, self_t, cross, aff, ks, ke, s_, e_, ks // span, span)
+    return perm, parent, depth, self_t, n_crossing, n_slow, 1 + passes, e_
 
 
 def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
@@ -587,7 +228,7 @@ def nest(events: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
     """
     by = list(by)
     eid, s, e = _validate(events, by)
-    tid, n_tracks = _track_ids(events, by)
+    tid, n_tracks = track_ids(events, by)
     n = len(s)
     if n == 0:
         _local.stats = NestStats(0, 0, 0, 0, 0)
@@ -665,7 +306,7 @@ def _nest_sweep_track(s: np.ndarray, e: np.ndarray, eid: np.ndarray) -> _Result:
     perm = np.lexsort((eid, np.invert(e), s)).astype(np.int64)
     ss, ee = s[perm].tolist(), e[perm].tolist()
     lo, hi = (min(ss), max(ee)) if ss else (0, 0)
-    parent, self_t, _ = _sweep(ss, ee, [True] * len(ss), [(0, len(ss), [(lo, hi)])])
+    parent, self_t, _ = sweep(ss, ee, [True] * len(ss), [(0, len(ss), [(lo, hi)])])
     depth: list[int] = []
     active: list[int] = []
     for i, si in enumerate(ss):

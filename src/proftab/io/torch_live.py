@@ -9,8 +9,8 @@ decimals: the file's `time_resolution_ns` is 1), so the profiler's events are no
 and the cost is that of writing and loading the JSON; with older torch the JSON held truncated
 µs, and the walk restores the exact values.
 
-`profiler_handler(out_dir)` is an `on_trace_ready` callback that writes each finished profile
-as a proftab Parquet dataset (no JSON kept).
+`read_profiler` is this module's reader in the seam of `proftab.io.readers` (`pt.from_profiler`);
+`proftab.pipeline.profiler_handler` writes each finished profile as a proftab dataset.
 """
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ import polars as pl
 
 from proftab import kinds
 from proftab.exceptions import ProftabError
-from proftab.io.files import trace_from_files
-from proftab.io.kineto import read_kineto
+from proftab.io.kineto.tables import read_kineto
+from proftab.io.tables import trace_from_files
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from proftab.io.readers import ReadOptions
     from proftab.trace import Trace
 
-__all__ = ["from_profiler", "profiler_handler"]
+__all__ = ["from_profiler", "read_profiler"]
 
 
 def _raw_events(results: Any) -> pl.DataFrame:
@@ -103,36 +102,6 @@ def from_profiler(prof: Any, *, json_path: str | os.PathLike[str] | None = None)
     return trace_from_files([tables])
 
 
-def profiler_handler(out_dir: str | os.PathLike[str], *, worker_name: str | None = None) -> Callable[[Any], None]:
-    """An `on_trace_ready` callback writing every finished profile as a proftab Parquet dataset.
-
-    Each call writes ``{out_dir}/{worker_name}.{n}.pq`` (`n` counts the profiles this handler
-    wrote, from 0) through `from_profiler` and `Trace.to_parquet`, so no JSON is kept. The
-    default `worker_name` is ``rank-{rank}`` when `torch.distributed` is initialized (one
-    handler per rank, as with `torch.profiler.tensorboard_trace_handler`), else
-    ``{hostname}_{pid}``. Open a result with `pt.scan(path)`.
-    """
-    from proftab.io.parquet import write_parquet
-
-    root = os.fspath(out_dir)
-    written = 0
-
-    def handler(prof: Any) -> None:
-        nonlocal written
-        name = worker_name or _worker_name()
-        os.makedirs(root, exist_ok=True)
-        write_parquet(from_profiler(prof), os.path.join(root, f"{name}.{written}.pq"))
-        written += 1
-
-    return handler
-
-
-def _worker_name() -> str:
-    """``rank-N`` under an initialized `torch.distributed`, else ``{hostname}_{pid}``."""
-    import socket
-
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return f"rank-{dist.get_rank()}"
-    return f"{socket.gethostname()}_{os.getpid()}"
+def read_profiler(source: Any, options: ReadOptions) -> Trace:
+    """The profiler reader of `proftab.io.readers`: `from_profiler` with the options' `json_path`."""
+    return from_profiler(source, json_path=options.json_path)

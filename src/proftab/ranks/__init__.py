@@ -6,7 +6,7 @@ as in HTA; collective instances are matched across ranks by process group and se
 (`proftab.ranks.collectives`, which also reads gloo's host ranges on CPU ranks).
 Comparisons between ranks use absolute times (``base_time_ns + start_ns`` of
 each rank, from the `files` table) plus optional per-rank clock offsets
-``offsets_ns={rank: ns}``, as `proftab.meta.with_utc_frame` does; ranks recorded on different
+``offsets_ns={rank: ns}``, as `proftab.clock.with_utc_frame` does; ranks recorded on different
 hosts are only as comparable as their clocks.
 
 The functions take frames (`events`, `files`); `tr.ranks` applies them to a Trace.
@@ -20,9 +20,9 @@ import polars as pl
 
 from proftab import kinds
 from proftab.api import register_trace_namespace
+from proftab.clock import with_utc_frame
 from proftab.intervals import merge_intervals
 from proftab.joins import overlaps
-from proftab.meta import with_utc_frame
 from proftab.ranks.collectives import (
     COLLECTIVE_PATTERN,
     collective_instances,

@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
-from proftab.meta import with_utc_frame
+from proftab.clock import with_utc_frame
 from proftab.steps import assign_steps, step_windows
 
 if TYPE_CHECKING:

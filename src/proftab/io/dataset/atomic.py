@@ -19,17 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proftab.exceptions import ProftabError, ProftabWarning
+from proftab.io.dataset.layout import is_dataset
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 __all__ = ["atomic_dir"]
-
-MANIFEST = "_proftab.json"
-
-
-def _is_dataset(path: Path) -> bool:
-    return (path / MANIFEST).is_file()
 
 
 def _lock(out: Path) -> int:
@@ -69,7 +64,7 @@ def _unlock(out: Path, fd: int) -> None:
 def _recover(out: Path) -> None:
     """Under the lock: restore a dataset left aside by an interrupted replace; drop stale temporaries."""
     olds = sorted(out.parent.glob(f".{out.name}.proftab-old-*"), key=lambda p: p.stat().st_mtime)
-    if olds and not (out.exists() or out.is_symlink()) and _is_dataset(olds[-1]):
+    if olds and not (out.exists() or out.is_symlink()) and is_dataset(olds[-1]):
         os.rename(olds[-1], out)
         warnings.warn(f"{out}: restored the dataset an interrupted replace had set aside", ProftabWarning,
                       stacklevel=4)
@@ -135,7 +130,7 @@ def atomic_dir(out: str | os.PathLike[str], *, force: bool = False) -> Iterator[
             if not force:
                 msg = f"{out}: output already exists (Hint: pass force=True, CLI --force, to replace it)"
                 raise ProftabError(msg)
-            if out.is_dir() and not _is_dataset(out) and any(out.iterdir()):
+            if out.is_dir() and not is_dataset(out) and any(out.iterdir()):
                 msg = f"{out}: refusing to replace a non-empty directory that is not a proftab dataset"
                 raise ProftabError(msg)
         tmp = out.parent / f".{out.name}.proftab-tmp-{uuid.uuid4().hex[:12]}"

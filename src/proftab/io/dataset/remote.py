@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proftab.exceptions import ProftabError
-from proftab.io.atomic import MANIFEST
-from proftab.io.distributed import filesystem, local_path
+from proftab.io.dataset.distributed import filesystem, local_path
+from proftab.io.dataset.layout import MANIFEST
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -12,7 +12,7 @@ from typing import Any
 from proftab.codes import TYPED_ARGS
 from proftab.exceptions import TraceError
 from proftab.io import _kineto
-from proftab.io.decompress import FileDigest, GzipDamage, raw_chunks, threaded
+from proftab.io.kineto.decompress import FileDigest, GzipDamage, raw_chunks, threaded
 
 __all__ = ["MAX_TOKEN_BYTES", "TYPED_SPEC", "scan_bytes", "scan_file", "scan_path"]
 

@@ -1,4 +1,4 @@
-"""Small per-rank summaries written next to a rank's tables at convert time.
+"""Small per-rank summaries a conversion stores next to each rank's tables, read back by `tr.ranks`.
 
 Each is computed from one rank's trace alone and is *mergeable*: the dataset's table is the
 concatenation of the ranks' parts (every row has ``rank``), so cross-rank tables over 1,024
@@ -38,7 +38,7 @@ def rank_summaries(trace: Trace, rank: int) -> tuple[dict[str, pl.DataFrame], di
     table and `tr.ranks` computes from the events); the second value maps it to its error.
     """
     from proftab.ranks import _COMM_COLUMNS as comm_columns
-    from proftab.ranks import rank_calls, rank_comm
+    from proftab.ranks.collectives import rank_calls, rank_comm
     from proftab.steps import step_windows
 
     events = trace.collect("events", comm_columns)
@@ -66,6 +66,3 @@ def rank_summaries(trace: Trace, rank: int) -> tuple[dict[str, pl.DataFrame], di
         except Exception as e:  # noqa: BLE001 - a summary is an optimization, never a reason to fail a file
             errors[name] = f"{type(e).__name__}: {e}"
     return out, errors
-
-
-#: key_averages columns that add up across ranks, and those that take the min / max

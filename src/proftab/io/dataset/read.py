@@ -1,19 +1,10 @@
-"""Parquet datasets of traces: `write_parquet`, `scan`, `convert`.
+"""Reading a proftab Parquet dataset (`proftab.io.dataset.layout`): `scan` (lazy), `read_parquet`.
 
-Layout of a dataset directory (hive-partitioned by ``rank``, one file per table and rank)::
-
-    out/
-      _proftab.json                      manifest (written last)
-      events/rank=0/part-0.parquet       events + parent_id, depth, self_ns, overrun_ns
-      instants/ flows/ counters/ threads/ rejected/ accounting/ anomalies/ meta/
-
-Every file also keeps its ``rank`` column, so a single file is self-describing, and
-carries key-value metadata ``proftab`` (JSON: proftab version, schema version, table,
-rank, ``baseTimeNanoseconds``, time resolution, source file and its sha256).
-
-Writes are atomic: everything goes to a hidden temporary directory next to the output,
-which is renamed into place at the end; on any error (or Ctrl-C) it is removed.  An
-existing output is replaced only with ``force=True``, and only if it is a proftab dataset.
+`scan` is the dataset reader of `proftab.io.readers` (`read_dataset`). It reads the manifest
+and checks every part file's footer, columns and row count before anything is used
+(`validate_dataset`); the tables are LazyFrames over the part files, and a Trace over them
+refuses to read once the dataset was replaced (`_generation_guard`). A stored key_averages is
+used only when the code that computed it is this very code (`_analysis_fingerprint`).
 """
 
 from __future__ import annotations
@@ -24,7 +15,6 @@ import json
 import os
 import re
 import stat
-import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -33,25 +23,20 @@ import polars as pl
 
 from proftab import schema
 from proftab._version import __version__
-from proftab.api import register_trace_method
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
-from proftab.io.atomic import MANIFEST, _is_dataset, atomic_dir
+from proftab.io.dataset.layout import DONE_MARKER, MANIFEST, NEST_COLUMNS, STATUS, TABLES, dataset_root, is_dataset
 from proftab.trace import TABLES as TRACE_TABLES
 from proftab.trace import Trace
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "read_parquet", "scan", "write_parquet"]
+    from proftab.io.readers import ReadOptions
+
+__all__ = ["DONE_MARKER", "MANIFEST", "SCHEMA_VERSION", "STATUS", "TABLES", "read_dataset", "read_manifest",
+           "read_parquet", "scan"]
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
-#: per-file status table of a converted dataset (`convert`)
-STATUS = "_status.parquet"
-#: written into a file's staging directory when its partition is complete (resume)
-DONE_MARKER = "_done.json"
-#: tables of a dataset, in order; `events` holds the nesting columns too
-TABLES = ("events", "instants", "flows", "counters", "threads", "rejected", "accounting", "anomalies", "meta")
-NEST_COLUMNS = ("parent_id", "depth", "self_ns", "overrun_ns")
 #: a materialized `key_averages()` (default options) of a single-rank dataset, written by the
 #: same proftab version that reads it back; any other case is computed from `events`
 DERIVED_KEY_AVERAGES = schema.STORED_KEY_AVERAGES
@@ -61,143 +46,6 @@ META_COLUMNS = schema.FILES_COLUMNS
 
 def _version() -> str:
     return __version__
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str | None:
-    """Hex sha256 of a file's bytes, None when it cannot be read."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 22):
-                h.update(chunk)
-    except OSError:
-        return None
-    return h.hexdigest()
-
-
-# ----------------------------------------------------------------------------- writing
-
-
-def _source_info(meta: dict[str, Any], loaded_sha: str | None = None) -> tuple[str | None, int | None]:
-    """The source file's sha256 and size: the sha256 `pt.load` computed while reading it (the
-    bytes the tables came from), else the file's now; (None, None) when the file is gone."""
-    src = meta.get("source_file")
-    if not isinstance(src, str) or not os.path.isfile(src):
-        return loaded_sha, None
-    return loaded_sha or sha256_file(src), os.path.getsize(src)
-
-
-def _files_row(files: pl.DataFrame, rank: int, sha: str | None, size: int | None) -> pl.DataFrame:
-    """The rank's `files` row as written: with the source's sha256 and size, this proftab's version."""
-    return files.filter(pl.col("rank") == rank).with_columns(
-        source_sha256=pl.lit(sha, pl.String), source_bytes=pl.lit(size, pl.Int64),
-        proftab_version=pl.lit(_version()), schema_version=pl.lit(SCHEMA_VERSION, pl.Int32),
-    ).select(list(META_COLUMNS))
-
-
-def _write_rank(root: Path, rank: int, tables: dict[str, pl.DataFrame], meta: dict[str, Any],
-                files_row: pl.DataFrame) -> dict[str, int]:
-    """Write one rank's partition of every table; returns rows per table."""
-    tables = {**tables, "meta": files_row}
-    base = meta.get("baseTimeNanoseconds")
-    rows = {}
-    for name in TABLES:
-        df = tables[name]
-        file_meta = {
-            "proftab_version": _version(), "schema_version": SCHEMA_VERSION, "table": name, "rank": rank,
-            "baseTimeNanoseconds": base if isinstance(base, int) else None,
-            "base_time_ns": int(files_row["base_time_ns"][0]),
-            "time_resolution_ns": int(files_row["time_resolution_ns"][0]),
-            "source_file": meta.get("source_file"), "source_sha256": files_row["source_sha256"][0],
-        }
-        d = root / name / f"rank={rank}"
-        d.mkdir(parents=True, exist_ok=True)
-        df.write_parquet(d / "part-0.parquet", compression="zstd", metadata={"proftab": json.dumps(file_meta)})
-        rows[name] = df.height
-    return rows
-
-
-def _split_by_rank(tr: Trace) -> dict[int, dict[str, pl.DataFrame]]:
-    """Every table of `tr` (events as `nested`, plus anomalies) split per rank."""
-    full = {name: tr.collect(name) for name in TRACE_TABLES}
-    full["events"] = tr.collect("nested")
-    full["anomalies"] = tr.anomalies
-    ranks = tr.files["rank"].to_list()
-    out: dict[int, dict[str, pl.DataFrame]] = {r: {} for r in ranks}
-    for name, df in full.items():
-        if len(ranks) == 1:
-            out[ranks[0]][name] = df
-            continue
-        parts = df.partition_by("rank", as_dict=True, maintain_order=True)
-        for r in ranks:
-            out[r][name] = parts.get((r,), df.clear())
-    return out
-
-
-def _manifest(ranks: dict[int, dict[str, Any]], rows: dict[int, dict[str, int]]) -> dict[str, Any]:
-    totals = {name: sum(rows[r][name] for r in rows) for name in TABLES}
-    return {
-        "format": "proftab-parquet",
-        "proftab_version": _version(),
-        "schema_version": SCHEMA_VERSION,
-        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "layout": "{table}/rank={rank}/part-0.parquet",
-        "tables": list(TABLES),
-        "rows": totals,
-        "ranks": [{"rank": r, **ranks[r], "rows": rows[r]} for r in sorted(ranks)],
-    }
-
-
-@register_trace_method("to_parquet")
-def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = False,
-                  storage_options: dict[str, Any] | None = None) -> Path | str:
-    """Write every table of `trace` into a Parquet dataset directory (see module docs).
-
-    Parameters
-    ----------
-    trace
-        A loaded (or scanned) Trace; its nesting and anomalies are computed if needed.
-    path
-        The dataset directory to create: a local path, a ``file://`` URL, or an object-store /
-        fsspec URL (``s3://bucket/ds``: written locally, then uploaded with its manifest last;
-        `proftab.io.remote`).
-    force
-        Replace an existing dataset at `path`.
-    storage_options
-        fsspec options for a URL `path` (credentials, endpoint).
-
-    Returns
-    -------
-    pathlib.Path or str
-        `path` (the URL string for a URL).
-
-    Raises
-    ------
-    ProftabError
-        `path` exists (without `force`), or is a non-empty directory that is not a dataset.
-    """
-    from proftab.io.distributed import local_path
-    from proftab.io.remote import is_remote, remote_output
-    from proftab.meta import file_meta
-
-    if is_remote(path):
-        with remote_output(os.fspath(path), force=force, storage_options=storage_options) as local:
-            write_parquet(trace, local)
-        return os.fspath(path)
-    path = local_path(os.fspath(path)) or path
-
-    per_rank = _split_by_rank(trace)
-    with atomic_dir(path, force=force) as tmp:
-        infos, rows = {}, {}
-        for r in trace.files["rank"].to_list():
-            meta = file_meta(trace.files, r)
-            sha, size = _source_info(meta, trace.files.filter(pl.col("rank") == r)["source_sha256"][0])
-            rows[r] = _write_rank(tmp, r, per_rank[r], meta, _files_row(trace.files, r, sha, size))
-            infos[r] = {"source_file": meta.get("source_file"), "source_sha256": sha, "source_bytes": size}
-        if trace.files.height == 1:
-            _write_key_averages(tmp, trace)
-        (tmp / MANIFEST).write_text(json.dumps(_manifest(infos, rows), indent=1))
-    return Path(path)
 
 
 @functools.lru_cache(maxsize=1)
@@ -215,12 +63,6 @@ def _analysis_fingerprint() -> str:
     return h.hexdigest()
 
 
-def _write_key_averages(root: Path, trace: Trace) -> None:
-    """Materialize `trace.key_averages()` (default options, with torch's floats for `table()`) next to the tables."""
-    ka = trace.key_averages(torch_floats=True)
-    ka.write_parquet(root / f"{DERIVED_KEY_AVERAGES}.parquet", compression="zstd",
-                     metadata={"proftab": json.dumps({"fingerprint": _analysis_fingerprint(),
-                                                      "table": DERIVED_KEY_AVERAGES})})
 
 
 # ----------------------------------------------------------------------------- scanning
@@ -232,7 +74,7 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not root.exists():
         msg = f"{root}: no such dataset directory"
         raise ProftabError(msg)
-    if not _is_dataset(root):
+    if not is_dataset(root):
         msg = (f"{root}: not a proftab Parquet dataset (no {MANIFEST}) "
                "(Hint: create one with pt.load(trace).to_parquet(path) or `proftab convert TRACE OUT`)")
         raise ProftabError(msg)
@@ -454,15 +296,15 @@ def scan(path: str | os.PathLike[str], *, storage_options: dict[str, Any] | None
     table (the Trace's `files`) is read now. Analyses read the columns they need
     (`Trace.collect(table, columns)`); `nested` is the stored nesting, never recomputed.
     `path` may be a URL (``s3://``, ``gs://`` ... through fsspec, with `storage_options`;
-    `proftab.io.remote`).
+    `proftab.io.dataset.remote`).
 
     Raises
     ------
     ProftabError
         `path` is not a proftab dataset, or was written by a newer schema version.
     """
-    from proftab.io.distributed import local_path
-    from proftab.io.remote import is_remote
+    from proftab.io.dataset.distributed import local_path
+    from proftab.io.dataset.remote import is_remote
 
     if is_remote(path):
         return _scan_url(os.fspath(path), storage_options)
@@ -503,13 +345,13 @@ def _generation_guard(root: Path) -> Callable[[], None]:
 
 
 def _scan_url(url: str, storage_options: dict[str, Any] | None = None) -> Trace:
-    """`scan` for a dataset at a URL (lazy; see `proftab.io.remote`)."""
+    """`scan` for a dataset at a URL (lazy; see `proftab.io.dataset.remote`)."""
     import pyarrow.dataset as pads
     import pyarrow.parquet as pq
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-    from proftab.io.distributed import filesystem
-    from proftab.io.remote import has_files
+    from proftab.io.dataset.distributed import filesystem
+    from proftab.io.dataset.remote import has_files
 
     fs, root = filesystem(url, storage_options)
     mpath = f"{root}/{MANIFEST}"
@@ -558,3 +400,9 @@ def read_parquet(path: str | os.PathLike[str]) -> Trace:
     """
     lazy = scan(path)
     return Trace({name: lazy.collect(name) for name in lazy.tables}, lazy.files)
+
+
+def read_dataset(source: str | os.PathLike[str], options: ReadOptions) -> Trace:
+    """The dataset reader of `proftab.io.readers`: `scan` of the dataset `source` names (its
+    directory, its manifest or a URL), with the options' `storage_options`."""
+    return scan(dataset_root(source) or source, storage_options=options.storage_options)
