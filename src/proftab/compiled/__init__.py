@@ -35,6 +35,7 @@ from proftab.exceptions import UsageError
 from proftab.intervals.tree import nearest_ancestor, row_positions
 from proftab.io.inductor import PROVENANCE_TABLE, module_of_stack
 from proftab.modules._table import MODULE_COLUMNS
+from proftab.torch.columns import SUMMED_COLUMNS
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -636,9 +637,7 @@ def key_averages(ops: pl.DataFrame, events: pl.DataFrame, provenance: pl.DataFra
                    on=key, how="anti").select(*key, pl.col("_n").alias("calls"))
     blank = {"input_shapes": pl.lit(""), "overload_name": pl.lit(""), "stack": pl.lit([], pl.List(pl.String)),
              "is_async": pl.lit(False), "top_level": pl.lit(False),
-             **{c: pl.lit(0) for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
-                                       "cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes",
-                                       "self_device_mem_bytes", "flops")}}
+             **{c: pl.lit(0) for c in SUMMED_COLUMNS}}
     new = new.with_columns(v.alias(c) for c, v in blank.items() if c in kept.columns)
     filled = pl.concat([kept, new], how="diagonal_relaxed")
     if "is_user_annotation" in filled.columns:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["BY_NAME", "COLUMNS", "KEY_AVERAGES_COLUMNS", "STEP", "SUMMED_COLUMNS", "TORCH_FLOAT_COLUMNS",
-           "KeyAveragesColumn", "Role", "names", "time_columns"]
+           "KeyAveragesColumn", "Role", "names", "time_columns", "torch_header", "torch_share_header"]
 
 #: What a column holds for a key (a group of events):
 #:
@@ -145,3 +145,17 @@ def time_columns(side: Literal["cpu", "device"]) -> tuple[str, str]:
     """The (self, total) time columns of `side` (``("self_cpu_ns", "cpu_total_ns")`` for the CPU)."""
     found = {c.scope: c.name for c in COLUMNS if c.role == "sum" and c.unit == "ns" and c.side == side}
     return found["self"], found["total"]
+
+
+def torch_header(name: str, dev: str, **fields: str) -> str:
+    """torch's text-table header of column `name` for the device `dev` (``CUDA``...); `fields`
+    fill the header's other parts (``prefix`` of ``Total {prefix}FLOPs``). The name itself
+    for a column torch does not print."""
+    return (BY_NAME[name].header or name).format(dev=dev, **fields)
+
+
+def torch_share_header(name: str, dev: str) -> str:
+    """torch's header of the percentage column of `name` (``Self CPU %``); the name and ``%``
+    for a column torch prints no percentage of."""
+    header = BY_NAME[name].share_header
+    return header.format(dev=dev) if header is not None else f"{name} %"

@@ -29,7 +29,7 @@ import polars as pl
 from proftab.exceptions import UsageError
 from proftab.render.sanitize import sanitize_expr
 from proftab.render.text import distinct_cuts
-from proftab.torch.columns import BY_NAME, COLUMNS
+from proftab.torch.columns import COLUMNS, torch_header, torch_share_header
 from proftab.torch.floats import cpu_microseconds, torch_sum
 
 __all__ = ["render_table", "SORT_KEYS"]
@@ -54,16 +54,6 @@ _READ = tuple(c.name for c in COLUMNS if c.role in ("key", "flag") or c.header i
 #: the memory columns torch prints, per side, in its order (total, then self)
 _MEMORY_COLUMNS = {side: tuple(c.name for c in COLUMNS if c.unit == "bytes" and c.side == side)
                    for side in ("cpu", "device")}
-
-
-def _header(column: str, dev: str, **fields: str) -> str:
-    """torch's header of `column` (`proftab.torch.columns`), for the device `dev` (``CUDA``...)."""
-    return (BY_NAME[column].header or "").format(dev=dev, **fields)
-
-
-def _share_header(column: str, dev: str) -> str:
-    """torch's header of the percentage column of `column` (``Self CPU %``)."""
-    return (BY_NAME[column].share_header or "").format(dev=dev)
 
 
 def _fmt_time(us: float, unit: str | None) -> str:
@@ -271,26 +261,27 @@ def _choose_columns(rows: pl.DataFrame, r: dict[str, list[Any]], device: str | N
     shapes_w = min(max(len(s) for s in r["input_shapes"]) + 4, max_shapes_column_width)
     src_w = min(max(len(e) for st in r["stack"] for e in st) + 4, max_src_column_width) if has_stack else 0
 
-    headers = [_header("name", dev)] + ([_header("overload_name", dev)] if has_overload else [])
-    headers += [_share_header("self_cpu_ns", dev), _header("self_cpu_ns", dev), _share_header("cpu_total_ns", dev),
-                _header("cpu_total_ns", dev), _header("cpu_avg_ns", dev)]
+    headers = [torch_header("name", dev)] + ([torch_header("overload_name", dev)] if has_overload else [])
+    headers += [torch_share_header("self_cpu_ns", dev), torch_header("self_cpu_ns", dev),
+                torch_share_header("cpu_total_ns", dev), torch_header("cpu_total_ns", dev),
+                torch_header("cpu_avg_ns", dev)]
     if has_device_time:
-        headers += [_header("self_device_ns", dev), _share_header("self_device_ns", dev),
-                    _header("device_total_ns", dev), _header("device_avg_ns", dev)]
+        headers += [torch_header("self_device_ns", dev), torch_share_header("self_device_ns", dev),
+                    torch_header("device_total_ns", dev), torch_header("device_avg_ns", dev)]
     show_dev_mem = profile_memory and bool(device) and has_device_mem
     if profile_memory:
-        headers += [_header(c, dev) for c in _MEMORY_COLUMNS["cpu"]]
+        headers += [torch_header(c, dev) for c in _MEMORY_COLUMNS["cpu"]]
         if show_dev_mem:
-            headers += [_header(c, dev) for c in _MEMORY_COLUMNS["device"]]
-    headers.append(_header("calls", dev))
+            headers += [torch_header(c, dev) for c in _MEMORY_COLUMNS["device"]]
+    headers.append(torch_header("calls", dev))
     widths = [name_w] * (1 + has_overload) + [_W] * (len(headers) - 1 - has_overload)
     aligns = [">"] * len(headers)
     if has_shapes:
-        headers.append(_header("input_shapes", dev))
+        headers.append(torch_header("input_shapes", dev))
         widths.append(shapes_w)
         aligns.append(">")
     if has_stack:
-        headers.append(_header("stack", dev))
+        headers.append(torch_header("stack", dev))
         widths.append(src_w)
         aligns.append("<")
     positive_flops = [f for f in r["flops"] if f > 0]
@@ -298,7 +289,7 @@ def _choose_columns(rows: pl.DataFrame, r: dict[str, list[Any]], device: str | N
     if with_flops and positive_flops:
         log_flops = max(0, min(math.log10(min(positive_flops)) / 3, float(len(_FLOPS_PREFIXES) - 1)))
         flops_scale = pow(10, math.floor(log_flops) * -3.0)
-        headers.append(_header("flops", dev, prefix=_FLOPS_PREFIXES[int(log_flops)]))
+        headers.append(torch_header("flops", dev, prefix=_FLOPS_PREFIXES[int(log_flops)]))
         widths.append(_W)
         aligns.append(">")
     return _Columns(headers, widths, aligns, dev, has_overload, has_device_time, profile_memory, show_dev_mem,
