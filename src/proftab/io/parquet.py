@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any, cast
 import polars as pl
 
 from proftab import schema
+from proftab._code_closure import code_fingerprint
 from proftab._version import __version__
-from proftab.api import register_trace_method
+from proftab.api import BUILTIN, register_trace_method
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.io.atomic import MANIFEST, _is_dataset, atomic_dir
 from proftab.trace import TABLES as TRACE_TABLES
@@ -200,17 +201,22 @@ def write_parquet(trace: Trace, path: str | os.PathLike[str], *, force: bool = F
     return Path(path)
 
 
+#: the code that computes the stored key_averages: `Trace.key_averages` (torch's rules, with
+#: `tr.device` for the device time of each op) over `Trace.nested` (trace.py). A namespace is
+#: reached through the Trace, not imported, so each is named here by its registered name.
+_KEY_AVERAGES_CODE = (BUILTIN["key_averages"], BUILTIN["device"], "proftab.trace")
+
+
 @functools.lru_cache(maxsize=1)
 def _analysis_fingerprint() -> str:
     """Version + hash of the code that computes key_averages: a stored result is reused
-    only by exactly the same code."""
-    import importlib
+    only by exactly the same code.
 
+    The code is `_KEY_AVERAGES_CODE` and every proftab module it imports, transitively
+    (`proftab._code_closure`: read from the source, nothing is imported here; about 20 ms).
+    """
     h = hashlib.sha256(_version().encode())
-    for mod in ("proftab.torch", "proftab.torch.aggregate", "proftab.trace", "proftab.schema", "proftab.kinds",
-                "proftab.intervals.nest", "proftab.intervals.tree", "proftab.device", "proftab.device._link",
-                "proftab.device._categories"):
-        h.update(Path(importlib.import_module(mod).__file__ or "").read_bytes())
+    h.update(code_fingerprint(_KEY_AVERAGES_CODE).encode())
     return h.hexdigest()
 
 
