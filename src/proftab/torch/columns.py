@@ -147,11 +147,10 @@ def time_columns(side: Literal["cpu", "device"]) -> tuple[str, str]:
     return found["self"], found["total"]
 
 
-def torch_header(name: str, dev: str, **fields: str) -> str:
-    """torch's text-table header of column `name` for the device `dev` (``CUDA``...); `fields`
-    fill the header's other parts (``prefix`` of ``Total {prefix}FLOPs``). The name itself
-    for a column torch does not print."""
-    return (BY_NAME[name].header or name).format(dev=dev, **fields)
+def torch_header(name: str, dev: str, *, flops_prefix: str = "") -> str:
+    """torch's text-table header of column `name` for the device `dev` (``CUDA``...), with the
+    SI prefix of the FLOPs' unit (``Total GFLOPs``); the name itself for a column torch does not print."""
+    return (BY_NAME[name].header or name).format(dev=dev, prefix=flops_prefix)
 
 
 def torch_share_header(name: str, dev: str) -> str:

@@ -289,7 +289,7 @@ def _choose_columns(rows: pl.DataFrame, r: dict[str, list[Any]], device: str | N
     if with_flops and positive_flops:
         log_flops = max(0, min(math.log10(min(positive_flops)) / 3, float(len(_FLOPS_PREFIXES) - 1)))
         flops_scale = pow(10, math.floor(log_flops) * -3.0)
-        headers.append(torch_header("flops", dev, prefix=_FLOPS_PREFIXES[int(log_flops)]))
+        headers.append(torch_header("flops", dev, flops_prefix=_FLOPS_PREFIXES[int(log_flops)]))
         widths.append(_W)
         aligns.append(">")
     return _Columns(headers, widths, aligns, dev, has_overload, has_device_time, profile_memory, show_dev_mem,
