@@ -24,8 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = ["EXCLUDED", "GROUP", "OVERLOAD_NAME_RE", "TREE_COLUMNS", "first_occurrence_order", "host_tree",
-           "input_shapes_expr", "input_shapes_list_expr", "levels", "name_codes", "split_overload_expr",
-           "torch_name_expr"]
+           "input_shapes_expr", "input_shapes_list_expr", "split_overload_expr", "torch_name_expr"]
 
 _TENSORLIST = r"\[\[[^\[\]]*\](?:, \[[^\[\]]*\])*\]"
 
@@ -78,7 +77,7 @@ def split_overload_expr(name: str = "name", cat: str = "cat") -> tuple[pl.Expr, 
             pl.when(is_op).then(overload).otherwise(None).fill_null("").alias("overload_name"))
 
 
-def name_codes(names: pl.Series, is_op: np.ndarray | None = None
+def _name_codes(names: pl.Series, is_op: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
     """Integer codes of torch's grouping names (`ProfilerStep#N` -> `ProfilerStep*`).
 
@@ -125,7 +124,7 @@ def name_codes(names: pl.Series, is_op: np.ndarray | None = None
 _FEW_OTHER_ROWS = 100
 
 
-def levels(rows: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
+def _levels(rows: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
     """`rows` grouped by their `depth`, shallowest first (a radix sort of only those rows)."""
     return [rows[sel] for sel in depth_levels(depth[rows])] if len(rows) else []
 
@@ -176,7 +175,7 @@ def _host_rows(nested: pl.DataFrame, include_python_functions: bool, extra_colum
     few = n_other * _FEW_OTHER_ROWS <= len(is_host)
     host = frame if few else frame.filter(pl.Series(is_host))
     is_op = host.select(pl.col("cat").is_in(list(kinds.OP_CATEGORIES)).fill_null(False)).to_series().to_numpy()
-    names, dropped_np, code_names = name_codes(host["name"], is_op)
+    names, dropped_np, code_names = _name_codes(host["name"], is_op)
     del is_op
     if few and n_other:
         dropped_np |= ~is_host
@@ -210,7 +209,7 @@ def _lift_dropped(kept_parent: np.ndarray, dropped_np: np.ndarray, depth: np.nda
     # nearest kept ancestor, top-down (a parent is always shallower)
     if dropped_np.any():  # only the rows under a dropped parent move, shallowest first
         lift = np.flatnonzero((kept_parent >= 0) & dropped_np[np.maximum(kept_parent, 0)])
-        for sel in levels(lift, depth):
+        for sel in _levels(lift, depth):
             kept_parent[sel] = kept_parent[kept_parent[sel]]
     # filtered events give their self time to their kept ancestor (a dropped row's own value is
     # never read: it is nobody's kept row); without any to give, the stored self times serve as is
@@ -236,7 +235,7 @@ def _fold_only_children(kept_parent: np.ndarray, keep: np.ndarray, names: np.nda
     del only_child
     rep = np.arange(n, dtype=pos_type)
     if merge.any():  # shallowest first: a merged parent already holds its representative
-        for m in levels(np.flatnonzero(merge), depth):
+        for m in _levels(np.flatnonzero(merge), depth):
             rep[m] = rep[kept_parent[m]]
     return rep, merge
 
