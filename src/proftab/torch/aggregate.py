@@ -119,6 +119,13 @@ def key_averages(
         Add `_torch_self_cpu_us` and `_torch_cpu_total_us` (Float64): torch's own float µs sums
         (`proftab.torch.floats`, summed per key in torch's event order), from which
         `render_table` prints torch's text byte for byte, rounding ties included.
+
+    Returns
+    -------
+    pl.DataFrame
+        One row per key, in torch's first-occurrence order, with the columns declared in
+        `proftab.torch.columns` (`step` first with `by_step`, torch's floats last with
+        `torch_floats`).
     """
     extra = ["input_dims"] if group_by_input_shape else []
     if group_by_stack_n > 0:
