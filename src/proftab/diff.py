@@ -60,13 +60,13 @@ def module_rows(table: pl.DataFrame) -> pl.DataFrame:
     if "n_calls" in t.columns:
         t = t.drop("calls", strict=False).rename({"n_calls": "calls"})
     zero = pl.lit(0, pl.Int64)
-    host = t.select(pl.col("_key").alias("name"), device_type=pl.lit("CPU"), **{
-        _CALLS: "calls", _HOST_SELF: "host_self_ns", _HOST_TOTAL: "host_total_ns", _DEVICE_SELF: zero,
-        _DEVICE_TOTAL: zero})
+    host_cols: dict[str, pl.Expr | str] = {_CALLS: "calls", _HOST_SELF: "host_self_ns", _HOST_TOTAL: "host_total_ns",
+                                           _DEVICE_SELF: zero, _DEVICE_TOTAL: zero}
+    dev_cols: dict[str, pl.Expr | str] = {_CALLS: "calls", _HOST_SELF: zero, _HOST_TOTAL: zero,
+                                          _DEVICE_SELF: "device_self_ns", _DEVICE_TOTAL: "device_total_ns"}
+    host = t.select(pl.col("_key").alias("name"), device_type=pl.lit("CPU"), **host_cols)
     dev = t.filter(pl.col("device_total_ns") != 0).select(pl.col("_key").alias("name"), device_type=pl.lit("device"),
-                                                          **{_CALLS: "calls", _HOST_SELF: zero, _HOST_TOTAL: zero,
-                                                             _DEVICE_SELF: "device_self_ns",
-                                                             _DEVICE_TOTAL: "device_total_ns"})
+                                                          **dev_cols)
     return pl.concat([host, dev]).with_columns(is_user_annotation=pl.lit(False))
 
 
