@@ -354,7 +354,7 @@ def test_first_occurrence_order_equals_a_full_sort(rows: list[tuple[int, bool, i
     """Sorting only each group's earliest events gives every group the same first event and the
     same relative order as sorting all events (ties on start broken by -end, rank, event_id), for
     the default keys (one integer code) and for others (a nullable step key: the window path)."""
-    from proftab.torch.aggregate import _first_occurrence_order
+    from proftab.torch.grouping import first_occurrence_order
 
     host = pl.DataFrame(
         {"_code": [r[0] for r in rows], "is_user_annotation": [r[1] for r in rows],
@@ -367,7 +367,7 @@ def test_first_occurrence_order_equals_a_full_sort(rows: list[tuple[int, bool, i
     dev = host.head(0).rename({"_code": "name"}).with_columns(pl.col("name").cast(pl.String))
     # the default keys as key_averages passes them (one non-negative integer), or a windowed set
     keys = ["step", "_code", "is_user_annotation"] if by_step else ["_group"]
-    got, _ = _first_occurrence_order(host, keys, dev, ["name", "is_user_annotation"])
+    got, _ = first_occurrence_order(host, keys, dev, ["name", "is_user_annotation"])
     got = got.with_row_index("_row").group_by(keys).agg(pl.col("_order").min(),
                                                         pl.col("_row").get(pl.col("_order").arg_min()))
     want = _first_occurrence_by_full_sort(host, keys)

@@ -19,6 +19,7 @@ import polars as pl
 
 from proftab.exceptions import UsageError
 from proftab.steps import step_windows
+from proftab.torch.columns import names, time_columns
 
 if TYPE_CHECKING:
     import os
@@ -31,6 +32,13 @@ __all__ = ["DIFF_COLUMNS", "diff", "is_module_table", "module_rows"]
 DIFF_COLUMNS = ["name", "device_type", "is_user_annotation", "status", "calls_a", "calls_b", "calls_delta",
                 "self_ns_a", "self_ns_b", "self_delta_ns", "self_rel", "total_ns_a", "total_ns_b",
                 "total_delta_ns", "total_rel"]
+
+#: the key_averages columns `diff` reads (`proftab.torch.columns`): calls, host self / total, device self / total
+_CALLS = names("count")[0]
+_HOST_SELF, _HOST_TOTAL = time_columns("cpu")
+_DEVICE_SELF, _DEVICE_TOTAL = time_columns("device")
+#: what a key_averages frame needs here (device times default to 0)
+_REQUIRED = {"name", "device_type", _CALLS, _HOST_SELF, _HOST_TOTAL}
 
 Source: TypeAlias = "Trace | pl.DataFrame | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
 
@@ -51,12 +59,14 @@ def module_rows(table: pl.DataFrame) -> pl.DataFrame:
     t = table.with_columns(_key=key)
     if "n_calls" in t.columns:
         t = t.drop("calls", strict=False).rename({"n_calls": "calls"})
-    host = t.select(pl.col("_key").alias("name"), device_type=pl.lit("CPU"), calls="calls",
-                    self_cpu_ns="host_self_ns", cpu_total_ns="host_total_ns",
-                    self_device_ns=pl.lit(0, pl.Int64), device_total_ns=pl.lit(0, pl.Int64))
-    dev = t.filter(pl.col("device_total_ns") != 0).select(
-        pl.col("_key").alias("name"), device_type=pl.lit("device"), calls="calls", self_cpu_ns=pl.lit(0, pl.Int64),
-        cpu_total_ns=pl.lit(0, pl.Int64), self_device_ns="device_self_ns", device_total_ns="device_total_ns")
+    zero = pl.lit(0, pl.Int64)
+    host_cols: dict[str, pl.Expr | str] = {_CALLS: "calls", _HOST_SELF: "host_self_ns", _HOST_TOTAL: "host_total_ns",
+                                           _DEVICE_SELF: zero, _DEVICE_TOTAL: zero}
+    dev_cols: dict[str, pl.Expr | str] = {_CALLS: "calls", _HOST_SELF: zero, _HOST_TOTAL: zero,
+                                          _DEVICE_SELF: "device_self_ns", _DEVICE_TOTAL: "device_total_ns"}
+    host = t.select(pl.col("_key").alias("name"), device_type=pl.lit("CPU"), **host_cols)
+    dev = t.filter(pl.col("device_total_ns") != 0).select(pl.col("_key").alias("name"), device_type=pl.lit("device"),
+                                                          **dev_cols)
     return pl.concat([host, dev]).with_columns(is_user_annotation=pl.lit(False))
 
 
@@ -76,23 +86,23 @@ def _rows(x: object, group_by_input_shape: bool) -> tuple[pl.DataFrame, int, int
 
 
 def _side(rows: pl.DataFrame, keys: list[str], scale: float) -> pl.DataFrame:
-    missing = {"name", "device_type", "calls", "self_cpu_ns", "cpu_total_ns"} - set(rows.columns)
+    missing = _REQUIRED - set(rows.columns)
     if missing:
         msg = f"not a key_averages frame: missing columns {sorted(missing)}"
         raise UsageError(msg)
     dev = pl.col("device_type") != "CPU"
     cols = rows.columns
-    self_dev = pl.col("self_device_ns") if "self_device_ns" in cols else pl.lit(0)
-    total_dev = pl.col("device_total_ns") if "device_total_ns" in cols else pl.lit(0)
+    self_dev = pl.col(_DEVICE_SELF) if _DEVICE_SELF in cols else pl.lit(0)
+    total_dev = pl.col(_DEVICE_TOTAL) if _DEVICE_TOTAL in cols else pl.lit(0)
     rows = rows.with_columns(
         pl.col("is_user_annotation").fill_null(False) if "is_user_annotation" in cols
         else pl.lit(False).alias("is_user_annotation"),
         *([] if "input_shapes" in cols else [pl.lit("").alias("input_shapes")]),
     )
     out = rows.group_by(keys, maintain_order=True).agg(
-        pl.col("calls").sum().alias("calls"),
-        pl.when(dev).then(self_dev).otherwise(pl.col("self_cpu_ns")).sum().alias("self_ns"),
-        pl.when(dev).then(total_dev).otherwise(pl.col("cpu_total_ns")).sum().alias("total_ns"),
+        pl.col(_CALLS).sum().alias("calls"),
+        pl.when(dev).then(self_dev).otherwise(pl.col(_HOST_SELF)).sum().alias("self_ns"),
+        pl.when(dev).then(total_dev).otherwise(pl.col(_HOST_TOTAL)).sum().alias("total_ns"),
     )
     if scale != 1:
         out = out.with_columns(pl.col("calls") / scale,

@@ -78,9 +78,11 @@ def _select(ka: pl.DataFrame, args: argparse.Namespace, limit: int) -> pl.DataFr
     return rows.head(limit) if limit >= 0 else rows
 
 
-#: columns the rich table drops first when the terminal is too narrow (memory, then averages, ...)
-_DROP_ORDER = ("Self {dev} Mem", "{dev} Mem", "Self CPU Mem", "CPU Mem", "{dev} time avg", "CPU time avg",
-               "CPU total %", "{dev} total", "Input Shapes", "Self {dev} %")
+#: columns the rich table drops first when the terminal is too narrow (memory, then averages, ...), as
+#: (key_averages column, whether it is the column's percentage)
+_DROP_ORDER = (("self_device_mem_bytes", False), ("device_mem_bytes", False), ("self_cpu_mem_bytes", False),
+               ("cpu_mem_bytes", False), ("device_avg_ns", False), ("cpu_avg_ns", False), ("cpu_total_ns", True),
+               ("device_total_ns", False), ("input_shapes", False), ("self_device_ns", True))
 _PY_FRAME = re.compile(r"\.py\(\d+\): |^<built-in method ")
 _MIN_NAME = 44  # the name width worth dropping columns for
 
@@ -88,28 +90,26 @@ _MIN_NAME = 44  # the name width worth dropping columns for
 def _rich_columns(rows: pl.DataFrame, cpu_sum: int, dev_sum: int, dev: str, shapes: bool) -> dict[str, list[str]]:
     """The rich table's cells by header, in torch's column order (Name excluded)."""
     from proftab.render.text import fmt_ns, fmt_share
+    from proftab.torch.columns import COLUMNS, torch_header, torch_share_header
     from proftab.torch.text_table import _fmt_mem
 
-    def share(col: str, total: int) -> list[str]:
-        return [fmt_share(v / total if total else None) for v in rows[col]]
+    def share(col: str, total: int) -> dict[str, list[str]]:
+        return {torch_share_header(col, dev): [fmt_share(v / total if total else None) for v in rows[col]]}
 
-    cols: dict[str, list[str]] = {
-        "Self CPU %": share("self_cpu_ns", cpu_sum), "Self CPU": [fmt_ns(v) for v in rows["self_cpu_ns"]],
-        "CPU total %": share("cpu_total_ns", cpu_sum), "CPU total": [fmt_ns(v) for v in rows["cpu_total_ns"]],
-        "CPU time avg": [fmt_ns(v) for v in rows["cpu_avg_ns"]],
-    }
+    def times(*cols: str) -> dict[str, list[str]]:
+        return {torch_header(c, dev): [fmt_ns(v) for v in rows[c]] for c in cols}
+
+    cols: dict[str, list[str]] = {**share("self_cpu_ns", cpu_sum), **times("self_cpu_ns"),
+                                  **share("cpu_total_ns", cpu_sum), **times("cpu_total_ns", "cpu_avg_ns")}
     if bool((rows["self_device_ns"] > 0).any()):
-        cols |= {f"Self {dev}": [fmt_ns(v) for v in rows["self_device_ns"]],
-                 f"Self {dev} %": share("self_device_ns", dev_sum),
-                 f"{dev} total": [fmt_ns(v) for v in rows["device_total_ns"]],
-                 f"{dev} time avg": [fmt_ns(v) for v in rows["device_avg_ns"]]}
-    for col, head in (("cpu_mem_bytes", "CPU Mem"), ("self_cpu_mem_bytes", "Self CPU Mem"),
-                      ("device_mem_bytes", f"{dev} Mem"), ("self_device_mem_bytes", f"Self {dev} Mem")):
+        cols |= {**times("self_device_ns"), **share("self_device_ns", dev_sum),
+                 **times("device_total_ns", "device_avg_ns")}
+    for col in (c.name for c in COLUMNS if c.unit == "bytes"):
         if bool((rows[col] != 0).any()):
-            cols[head] = [_fmt_mem(int(v)) for v in rows[col]]
-    cols["# of Calls"] = [f"{v:,}" for v in rows["calls"]]
+            cols[torch_header(col, dev)] = [_fmt_mem(int(v)) for v in rows[col]]
+    cols[torch_header("calls", dev)] = [f"{v:,}" for v in rows["calls"]]
     if shapes:
-        cols["Input Shapes"] = [v or "" for v in rows["input_shapes"]]
+        cols[torch_header("input_shapes", dev)] = [v or "" for v in rows["input_shapes"]]
     return cols
 
 
@@ -119,6 +119,7 @@ def _markdown(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, args: arg
 
     from proftab.cli._common import markdown_table
     from proftab.render.text import fmt_ns
+    from proftab.torch.columns import torch_header
 
     cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
     dev_rows = self_total.filter((self_total["device_type"] != "CPU") & ~self_total["is_user_annotation"])
@@ -128,7 +129,7 @@ def _markdown(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, args: arg
     frame = pl.DataFrame({"Name": [n or "" for n in rows["name"]], **cols}, schema=dict.fromkeys(["Name", *cols],
                                                                                                  pl.String))
     totals = f"Self CPU time total: {fmt_ns(cpu_sum)}" + (
-        f"; Self {dev} time total: {fmt_ns(dev_sum)}" if f"Self {dev}" in cols else "")
+        f"; Self {dev} time total: {fmt_ns(dev_sum)}" if torch_header("self_device_ns", dev) in cols else "")
     return markdown_table(frame) + "\n" + totals + "\n"
 
 
@@ -141,26 +142,29 @@ def _rich_table(tr: Trace, self_total: pl.DataFrame, rows: pl.DataFrame, console
     caption says what was left out.
     """
     from proftab.render.text import distinct_cuts, fmt_ns, middle_cut
+    from proftab.torch.columns import torch_header, torch_share_header
 
     cpu_sum = int(self_total.filter(self_total["device_type"] == "CPU")["self_cpu_ns"].sum() or 0)
     dev_rows = self_total.filter((self_total["device_type"] != "CPU") & ~self_total["is_user_annotation"])
     dev_sum = int(dev_rows["self_device_ns"].sum() or 0)
     dev = (kinds.use_device(tr.categories) or "device").upper()
     cols = _rich_columns(rows, cpu_sum, dev_sum, dev, args.group_by_input_shape)
-    if "Input Shapes" in cols:  # shapes: at most 40 characters, distinct
-        full = cols["Input Shapes"]
-        cols["Input Shapes"] = distinct_cuts(full, [middle_cut(v, 40) for v in full])
+    shapes = torch_header("input_shapes", dev)
+    if shapes in cols:  # shapes: at most 40 characters, distinct
+        full = cols[shapes]
+        cols[shapes] = distinct_cuts(full, [middle_cut(v, 40) for v in full])
     import polars as pl
 
     from proftab.render.table import Col, rich_table
 
     names = [str(v) if v is not None else "" for v in rows["name"]]
     frame = pl.DataFrame({"Name": names, **cols}, schema=dict.fromkeys(["Name", *cols], pl.String))
-    drop = {pattern.format(dev=dev): rank for rank, pattern in enumerate(_DROP_ORDER)}
+    drop = {(torch_share_header(c, dev) if share else torch_header(c, dev)): rank
+            for rank, (c, share) in enumerate(_DROP_ORDER)}
     specs = [Col("Name", cut=True, align="<")] + [
-        Col(h, kind="text", drop=drop.get(h), align="<" if h == "Input Shapes" else ">") for h in cols]
+        Col(h, kind="text", drop=drop.get(h), align="<" if h == shapes else ">") for h in cols]
     notes = [f"Self CPU time total: {fmt_ns(cpu_sum)}"
-             + (f"   Self {dev} time total: {fmt_ns(dev_sum)}" if f"Self {dev}" in cols else "")]
+             + (f"   Self {dev} time total: {fmt_ns(dev_sum)}" if torch_header("self_device_ns", dev) in cols else "")]
     total_rows = self_total.filter(self_total["top_level"]) if args.top_level else self_total
     if rows.height < total_rows.height:
         notes.append(f"{rows.height:,} of {total_rows.height:,} rows (--limit N, -1 for all)")

@@ -20,6 +20,7 @@ from proftab.compiled._regions import (
     parent_rows,
 )
 from proftab.compiled._weighting import with_shares
+from proftab.torch.columns import SUMMED_COLUMNS
 
 __all__ = ["KERNEL_COLUMNS", "REGION_COLUMNS", "kernels", "key_averages", "regions"]
 
@@ -224,9 +225,7 @@ def _with_charges(kept: pl.DataFrame, add: pl.DataFrame) -> pl.DataFrame:
                    on=key, how="anti").select(*key, pl.col("_n").alias("calls"))
     blank = {"input_shapes": pl.lit(""), "overload_name": pl.lit(""), "stack": pl.lit([], pl.List(pl.String)),
              "is_async": pl.lit(False), "top_level": pl.lit(False),
-             **{c: pl.lit(0) for c in ("self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns",
-                                       "cpu_mem_bytes", "self_cpu_mem_bytes", "device_mem_bytes",
-                                       "self_device_mem_bytes", "flops")}}
+             **{c: pl.lit(0) for c in SUMMED_COLUMNS}}
     new = new.with_columns(v.alias(c) for c, v in blank.items() if c in kept.columns)
     filled = pl.concat([kept, new], how="diagonal_relaxed")
     if "is_user_annotation" in filled.columns:

@@ -1,5 +1,8 @@
 """torch's own rules, together: `key_averages()`, its text `table()`, and their column facts.
 
+The columns are declared once in `proftab.torch.columns`; `proftab.torch.aggregate` computes
+them stage by stage (`grouping`, `stacks`, `measures`, `floats`).
+
 `Trace.key_averages()` and `Trace.table()` are registered here (torch's API names on the
 Trace); the free functions are `proftab.torch.aggregate.key_averages` (over frames) and
 `proftab.torch.text_table.render_table`.
@@ -14,8 +17,9 @@ import polars as pl
 from proftab import kinds, schema
 from proftab.api import register_trace_method
 from proftab.exceptions import UsageError
-from proftab.torch.aggregate import FLOPS_COLUMNS, KEY_AVERAGES_COLUMNS, NESTED_COLUMNS
+from proftab.torch.aggregate import FLOPS_COLUMNS, NESTED_COLUMNS
 from proftab.torch.aggregate import key_averages as key_averages_frame
+from proftab.torch.columns import KEY_AVERAGES_COLUMNS, TORCH_FLOAT_COLUMNS
 from proftab.torch.text_table import render_table
 
 if TYPE_CHECKING:
@@ -26,10 +30,6 @@ __all__ = ["KEY_AVERAGES_COLUMNS", "key_averages", "key_averages_frame", "render
 
 #: the first torch whose `key_averages()` leaves `python_function` rows out by default
 _NO_PYTHON_ROWS_SINCE = (2, 14)
-
-
-#: the columns `key_averages(..., torch_floats=True)` adds (torch's own float µs sums)
-TORCH_FLOAT_COLUMNS = ("_torch_self_cpu_us", "_torch_cpu_total_us")
 
 
 def _version(text: str) -> tuple[int, int]:

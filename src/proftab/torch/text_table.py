@@ -11,51 +11,49 @@ torch accumulates its µs floats with ``+=``; where the exact value is a roundin
 printed precision (e.g. 172.7585 µs) its float noise picks the side. A frame with torch's
 own floats (``key_averages(..., torch_floats=True)``: ``_torch_self_cpu_us``,
 ``_torch_cpu_total_us``) is printed, sorted and summed from those, which gives torch's text
-byte for byte, ties included.
+byte for byte, ties included (`proftab.torch.floats`).
+
+`render_table` builds the table in torch's steps: the column choice (`_choose_columns`:
+headers from `proftab.torch.columns`, widths), the sort (`_sorted`), each row's cells
+(`_row_cells`, with the `_fmt_*` formats) and the lines (`_layout`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
 from proftab.exceptions import UsageError
 from proftab.render.sanitize import sanitize_expr
 from proftab.render.text import distinct_cuts
+from proftab.torch.columns import COLUMNS, torch_header, torch_share_header
+from proftab.torch.floats import cpu_microseconds, torch_sum
 
 __all__ = ["render_table", "SORT_KEYS"]
 
 #: torch's ``sort_by`` attribute names (after the cuda/xpu/privateuse1 -> device rewrite)
-#: mapped to key_averages columns.
-SORT_KEYS: dict[str, str] = {
-    "self_cpu_time_total": "self_cpu_ns",
-    "cpu_time_total": "cpu_total_ns",
-    "cpu_time": "cpu_avg_ns",
-    "self_device_time_total": "self_device_ns",
-    "device_time_total": "device_total_ns",
-    "device_time": "device_avg_ns",
-    "count": "calls",
-    "cpu_memory_usage": "cpu_mem_bytes",
-    "self_cpu_memory_usage": "self_cpu_mem_bytes",
-    "device_memory_usage": "device_mem_bytes",
-    "self_device_memory_usage": "self_device_mem_bytes",
-    "flops": "flops",
-}
+#: mapped to key_averages columns: its numeric `FunctionEventAvg` attributes.
+SORT_KEYS: dict[str, str] = {c.torch_attr: c.name for c in COLUMNS
+                             if c.torch_attr is not None and c.role in ("count", "sum", "mean")}
 _TIME_UNITS = (None, "s", "ms", "us")
 # Device types whose self time makes up the ``Self <DEV> time total`` (torch: CUDA,
 # PrivateUse1, MTIA, XPU; legacy CPU events are not produced from traces).
 _DEVICE_SUM_TYPES = frozenset({"cuda", "privateuse1", "mtia", "xpu"})
-_FLOPS_HEADERS = ("FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs")
+#: the SI prefixes of torch's ``Total <X>FLOPs`` header, by thousands
+_FLOPS_PREFIXES = ("", "K", "M", "G", "T", "P")
 _W = 12  # torch's DEFAULT_COLUMN_WIDTH
-#: torch's own float µs sums (`key_averages(..., torch_floats=True)`)
-_TORCH_FLOATS = ("_torch_self_cpu_us", "_torch_cpu_total_us")
-_USED = (
-    "name", "device_type", "is_user_annotation", "is_async", "top_level", "overload_name",
-    "input_shapes", "stack", "calls", "self_cpu_ns", "cpu_total_ns", "cpu_avg_ns",
-    "self_device_ns", "device_total_ns", "device_avg_ns", "cpu_mem_bytes",
-    "self_cpu_mem_bytes", "device_mem_bytes", "self_device_mem_bytes", "flops",
-)
+#: the µs floats a row is printed, sorted and summed from (`proftab.torch.floats.cpu_microseconds`)
+_SELF_US, _TOTAL_US, _AVG_US = "__self_us", "__total_us", "__avg_us"
+#: the key_averages columns the table reads: keys, flags and those torch prints
+_READ = tuple(c.name for c in COLUMNS if c.role in ("key", "flag") or c.header is not None)
+
+
+#: the memory columns torch prints, per side, in its order (total, then self)
+_MEMORY_COLUMNS = {side: tuple(c.name for c in COLUMNS if c.unit == "bytes" and c.side == side)
+                   for side in ("cpu", "device")}
 
 
 def _fmt_time(us: float, unit: str | None) -> str:
@@ -185,153 +183,193 @@ def render_table(
         sanitize_expr(pl.col("name", "input_shapes", "overload_name").fill_null("")),
         pl.col("stack").fill_null([]).list.eval(sanitize_expr(pl.element())),
     )
-    has_device_time = bool((rows["self_device_ns"] > 0).any())
-    has_device_mem = bool((rows["self_device_mem_bytes"] > 0).any())
     device = _device_name(rows, use_device)
-    if has_device_time and not device:
+    if bool((rows["self_device_ns"] > 0).any()) and not device:
         msg = "rows have device time but no device is known; pass use_device"
         raise UsageError(msg)
-    dev = device.upper() if device else "None"
-    has_shapes = bool(rows["input_shapes"].is_in(["", "[]"]).not_().any())
-    has_overload = bool((rows["overload_name"].str.len_chars() > 0).any())
-    has_stack = bool((rows["stack"].list.len() > 0).any())
-
-    floats = _TORCH_FLOATS[0] in rows.columns and _TORCH_FLOATS[1] in rows.columns
-    # µs floats computed one by one in Python, as torch does (an engine may divide by 1000 as a
-    # multiplication by 0.001, which rounds ties differently)
-    if floats:  # torch's own µs floats: printed, sorted and summed as torch does
-        self_us = rows[_TORCH_FLOATS[0]].to_list()
-        total_us = rows[_TORCH_FLOATS[1]].to_list()
-        avg_us = [t / c if c else 0.0 for t, c in zip(total_us, rows["calls"].to_list(), strict=True)]
-    else:
-        self_us = [v / 1000 for v in rows["self_cpu_ns"].to_list()]
-        total_us = [v / 1000 for v in rows["cpu_total_ns"].to_list()]
-        avg_us = [v / 1000 for v in rows["cpu_avg_ns"].to_list()]
-    rows = rows.with_columns(pl.Series("__self_us", self_us, pl.Float64), pl.Series("__total_us", total_us, pl.Float64),
-                             pl.Series("__avg_us", avg_us, pl.Float64))
+    self_us, total_us, avg_us, floats = cpu_microseconds(rows)
+    rows = rows.with_columns(pl.Series(_SELF_US, self_us, pl.Float64), pl.Series(_TOTAL_US, total_us, pl.Float64),
+                             pl.Series(_AVG_US, avg_us, pl.Float64))
     if sort_col is not None:
-        by = {"self_cpu_ns": "__self_us", "cpu_total_ns": "__total_us", "cpu_avg_ns": "__avg_us"}.get(
-            sort_col, sort_col) if floats else sort_col
-        rows = (
-            rows.with_row_index("__pos")
-            .sort([by, "__pos"], descending=[True, False])
-            .drop("__pos")
-        )
-    r = {c: rows[c].to_list() for c in (*_USED, "__self_us", "__total_us", "__avg_us") if c in rows.columns}
-    n = rows.height
-
-    name_w = max(len(s) for s in r["name"]) + 4
-    if max_name_column_width is not None:
-        name_w = min(name_w, max_name_column_width)
-    shapes_w = min(max(len(s) for s in r["input_shapes"]) + 4, max_shapes_column_width)
-    src_w = 0
-    if has_stack:
-        src_w = max(len(e) for st in r["stack"] for e in st) + 4
-        src_w = min(src_w, max_src_column_width)
-
-    headers = ["Name"] + (["Overload Name"] if has_overload else [])
-    headers += ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
-    if has_device_time:
-        headers += [f"Self {dev}", f"Self {dev} %", f"{dev} total", f"{dev} time avg"]
-    show_dev_mem = profile_memory and bool(device) and has_device_mem
-    if profile_memory:
-        headers += ["CPU Mem", "Self CPU Mem"]
-        if show_dev_mem:
-            headers += [f"{dev} Mem", f"Self {dev} Mem"]
-    headers.append("# of Calls")
-    widths = [name_w] * (1 + has_overload) + [_W] * (len(headers) - 1 - has_overload)
-    aligns = [">"] * len(headers)
-    if has_shapes:
-        headers.append("Input Shapes")
-        widths.append(shapes_w)
-        aligns.append(">")
-    if has_stack:
-        headers.append("Source Location")
-        widths.append(src_w)
-        aligns.append("<")
-    positive_flops = [f for f in r["flops"] if f > 0]
-    show_flops = with_flops and bool(positive_flops)
-    if show_flops:
-        log_flops = max(0, min(math.log10(min(positive_flops)) / 3, float(len(_FLOPS_HEADERS) - 1)))
-        flops_scale = pow(10, math.floor(log_flops) * -3.0)
-        headers.append(f"Total {_FLOPS_HEADERS[int(log_flops)]}")
-        widths.append(_W)
-        aligns.append(">")
-
-    row_format = "".join(f"{{: {a}{w}}}  " for a, w in zip(aligns, widths, strict=False))
-    sep = "".join("-" * w + "  " for w in widths)
-    line_length = sum(widths) + 2 * len(widths) - 2
-
-    sum_cpu_us = 0.0
-    for us in r["__self_us"]:  # torch's `+=` in row order (the floats' sum depends on it)
-        sum_cpu_us += us
-    if not floats:
-        sum_cpu_us = sum(r["self_cpu_ns"]) / 1000
+        rows = _sorted(rows, sort_col, floats)
+    r = {c: rows[c].to_list() for c in (*_READ, _SELF_US, _TOTAL_US, _AVG_US) if c in rows.columns}
+    columns = _choose_columns(rows, r, device, profile_memory=profile_memory, with_flops=with_flops,
+                              max_name_column_width=max_name_column_width,
+                              max_shapes_column_width=max_shapes_column_width,
+                              max_src_column_width=max_src_column_width)
+    # torch's `+=` in row order (the floats' sum depends on it)
+    sum_cpu_us = torch_sum(r[_SELF_US]) if floats else sum(r["self_cpu_ns"]) / 1000
     sum_dev_us = sum(
         ns
         for ns, dt, ua in zip(r["self_device_ns"], r["device_type"], r["is_user_annotation"], strict=False)
         if (dt or "").lower() in _DEVICE_SUM_TYPES and not ua
     ) / 1000
 
+    shown = [i for i in range(rows.height) if not top_level_events_only or r["top_level"][i]]
+    shown = shown if row_limit is None or row_limit < 0 else shown[:row_limit]
+    names = _row_names([r["name"][i] for i in shown], max_name_column_width, distinct_names)
+    body = [(_row_cells(r, i, name, columns, sum_cpu_us, sum_dev_us, time_unit, max_name_column_width),
+             r["stack"][i][1:]) for i, name in zip(shown, names, strict=True)]
+    title = [] if header is None else [header]
+    if top_level_events_only:
+        title.append("This report only display top-level ops statistics")
+    totals = [f"Self CPU time total: {_fmt_time(sum_cpu_us, time_unit)}"]
+    if columns.device_time:
+        totals.append(f"Self {columns.dev} time total: {_fmt_time(sum_dev_us, time_unit)}")
+    return _layout(columns, title, body, totals)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The columns torch's table shows (`_choose_columns`): their headers, widths and alignments,
+    and which blocks a row's cells hold."""
+
+    headers: list[str]
+    widths: list[int]
+    aligns: list[str]
+    #: the device's name in headers (``CUDA``; ``None`` without a device)
+    dev: str
+    overload: bool
+    device_time: bool
+    memory: bool
+    device_memory: bool
+    #: the width the shapes are cut to; None: no shapes column
+    shapes_width: int | None
+    #: the width of the source column; None: no stacks
+    src_width: int | None
+    #: the factor of the FLOPs cells (10**-3k for the header's prefix); None: no FLOPs column
+    flops_scale: float | None
+
+
+def _choose_columns(rows: pl.DataFrame, r: dict[str, list[Any]], device: str | None, *, profile_memory: bool,
+                    with_flops: bool, max_name_column_width: int | None, max_shapes_column_width: int,
+                    max_src_column_width: int) -> _Columns:
+    """torch's column choice: the blocks some row has data for (flags over all rows), their widths.
+
+    `r` holds the columns of `rows` as lists; `device` is the profiler's device (`_device_name`).
+    """
+    has_device_time = bool((rows["self_device_ns"] > 0).any())
+    has_device_mem = bool((rows["self_device_mem_bytes"] > 0).any())
+    dev = device.upper() if device else "None"
+    has_shapes = bool(rows["input_shapes"].is_in(["", "[]"]).not_().any())
+    has_overload = bool((rows["overload_name"].str.len_chars() > 0).any())
+    has_stack = bool((rows["stack"].list.len() > 0).any())
+
+    name_w = max(len(s) for s in r["name"]) + 4
+    if max_name_column_width is not None:
+        name_w = min(name_w, max_name_column_width)
+    shapes_w = min(max(len(s) for s in r["input_shapes"]) + 4, max_shapes_column_width)
+    src_w = min(max(len(e) for st in r["stack"] for e in st) + 4, max_src_column_width) if has_stack else 0
+
+    headers = [torch_header("name", dev)] + ([torch_header("overload_name", dev)] if has_overload else [])
+    headers += [torch_share_header("self_cpu_ns", dev), torch_header("self_cpu_ns", dev),
+                torch_share_header("cpu_total_ns", dev), torch_header("cpu_total_ns", dev),
+                torch_header("cpu_avg_ns", dev)]
+    if has_device_time:
+        headers += [torch_header("self_device_ns", dev), torch_share_header("self_device_ns", dev),
+                    torch_header("device_total_ns", dev), torch_header("device_avg_ns", dev)]
+    show_dev_mem = profile_memory and bool(device) and has_device_mem
+    if profile_memory:
+        headers += [torch_header(c, dev) for c in _MEMORY_COLUMNS["cpu"]]
+        if show_dev_mem:
+            headers += [torch_header(c, dev) for c in _MEMORY_COLUMNS["device"]]
+    headers.append(torch_header("calls", dev))
+    widths = [name_w] * (1 + has_overload) + [_W] * (len(headers) - 1 - has_overload)
+    aligns = [">"] * len(headers)
+    if has_shapes:
+        headers.append(torch_header("input_shapes", dev))
+        widths.append(shapes_w)
+        aligns.append(">")
+    if has_stack:
+        headers.append(torch_header("stack", dev))
+        widths.append(src_w)
+        aligns.append("<")
+    positive_flops = [f for f in r["flops"] if f > 0]
+    flops_scale = None
+    if with_flops and positive_flops:
+        log_flops = max(0, min(math.log10(min(positive_flops)) / 3, float(len(_FLOPS_PREFIXES) - 1)))
+        flops_scale = pow(10, math.floor(log_flops) * -3.0)
+        headers.append(torch_header("flops", dev, flops_prefix=_FLOPS_PREFIXES[int(log_flops)]))
+        widths.append(_W)
+        aligns.append(">")
+    return _Columns(headers, widths, aligns, dev, has_overload, has_device_time, profile_memory, show_dev_mem,
+                    shapes_w if has_shapes else None, src_w if has_stack else None, flops_scale)
+
+
+def _sorted(rows: pl.DataFrame, sort_col: str, floats: bool) -> pl.DataFrame:
+    """`rows` by `sort_col` descending, ties in their order (Python's stable sort, as torch's);
+    the CPU times by the µs floats they are printed from when those are torch's own."""
+    by = {"self_cpu_ns": _SELF_US, "cpu_total_ns": _TOTAL_US, "cpu_avg_ns": _AVG_US}.get(
+        sort_col, sort_col) if floats else sort_col
+    return rows.with_row_index("__pos").sort([by, "__pos"], descending=[True, False]).drop("__pos")
+
+
+def _row_names(names: list[str], max_name_column_width: int | None, distinct_names: bool) -> list[str]:
+    """torch's cut names, made distinct (`distinct_names`) where two different names would print the same."""
+    cut = [_cut_name(name, max_name_column_width) for name in names]
+    return distinct_cuts(names, cut, ellipsis="...") if distinct_names else cut
+
+
+def _row_cells(r: dict[str, list[Any]], i: int, name: str, columns: _Columns, sum_cpu_us: float, sum_dev_us: float,
+               time_unit: str | None, max_name_column_width: int | None) -> list[object]:
+    """The cells of row `i` of `r` (its first line), formatted as torch's table does."""
     def t(us: float) -> str:
         return _fmt_time(us, time_unit)
 
-    out: list[str] = []
-    if header is not None:
-        out += ["=" * line_length, header]
-    if top_level_events_only:
-        out += ["=" * line_length, "This report only display top-level ops statistics"]
-    out += [sep, row_format.format(*headers), sep]
-
-    shown = [i for i in range(n) if not top_level_events_only or r["top_level"][i]]
-    shown = shown if row_limit is None or row_limit < 0 else shown[:row_limit]
-    # torch's cut names, made distinct where two different names would print the same
-    cut_names = {i: _cut_name(r["name"][i], max_name_column_width) for i in shown}
-    if distinct_names:
-        cut_names = dict(zip(shown, distinct_cuts([r["name"][i] for i in shown], [cut_names[i] for i in shown],
-                                                  ellipsis="..."), strict=True))
-    for i in shown:
-        self_cpu, cpu_total = r["__self_us"][i], r["__total_us"][i]
-        vals: list[object] = [cut_names[i]]
-        if has_overload:
-            vals.append(_cut_name(r["overload_name"][i], max_name_column_width))
+    self_cpu, cpu_total = r[_SELF_US][i], r[_TOTAL_US][i]
+    vals: list[object] = [name]
+    if columns.overload:
+        vals.append(_cut_name(r["overload_name"][i], max_name_column_width))
+    vals += [
+        _fmt_share(self_cpu, sum_cpu_us),
+        t(self_cpu),
+        0 if r["is_async"][i] else _fmt_share(cpu_total, sum_cpu_us),
+        t(cpu_total),
+        t(r[_AVG_US][i]),
+    ]
+    if columns.device_time:
+        self_dev = r["self_device_ns"][i] / 1000
         vals += [
-            _fmt_share(self_cpu, sum_cpu_us),
-            t(self_cpu),
-            0 if r["is_async"][i] else _fmt_share(cpu_total, sum_cpu_us),
-            t(cpu_total),
-            t(r["__avg_us"][i]),
+            t(self_dev),
+            _fmt_share(self_dev, sum_dev_us),
+            t(r["device_total_ns"][i] / 1000),
+            t(r["device_avg_ns"][i] / 1000),
         ]
-        if has_device_time:
-            self_dev = r["self_device_ns"][i] / 1000
-            vals += [
-                t(self_dev),
-                _fmt_share(self_dev, sum_dev_us),
-                t(r["device_total_ns"][i] / 1000),
-                t(r["device_avg_ns"][i] / 1000),
-            ]
-        if profile_memory:
-            vals += [_fmt_mem(r["cpu_mem_bytes"][i]), _fmt_mem(r["self_cpu_mem_bytes"][i])]
-            if show_dev_mem:
-                vals += [_fmt_mem(r["device_mem_bytes"][i]), _fmt_mem(r["self_device_mem_bytes"][i])]
-        vals.append(r["calls"][i])
-        if has_shapes:
-            vals.append(r["input_shapes"][i][:shapes_w])
-        # torch appends FLOPs before the source cell although its header order is
-        # "Source Location, Total FLOPs": with both, the two columns swap contents.
-        if show_flops:
-            f = r["flops"][i]
-            vals.append("--" if f <= 0 else f"{f * flops_scale:8.3f}")
+    if columns.memory:
+        vals += [_fmt_mem(r[c][i]) for c in _MEMORY_COLUMNS["cpu"]]
+        if columns.device_memory:
+            vals += [_fmt_mem(r[c][i]) for c in _MEMORY_COLUMNS["device"]]
+    vals.append(r["calls"][i])
+    if columns.shapes_width is not None:
+        vals.append(r["input_shapes"][i][:columns.shapes_width])
+    # torch appends FLOPs before the source cell although its header order is
+    # "Source Location, Total FLOPs": with both, the two columns swap contents.
+    if columns.flops_scale is not None:
+        f = r["flops"][i]
+        vals.append("--" if f <= 0 else f"{f * columns.flops_scale:8.3f}")
+    if columns.src_width is not None:
         stack = r["stack"][i]
-        if has_stack:
-            vals.append(_trim_path(stack[0], src_w) if stack else "")
-        out.append(row_format.format(*vals))
-        if has_stack:
-            blank = [""] * (len(headers) - 1)
-            out += [row_format.format(*blank, _trim_path(e, src_w)) for e in stack[1:]]
-            out.append(row_format.format(*blank, ""))
+        vals.append(_trim_path(stack[0], columns.src_width) if stack else "")
+    return vals
 
-    out += [sep, f"Self CPU time total: {t(sum_cpu_us)}"]
-    if has_device_time:
-        out.append(f"Self {dev} time total: {t(sum_dev_us)}")
+
+def _layout(columns: _Columns, title: list[str], body: list[tuple[list[object], list[str]]],
+            totals: list[str]) -> str:
+    """torch's lines: the title lines under ``=`` rules, the header between rules, per row its
+    cells (and with stacks one line per further stack entry and a blank line), the totals."""
+    row_format = "".join(f"{{: {a}{w}}}  " for a, w in zip(columns.aligns, columns.widths, strict=False))
+    sep = "".join("-" * w + "  " for w in columns.widths)
+    line_length = sum(columns.widths) + 2 * len(columns.widths) - 2
+
+    out: list[str] = []
+    for line in title:
+        out += ["=" * line_length, line]
+    out += [sep, row_format.format(*columns.headers), sep]
+    blank = [""] * (len(columns.headers) - 1)
+    for cells, more_stack in body:
+        out.append(row_format.format(*cells))
+        if columns.src_width is not None:
+            out += [row_format.format(*blank, _trim_path(e, columns.src_width)) for e in more_stack]
+            out.append(row_format.format(*blank, ""))
+    out += [sep, *totals]
     return "".join(line + "\n" for line in out)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import polars as pl
 
 from proftab import schema
+from proftab._code_closure import code_fingerprint
 from proftab._version import __version__
 from proftab.exceptions import ProftabError, ProftabWarning, TraceError
 from proftab.io.dataset.layout import DONE_MARKER, MANIFEST, NEST_COLUMNS, STATUS, TABLES, dataset_root, is_dataset
@@ -48,18 +49,23 @@ def _version() -> str:
     return __version__
 
 
+#: the code that computes the stored key_averages: `Trace.key_averages` (`proftab.torch`, torch's rules,
+#: with `tr.device` for the device time of each op) over `Trace.nested` (trace.py, proftab.nesting). A
+#: namespace is reached through the Trace, not imported, so each is named here (io names no analysis by
+#: import: these are module names read as source text by `proftab._code_closure`).
+_KEY_AVERAGES_CODE = ("proftab.torch", "proftab.device", "proftab.trace", "proftab.nesting")
+
+
 @functools.lru_cache(maxsize=1)
 def _analysis_fingerprint() -> str:
     """Version + hash of the code that computes key_averages: a stored result is reused
-    only by exactly the same code."""
-    import importlib
+    only by exactly the same code.
 
+    The code is `_KEY_AVERAGES_CODE` and every proftab module it imports, transitively
+    (`proftab._code_closure`: read from the source, nothing is imported here; about 20 ms).
+    """
     h = hashlib.sha256(_version().encode())
-    for mod in ("proftab.torch", "proftab.torch.aggregate", "proftab.trace", "proftab.schema", "proftab.kinds",
-                "proftab.intervals.nest", "proftab.intervals.tree", "proftab.device", "proftab.device._link",
-                "proftab.device._rules", "proftab.device._events", "proftab.device._launch", "proftab.device._owner",
-                "proftab.device._categories"):
-        h.update(Path(importlib.import_module(mod).__file__ or "").read_bytes())
+    h.update(code_fingerprint(_KEY_AVERAGES_CODE).encode())
     return h.hexdigest()
 
 
