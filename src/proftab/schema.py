@@ -11,6 +11,11 @@ import polars as pl
 
 from proftab.codes import TYPED_ARGS, ArgKind, Flag
 
+# the category sets live in proftab.kinds (one home); re-exported here for code that read them from schema
+from proftab.kinds import DEVICE_CATEGORIES as DEVICE_CATEGORIES
+from proftab.kinds import DEVICE_WORK_CATEGORIES as DEVICE_WORK_CATEGORIES
+from proftab.kinds import PROFILER_SPAN_CATEGORIES as PROFILER_SPAN_CATEGORIES
+
 #: a column dtype as the tables declare it (a dtype class such as `pl.Int64`, or an instance)
 DType = pl.DataType | type[pl.DataType]
 
@@ -125,17 +130,6 @@ def empty(columns: dict[str, DType]) -> pl.DataFrame:
     """An empty frame with these columns."""
     return pl.DataFrame(schema=columns)
 
-#: categories recorded on the device side (pid = device, tid = stream)
-DEVICE_CATEGORIES = frozenset({
-    "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync",
-    "Kernel", "Memcpy", "Memset",  # 2021 tb_plugin-era names
-    "mtia_ccp_events", "hpu_op", "xpu_sync",
-})
-#: device categories whose time is the device's own work (not annotations or syncs)
-DEVICE_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset",
-                                    "mtia_ccp_events", "hpu_op"})
-#: spans that describe the profiler itself, not work
-PROFILER_SPAN_CATEGORIES = frozenset({"Trace"})
 #: names torch's key_averages drops before building its tree (their time is their parent's)
 TORCH_FILTERED_NAMES = frozenset({
     "[memory]", "[OutOfMemory]", "profiler::_record_function_enter", "profiler::_record_function_enter_new",

@@ -40,10 +40,10 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
+from proftab.calls import CUDA_HIP, EVENT_SYNC, LAUNCH, MEMCPY, MEMSET, STREAM_WAIT, SYNC, any_call
 from proftab.exceptions import ProftabError
 from proftab.intervals.dag import UNREACHED, chain_heads
 from proftab.intervals.tree import nearest_ancestor, row_positions
-from proftab.torch.aggregate import EVALUATE_FUNCTION_PREFIX
 
 __all__ = ["BACKWARD_CALLS", "BOUND_BY", "KINDS", "MAX_ROWS", "QUEUE_BLOCK_FACTOR", "SYNC_CALLS", "Graph",
            "build_graph", "build_graphs", "sync_frame", "with_stream_free"]
@@ -53,10 +53,10 @@ KINDS = ("cpu_op", "runtime", "sync_wait", "idle", "kernel", "memcpy", "memset",
 #: what a segment's time is bound by (codes are positions)
 BOUND_BY = ("cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_memcpy_bound", "launch_overhead",
             "sync")
-#: host calls that block until device work finishes
-SYNC_CALLS = r"(?:cuda|hip)(?:Device|Stream|Event)Synchronize"
-#: host calls that make a stream wait on an event recorded on another stream
-WAIT_CALLS = r"^(?:cuda|hip)StreamWaitEvent$"
+#: host calls that block until device work finishes (`proftab.calls.SYNC`, CUDA's and HIP's)
+SYNC_CALLS = SYNC.pattern(CUDA_HIP)
+#: host calls that make a stream wait on an event recorded on another stream (`proftab.calls.STREAM_WAIT`)
+WAIT_CALLS = STREAM_WAIT.pattern(CUDA_HIP)
 _K = {k: i for i, k in enumerate(KINDS)}
 _B = {b: i for i, b in enumerate(BOUND_BY)}
 #: host ops that wait while autograd's device threads run the backward (the Python frame of
@@ -180,7 +180,7 @@ def _host_rows(nested: pl.DataFrame) -> pl.DataFrame:
     """The host ops of each window (`nested` rows already taken per window: ``win``, ``_w0``, ``_w1``)."""
     end = pl.col("end_ns") - pl.col("overrun_ns").fill_null(0)
     rt = kinds.is_runtime()
-    sync = rt & pl.col("name").str.contains(f"^{SYNC_CALLS}$")
+    sync = rt & SYNC.expr(apis=CUDA_HIP)
     return (
         nested.filter(kinds.is_host_op() & (pl.col("ph").cast(pl.String) == "X")
                       & (pl.col("start_ns") >= pl.col("_w0")) & (end <= pl.col("_w1")))
@@ -191,7 +191,7 @@ def _host_rows(nested: pl.DataFrame) -> pl.DataFrame:
             kind=pl.when(sync).then(pl.lit("sync_wait")).when(rt).then(pl.lit("runtime"))
             .otherwise(pl.lit("cpu_op")),
             bound=pl.when(sync).then(pl.lit(_B["sync"]))
-            .when(rt & pl.col("name").str.contains("(?i)launch|memcpy|memset")).then(pl.lit(_B["launch_overhead"]))
+            .when(rt & any_call(LAUNCH, MEMCPY, MEMSET)).then(pl.lit(_B["launch_overhead"]))
             .otherwise(pl.lit(_B["cpu_bound"])).cast(pl.Int8),
             is_sync=sync, category=pl.lit(None, pl.String))
     )
@@ -255,7 +255,7 @@ def _thread_join(host: pl.DataFrame, track: np.ndarray, hs: np.ndarray,
     """
     none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     names = host["name"]
-    is_eval = names.str.starts_with(EVALUATE_FUNCTION_PREFIX).fill_null(False).to_numpy()
+    is_eval = names.str.starts_with(kinds.BACKWARD_OP_PREFIX).fill_null(False).to_numpy()
     if not is_eval.any():
         return none, none
     callers = np.flatnonzero(names.str.contains(BACKWARD_CALLS).fill_null(False).to_numpy())
@@ -517,8 +517,8 @@ def build_graphs(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.D
               else pl.Series([None] * len(owner_mod), dtype=pl.String))
     module = pl.select(pl.when(pl.Series(owner_mod >= 0)).then(module)).to_series().alias("module")
     # synchronous memcpy / memset calls wait on their own copy
-    mem = ok & np.isin(dev["kind"].to_numpy(), ["memcpy", "memset"]) & ~dev["launch_name"].fill_null("").str.contains(
-        "Launch").to_numpy()
+    mem = ok & np.isin(dev["kind"].to_numpy(), kinds.COPY_KINDS) & ~dev.select(
+        LAUNCH.expr("launch_name")).to_series().to_numpy()
     e_src.append(dev_end[mem])
     e_dst.append(end_node[lrow[mem]])
     e_own.append(lrow[mem])
@@ -537,14 +537,14 @@ def build_graphs(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.D
                          work, track, by_device=True)
     q_str = sync_host.filter(kind_name == "Stream Sync").select("hrow", "stream", "call_start")
     ev_sync = sync_host.filter((kind_name == "Event Sync") & (pl.col("wait_on_stream") >= 0)
-                               & pl.col("call_name").str.contains("EventSynchronize"))
+                               & EVENT_SYNC.expr("call_name"))
     q_ev = ev_sync.select("hrow", pl.col("wait_on_stream").alias("stream"),
                           pl.col("record_start_ns").fill_null(pl.col("call_start")).alias("call_start"))
     # sync calls without a cuda_sync row: every stream of the rank
     has_row = np.zeros(nh, bool)
     has_row[sync_host["hrow"].to_numpy()] = True
     bare = host.with_row_index("hrow").with_columns(pl.col("hrow").cast(pl.Int64)).filter(
-        pl.col("is_sync") & pl.Series(~has_row) & ~pl.col("name").str.contains("Event"))
+        pl.col("is_sync") & pl.Series(~has_row) & ~EVENT_SYNC.expr())
     q_bare = _device_wide(bare.select("hrow", "win", pl.col("start_ns").alias("call_start")), work, track,
                           by_device=False)
     q = pl.concat([x.select("hrow", "stream", pl.col("call_start").alias("at")) for x in (q_ctx, q_str, q_ev, q_bare)])
@@ -559,7 +559,7 @@ def build_graphs(nested: pl.DataFrame, activities: pl.DataFrame, sync_args: pl.D
     # returns when some device work completes (the last one that ends during the call)
     if nh and nd:
         calls = host.with_row_index("hrow").with_columns(pl.col("hrow").cast(pl.Int64)).filter(
-            pl.col("name").str.contains("Launch") & (pl.col("kind") == "runtime"))
+            LAUNCH.expr() & (pl.col("kind") == "runtime"))
         took = pl.col("end_eff") - pl.col("start_ns")
         calls = calls.filter(took > QUEUE_BLOCK_FACTOR * took.median().over("win", "name"))
         ends = dev_i.select("win", pl.col("end_ns").alias("at"), "row").sort("at")
@@ -736,7 +736,7 @@ def sync_frame(events: pl.DataFrame) -> pl.DataFrame:
     """The ``cuda_sync`` rows' awaited stream and the start of the event record they wait on:
     ``rank``, ``event_id``, ``wait_on_stream``, ``record_corr``, ``record_start_ns``.
     """
-    s = events.filter(pl.col("cat").cast(pl.String).is_in(["cuda_sync", "xpu_sync"])).select(
+    s = events.filter(pl.col("cat").cast(pl.String).is_in(sorted(kinds.SYNC_CATEGORIES))).select(
         "rank", "event_id",
         pl.col("args").str.json_path_match("$.wait_on_stream").cast(pl.Int64, strict=False).alias("wait_on_stream"),
         pl.col("args").str.json_path_match("$.wait_on_cuda_event_record_corr_id").cast(pl.Int64, strict=False)

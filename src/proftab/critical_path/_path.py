@@ -13,7 +13,7 @@ from proftab.critical_path._graph import BOUND_BY, KINDS, Graph
 from proftab.exceptions import ProftabError, UsageError
 from proftab.intervals.dag import UNREACHED, Preds, argmax_pred, earliest, walk_back, walk_back_many
 from proftab.intervals.tree import depth_levels, tree_depth
-from proftab.steps import step_windows
+from proftab.steps import named_windows, step_windows
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -55,8 +55,7 @@ def windows(events: pl.DataFrame, step: Step = None, rank: int | None = None) ->
         return ranks.with_columns(step=pl.lit(None, pl.Int64), start_ns=pl.lit(int(step[0]), pl.Int64),
                                   end_ns=pl.lit(int(step[1]), pl.Int64), event_id=pl.lit(None, pl.Int64))
     if isinstance(step, str):
-        w = (ev.filter((pl.col("name") == step) & kinds.is_host_op()).sort("rank", "start_ns")
-             .with_columns(step=pl.int_range(pl.len()).over("rank").cast(pl.Int64)))
+        w = named_windows(ev, step)
         if w.is_empty():
             msg = f"no host annotation named {step!r}"
             raise ProftabError(msg)

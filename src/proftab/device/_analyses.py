@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
+from proftab.calls import STREAM_WAIT, SYNC, any_pattern
 from proftab.device._link import LINKS, event_frame, is_launch
 from proftab.exceptions import ProftabError
 from proftab.intervals import merge_intervals, nest, union_ns
@@ -29,8 +30,8 @@ __all__ = [
 ]
 
 By = Literal["device", "stream"]
-#: host runtime calls that block or make a stream wait (used for the `sync` idle cause)
-SYNC_CALL_PATTERN = r"(?i)synchroni[sz]e|waitevent|waitonevent"
+#: host runtime calls that block or make a stream wait (used for the `sync` idle cause; `proftab.calls`)
+SYNC_CALL_PATTERN = any_pattern(SYNC, STREAM_WAIT)
 
 
 def _keys(by: str) -> list[str]:
@@ -272,7 +273,7 @@ def copies(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
         (`bytes / dur_ns`, i.e. 1e9 bytes per second; null when either is missing or 0),
         `op_id`, `op_name`.
     """
-    acts = activities.filter(pl.col("kind").is_in(["memcpy", "memset"]))
+    acts = activities.filter(pl.col("kind").is_in(kinds.COPY_KINDS))
     # MTIA dma_request: direction and size are in the args (parsed for those rows only)
     dma = acts.filter(pl.col("name") == "dma_request").select("rank", "event_id").join(
         device_events.select("rank", "event_id", "args"), on=["rank", "event_id"], how="left")
@@ -281,7 +282,7 @@ def copies(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
                      pl.col("args").str.json_path_match("$.size").cast(pl.Int64, strict=False).alias("_size"))
     acts = acts.join(dma, on=["rank", "event_id"], how="left", maintain_order="left")
     direction = pl.coalesce("_dir", pl.when(pl.col("kind") == "memcpy").then(
-        pl.col("name").str.extract(r"^Memcpy (\w+)")))
+        pl.col("name").str.extract(kinds.MEMCPY_DIRECTION_PATTERN)))
     acts = acts.with_columns(direction=direction, bytes=pl.coalesce("bytes", "_size"))
     return acts.select(
         "rank", "event_id", "device", "stream", "name", "kind", "direction", "bytes", "start_ns", "dur_ns",

@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds, schema
+from proftab.calls import GRAPH_LAUNCH
 from proftab.exceptions import ProftabError
 from proftab.intervals import nest
 from proftab.intervals.tree import nearest_ancestor, row_positions
@@ -50,14 +51,9 @@ __all__ = [
     "event_frame", "is_launch", "launch_categories", "self_time", "unattributed",
 ]
 
-ANNOTATION_CATEGORY = "gpu_user_annotation"
-#: device categories that are synchronisation records, not work
-SYNC_CATEGORIES = frozenset({"cuda_sync", "xpu_sync"})
+ANNOTATION_CATEGORY = kinds.DEVICE_ANNOTATION
 #: device categories attributed to launching ops (all device rows of key_averages but annotations)
-ACTIVITY_CATEGORIES = schema.DEVICE_CATEGORIES - {ANNOTATION_CATEGORY}
-#: host categories that launch device work (any other `*_runtime` / `*_driver` too)
-LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "xpu_runtime", "xpu_driver",
-                               "mtia_runtime", "privateuse1_runtime", "privateuse1_driver"})
+ACTIVITY_CATEGORIES = kinds.DEVICE_CATEGORIES - {ANNOTATION_CATEGORY}
 #: host ops that own launches (torch links kernels to these); user annotations are the fallback
 OP_CATEGORIES = kinds.OP_CATEGORIES
 REGION_CATEGORIES = frozenset({kinds.USER_ANNOTATION})
@@ -65,11 +61,9 @@ REGION_CATEGORIES = frozenset({kinds.USER_ANNOTATION})
 #: values of the `link` column: how an activity reached its op, or why it did not
 LINKS = ("external_id", "containment", "annotation", "device_external_id", "graph_capture", "graph_launch",
          "no_launch", "no_op")
-#: names of the runtime / driver calls that replay a CUDA / HIP graph (`cudaGraphLaunch`, `hipGraphLaunch`,
-#: `cuGraphLaunch`, versioned `_v10000` suffixes)
-GRAPH_LAUNCH_PATTERN = r"(?i)^(cuda|hip|cu)GraphLaunch(_v\d+)?$"
+#: names of the runtime / driver calls that replay a CUDA / HIP graph (`proftab.calls.GRAPH_LAUNCH`)
+GRAPH_LAUNCH_PATTERN = GRAPH_LAUNCH.pattern()
 LINK_DTYPE = pl.Enum(LINKS)
-KIND_DTYPE = pl.Enum(["kernel", "memcpy", "memset", "sync"])
 #: (start shift, duration added) by which Kineto widened gpu_user_annotation spans, per era:
 #: >= 2024-06, 2024-04..06, 2024-03..04 (ns traces with the old rule), integer-µs traces
 MARGINS = ((1, 2), (1000, 1500), (1, 1), (1000, 1000))
@@ -128,26 +122,14 @@ def _cat() -> pl.Expr:
 
 
 def launch_categories(categories: Iterable[str]) -> set[str]:
-    """Those of `categories` that launch device work: `LAUNCH_CATEGORIES`, `*_runtime`, `*_driver`."""
-    return {c for c in categories if c in LAUNCH_CATEGORIES or c.endswith(("_runtime", "_driver"))}
+    """Those of `categories` that launch device work: the runtime / driver ones (`kinds.runtime_categories`)."""
+    return kinds.runtime_categories(categories)
 
 
 def is_launch(events: pl.DataFrame) -> pl.Expr:
     """A runtime / driver call among the categories present in `events` (`launch_categories`)."""
     present = events.select(pl.col("cat").drop_nulls().unique().cast(pl.String)).to_series().to_list()
     return kinds.in_categories(launch_categories(present))
-
-
-def _kind() -> pl.Expr:
-    c = _cat()
-    return (
-        pl.when(c.is_in(["gpu_memcpy", "Memcpy"]) | ((c == "mtia_ccp_events") & (pl.col("name") == "dma_request")))
-        .then(pl.lit("memcpy"))
-        .when(c.is_in(["gpu_memset", "Memset"])).then(pl.lit("memset"))
-        .when(c.is_in(list(SYNC_CATEGORIES))).then(pl.lit("sync"))
-        .otherwise(pl.lit("kernel"))
-        .cast(KIND_DTYPE)
-    )
 
 
 # --------------------------------------------------------------------------- annotation margin
@@ -246,7 +228,7 @@ def device_events(events: pl.DataFrame, margins: pl.DataFrame) -> pl.DataFrame:
     dur = pl.max_horizontal(pl.col("dur_ns") - add, pl.lit(0, pl.Int64))
     return ev.select(
         "rank", "event_id", _device_col(), _stream_col(), "cat", "name",
-        pl.when(is_ann).then(None).otherwise(_kind()).alias("kind"),
+        pl.when(is_ann).then(None).otherwise(kinds.activity_kind()).alias("kind"),
         is_ann.alias("is_annotation"),
         (pl.col("start_ns") + shift).alias("start_ns"),
         (pl.col("start_ns") + shift + dur).alias("end_ns"),
@@ -604,7 +586,7 @@ def _ac2g_check(flows: pl.DataFrame, events: pl.DataFrame, acts: pl.DataFrame) -
     id (any phase: graph launches write the host side as `f`), one sits on the activity
     (device, stream, start) and one on the launch (thread, start).
     """
-    fl = flows.filter((pl.col("cat").cast(pl.String) == "ac2g") & pl.col("id").is_not_null())
+    fl = flows.filter((pl.col("cat").cast(pl.String) == kinds.AC2G_FLOW) & pl.col("id").is_not_null())
     if fl.is_empty():
         return pl.DataFrame(schema={"rank": pl.Int32, "ac2g_checked": pl.Int64, "ac2g_agree": pl.Int64})
     ends = fl.select("rank", pl.col("id").alias("correlation"), "pid", "tid", pl.col("start_ns").alias("_t")).unique()

@@ -37,6 +37,8 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
+from proftab.calls import C10D_PREFIX, COLLECTIVE_KERNEL_PATTERN, GLOO_PREFIX, is_collective_range
+from proftab.dtypes import COLLECTIVE_DTYPE_NAMES, bytes_of
 from proftab.meta import with_utc_frame
 from proftab.steps import assign_steps, step_windows
 
@@ -46,19 +48,14 @@ if TYPE_CHECKING:
 __all__ = ["COLLECTIVE_PATTERN", "DATA_PATTERN", "DTYPE_BYTES", "collective_instances", "collective_ranks",
            "match_calls", "rank_calls", "rank_comm", "rank_step_comm"]
 
-#: regex (case-insensitive) of collective kernel names
-COLLECTIVE_PATTERN = r"(?i)nccl|rccl"
+#: regex (case-insensitive) of collective kernel names (`proftab.calls.COLLECTIVE_KERNEL_PATTERN`)
+COLLECTIVE_PATTERN = COLLECTIVE_KERNEL_PATTERN
 #: regex of host ranges that are data loading (the straggler's visible cause)
 DATA_PATTERN = r"(?i)dataloader|data_?load|data_wait|next_data"
-_KERNEL_CATS = ["kernel", "Kernel"]
-_GLOO_PREFIX = "gloo:"
-#: bytes per element of the dtype names torch writes (``dtype`` arg, ``Input type``), lower-cased
-DTYPE_BYTES = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
-    "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1,
-    "byte": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
-    "float8_e5m2fnuz": 1, "complexfloat": 8, "complexdouble": 16,
-}
+_KERNEL_CATS = sorted(kinds.KERNEL_CATEGORIES)
+_GLOO_PREFIX = GLOO_PREFIX
+#: bytes per element of the dtype names a collective's ``dtype`` arg writes, lower-cased (`proftab.dtypes`)
+DTYPE_BYTES = bytes_of(COLLECTIVE_DTYPE_NAMES)
 #: collective name (normalized: lower-case, no underscores, no "_base"/"_coalesced") -> (kind, bus factor kind)
 _KINDS = {
     "allreduce": "allreduce", "allgather": "allgather", "allgatherintocoalesced": "allgather",
@@ -379,7 +376,8 @@ def rank_comm(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     dev = events.filter(kinds.is_device_work() & pl.col("rank").is_in(kern_ranks)
                         & ~pl.col("name").str.contains(COLLECTIVE_PATTERN))
     host = events.filter((pl.col("cat").cast(pl.String) == kinds.CPU_OP) & ~pl.col("rank").is_in(kern_ranks)).join(
-        comm_tids, on=["rank", "tid"], how="anti").filter(~pl.col("name").str.contains(r"^c10d::|^gloo:|wait"))
+        comm_tids, on=["rank", "tid"], how="anti").filter(
+        ~is_collective_range(prefixes=(C10D_PREFIX, GLOO_PREFIX)) & ~pl.col("name").str.contains("wait"))
     comp = pl.concat([dev.select("rank", "start_ns", "end_ns"), host.select("rank", "start_ns", "end_ns")])
     comp = assign_steps(comp, step_windows(events))
     uc = merge_intervals(calls.select("rank", "step", "start_ns", "end_ns"), by=keys)

@@ -29,7 +29,7 @@ import polars as pl
 
 from proftab import kinds, schema
 from proftab.intervals.tree import containing_ancestor, depth_levels, row_positions, subtree_sum, tree_depth
-from proftab.steps import assign_steps, step_windows
+from proftab.steps import assign_steps, step_windows, torch_step_name, torch_step_name_expr
 from proftab.torch.flops import torch_flops
 
 if TYPE_CHECKING:
@@ -65,12 +65,6 @@ def input_shapes_list_expr(col: str = "input_shapes") -> pl.Expr:
     dims, for filtering on ranks and sizes (``pl.col("dims").list.len()``) without parsing text.
     """
     return pl.col(col).str.json_decode(pl.List(pl.List(pl.Int64)))
-
-
-def torch_name_expr() -> pl.Expr:
-    """torch's grouping name: `ProfilerStep#N` -> `ProfilerStep*`."""
-    return pl.when(pl.col("name").str.starts_with("ProfilerStep#")).then(pl.lit("ProfilerStep*")).otherwise(
-        pl.col("name"))
 
 
 #: the columns `group_by_stack_n` reads: the verbose `Call stack`, and what pairs a backward op with its forward op
@@ -118,8 +112,7 @@ def _name_codes(names: pl.Series, is_op: np.ndarray | None = None
     overload_re = re.compile(OVERLOAD_NAME_RE)
 
     def code(s: str | None) -> int:
-        return table.setdefault("ProfilerStep*" if s is not None and s.startswith("ProfilerStep#") else s,
-                                len(table))
+        return table.setdefault(torch_step_name(s), len(table))
 
     code_of = [code(s) for s in u_str]
     bases = [None if s is None else overload_re.match(s) for s in u_str]
@@ -327,7 +320,7 @@ TORCH_FILTERED_STACK_ENTRIES = (
     ("_internal/common_utils", "prof_meth_call"),
 )
 #: the engine's span around a backward node: `autograd::engine::evaluate_function: MulBackward0` > `MulBackward0`
-EVALUATE_FUNCTION_PREFIX = "autograd::engine::evaluate_function: "
+EVALUATE_FUNCTION_PREFIX = kinds.BACKWARD_OP_PREFIX
 
 
 def _filtered_entry(e: pl.Expr) -> pl.Expr:
@@ -632,8 +625,8 @@ def key_averages(
             dur_ns=pl.coalesce("_dev_ns", "dur_ns"))
     dev_rows = dev.select(
         "rank", "event_id", "start_ns", "end_ns",
-        torch_name_expr().alias("name"),
-        (cat == "gpu_user_annotation").alias("is_user_annotation"),
+        torch_step_name_expr().alias("name"),
+        (cat == kinds.DEVICE_ANNOTATION).alias("is_user_annotation"),
         pl.lit(0, pl.Int64).alias("self_cpu_ns"),
         pl.lit(0, pl.Int64).alias("cpu_total_ns"),
         pl.col("dur_ns").alias("self_device_ns"),
