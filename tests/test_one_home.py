@@ -9,7 +9,8 @@ facts spelled outside their home:
 * collective names outside `calls` (`nccl|rccl`, `"gloo:"`, `"record_param_comms"`);
 * torch's step rule outside `steps` (`"ProfilerStep#"`, `"ProfilerStep*"`), and no call-tree
   module reaching into `proftab.torch` for it;
-* dtype tables outside `dtypes` (a dict keyed by dtype spellings).
+* dtype tables outside `dtypes` (a dict keyed by dtype spellings);
+* a rate spelled other than `<unit>_per_s` outside `units` and the rename table.
 """
 
 from __future__ import annotations
@@ -123,6 +124,18 @@ def test_dtype_tables_are_in_dtypes() -> None:
     assert found == []
 
 
+#: rate names kept as they are, with the reason (proftab.units)
+_OTHER_RATES = {"hbm_tb_s": "a peaks dict key users pass", "host_link_tb_s": "a peaks dict key users pass",
+                "memory_bandwidth_gbs": "a typed trace column stored in datasets (proftab.codes)"}
+
+
+def test_rates_are_spelled_per_s() -> None:
+    bad = re.compile(r"^\w*(?:_gbs|_gbps|_tb_s|_gb_s|bandwidth_\w*)$")
+    found = [o for o in _offenders(("units.py", "schema.py"), bad) if o.split(": ", 1)[1].strip("'") not in
+             _OTHER_RATES]
+    assert found == []
+
+
 def test_the_scan_sees_the_old_spellings(tmp_path: Path) -> None:
     # the checks themselves: each fails on a spelling of before issue 36
     samples = {
@@ -147,3 +160,16 @@ def test_the_scan_sees_the_old_spellings(tmp_path: Path) -> None:
     assert "ProfilerStep#" in lits["f.py"]
     d = next(n for n in ast.walk(ast.parse(samples["d.py"])) if isinstance(n, ast.Dict))
     assert len({k.value for k in d.keys if isinstance(k, ast.Constant)} & _DTYPE_SPELLINGS) >= 3
+
+
+@pytest.mark.parametrize(("frame", "old", "new"), [("device.copies", "bandwidth_gbs", "gb_per_s"),
+                                                   ("device.copy_summary", "max_bandwidth_gbs", "max_gb_per_s"),
+                                                   ("ranks.collective_instances", "busbw_gbps", "busbw_gb_per_s")])
+def test_renamed_rates_keep_their_old_names_one_release(frame: str, old: str, new: str) -> None:
+    import polars as pl
+
+    from proftab.schema import with_old_names
+
+    with pytest.warns(DeprecationWarning, match=old):
+        df = with_old_names(pl.DataFrame({new: [2.0]}), frame)
+    assert df[old].to_list() == df[new].to_list() == [2.0]

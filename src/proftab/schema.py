@@ -187,7 +187,9 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "perf.lost": {"roofline_pct": "roofline_share"},
     "memory.peak": {"reserved_at_peak": "reserved_at_peak_bytes", "max_reserved": "max_reserved_bytes",
                     "blocks_at_peak": "n_blocks_at_peak", "events": "n_events"},
-    "ranks.collective_instances": {"arrival_skew_ns": "start_skew_ns"},
+    "ranks.collective_instances": {"arrival_skew_ns": "start_skew_ns",
+                                   # one spelling of a rate: <unit>_per_s (proftab.units, issue 36)
+                                   "algbw_gbps": "algbw_gb_per_s", "busbw_gbps": "busbw_gb_per_s"},
     # counts are n_* (torch's key_averages keeps torch's `calls`)
     "modules.modules": {"calls": "n_calls", "bwd_calls": "n_bwd_calls", "recompute_calls": "n_recompute_calls",
                         "ops": "n_ops"},
@@ -200,7 +202,8 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "device.ops": {"activities": "n_activities", "total_activities": "n_total_activities"},
     "device.launch_delay": {"activities": "n_activities", "negative": "n_negative"},
     "device.idle_breakdown": {"gaps": "n_gaps"},
-    "device.copy_summary": {"count": "n_copies"},
+    "device.copies": {"bandwidth_gbs": "gb_per_s"},
+    "device.copy_summary": {"count": "n_copies", "bandwidth_gbs": "gb_per_s", "max_bandwidth_gbs": "max_gb_per_s"},
     "device.margins": {"annotations": "n_annotations", "margin_evidence": "n_margin_evidence"},
     "device.diagnostics": {c: f"n_{c}" for c in ("activities", "external_id", "containment", "annotation",
                                                  "device_external_id", "graph_capture", "graph_launch", "no_launch",

@@ -269,7 +269,7 @@ def copies(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
     pl.DataFrame
         `rank`, `event_id`, `device`, `stream`, `name`, `kind`, `direction` (`HtoD`,
         `DtoH`, `DtoD`, `PtoP`, ... from the name; MTIA `dma_request` from its args; null
-        for memset), `bytes` (MTIA: the `size` arg), `start_ns`, `dur_ns`, `bandwidth_gbs`
+        for memset), `bytes` (MTIA: the `size` arg), `start_ns`, `dur_ns`, `gb_per_s`
         (`bytes / dur_ns`, i.e. 1e9 bytes per second; null when either is missing or 0),
         `op_id`, `op_name`.
     """
@@ -287,7 +287,7 @@ def copies(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
     return acts.select(
         "rank", "event_id", "device", "stream", "name", "kind", "direction", "bytes", "start_ns", "dur_ns",
         pl.when((pl.col("dur_ns") > 0) & pl.col("bytes").is_not_null())
-        .then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None).alias("bandwidth_gbs"),
+        .then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None).alias("gb_per_s"),
         "op_id", "op_name",
     )
 
@@ -303,16 +303,16 @@ def copy_summary(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.Da
     Returns
     -------
     pl.DataFrame
-        keys, `n_copies`, `bytes`, `dur_ns`, `bandwidth_gbs` (Σ bytes / Σ dur),
-        `max_bandwidth_gbs` (the fastest single copy).
+        keys, `n_copies`, `bytes`, `dur_ns`, `gb_per_s` (Σ bytes / Σ dur),
+        `max_gb_per_s` (the fastest single copy).
     """
     keys = ["rank", "device", "kind", "direction"]
     return copies(activities, device_events).group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("n_copies"), pl.col("bytes").sum(), pl.col("dur_ns").sum(),
-        pl.col("bandwidth_gbs").max().alias("max_bandwidth_gbs"),
+        pl.col("gb_per_s").max().alias("max_gb_per_s"),
     ).with_columns(
-        bandwidth_gbs=pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None)
-    ).select(*keys, "n_copies", "bytes", "dur_ns", "bandwidth_gbs", "max_bandwidth_gbs").sort(keys, nulls_last=True)
+        gb_per_s=pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None)
+    ).select(*keys, "n_copies", "bytes", "dur_ns", "gb_per_s", "max_gb_per_s").sort(keys, nulls_last=True)
 
 
 def kernel_categories(activities: pl.DataFrame, *, by: Sequence[str] = ("rank", "device")) -> pl.DataFrame:

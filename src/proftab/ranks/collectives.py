@@ -23,7 +23,7 @@ Per instance (nccl-tests' definitions, docs/scale.md): ``transfer_ns`` = the sho
 over the ranks (the time the collective needs once every rank has arrived), each rank's
 ``wait_ns`` = its duration minus ``transfer_ns``, ``start_skew_ns`` = last start - first start,
 ``bytes`` = the larger of the per-rank in/out message sizes (nccl-tests' ``size``),
-``algbw_gbps`` = ``bytes / transfer_ns`` (1e9 B/s) and ``busbw_gbps`` = ``algbw`` times the
+``algbw_gb_per_s`` = ``bytes / transfer_ns`` (1e9 B/s) and ``busbw_gb_per_s`` = ``algbw`` times the
 collective's bus factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
 broadcast, reduce, send/recv 1.
 """
@@ -297,7 +297,7 @@ def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
         ``out_nelems``, ``bytes``, ``step`` (of the lowest rank), ``first_start_ns`` /
         ``last_start_ns`` (absolute epoch ns), ``start_skew_ns``, ``end_skew_ns``,
         ``first_rank``, ``last_rank`` (the straggler of this instance), ``transfer_ns``,
-        ``max_dur_ns``, ``wait_ns`` (sum over ranks), ``algbw_gbps``, ``busbw_gbps``,
+        ``max_dur_ns``, ``wait_ns`` (sum over ranks), ``algbw_gb_per_s``, ``busbw_gb_per_s``,
         ``pre_excess_ns`` (how much longer the last rank's ``pre_ns`` was than the other
         ranks' median), ``data_excess_ns`` (the same for ``data_ns``), ``cause`` (``"data
         loading"`` when ``data_excess_ns`` is at least half the arrival skew, else ``"compute
@@ -330,8 +330,8 @@ def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
                       group_size=pl.col("group_size").fill_null(pl.col("n_ranks")))
     )
     algbw = pl.when(pl.col("transfer_ns") > 0).then(pl.col("bytes") / pl.col("transfer_ns"))
-    inst = inst.with_columns(algbw_gbps=algbw).with_columns(
-        busbw_gbps=pl.col("algbw_gbps") * _bus_factor(pl.col("collective"), pl.col("group_size")))
+    inst = inst.with_columns(algbw_gb_per_s=algbw).with_columns(
+        busbw_gb_per_s=pl.col("algbw_gb_per_s") * _bus_factor(pl.col("collective"), pl.col("group_size")))
     skew = pl.col("start_skew_ns")
     cause = (pl.when((pl.col("data_excess_ns") > 0) & (2 * pl.col("data_excess_ns") >= skew))
              .then(pl.lit("data loading"))
@@ -341,7 +341,7 @@ def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
     return inst.select(
         "group", "seq", "collective", "consistent", "n_ranks", "group_size", "dtype", "in_nelems", "out_nelems",
         "bytes", "step", "first_start_ns", "last_start_ns", "start_skew_ns", "end_skew_ns", "first_rank",
-        "last_rank", "transfer_ns", "max_dur_ns", "wait_ns", "algbw_gbps", "busbw_gbps", "pre_excess_ns",
+        "last_rank", "transfer_ns", "max_dur_ns", "wait_ns", "algbw_gb_per_s", "busbw_gb_per_s", "pre_excess_ns",
         "data_excess_ns", "cause").sort("first_start_ns", "group", "seq")
 
 
