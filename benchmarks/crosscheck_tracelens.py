@@ -52,8 +52,8 @@ def main(tl_dir: str, files: list[str]) -> None:
                        lat_diff=(pl.col("comm_latency") * 1000 - pl.col("transfer_ns")).abs())
     print(f"instances with sizes: TraceLens {ts.height}, proftab matched {k.height} of {inst.height}")
     print(k.select("group", "seq", "collective", "Collective name", "bytes", "Full msg size (MB)", "transfer_ns",
-                   "lat_diff", "algbw_gbps", "algbw_tl", "busbw_gbps", "busbw_tl").head(12))
-    rel = ((k["busbw_gbps"] - k["busbw_tl"]).abs() / k["busbw_tl"]).max()
+                   "lat_diff", "algbw_gb_per_s", "algbw_tl", "busbw_gb_per_s", "busbw_tl").head(12))
+    rel = ((k["busbw_gb_per_s"] - k["busbw_tl"]).abs() / k["busbw_tl"]).max()
     print(f"max relative busbw difference (after GiB->GB): {rel}")
 
 

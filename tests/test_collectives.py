@@ -79,9 +79,9 @@ def test_gloo_instance_numbers_against_rows(gloo: pt.Trace) -> None:
         assert starts[row["last_rank"]] == max(starts.values())
         n = row["group_size"]
         algbw = row["bytes"] / row["transfer_ns"]
-        assert row["algbw_gbps"] == pytest.approx(algbw)
+        assert row["algbw_gb_per_s"] == pytest.approx(algbw)
         factor = {"allreduce": 2 * (n - 1) / n, "allgather": (n - 1) / n, "broadcast": 1.0}[row["collective"]]
-        assert row["busbw_gbps"] == pytest.approx(algbw * factor)
+        assert row["busbw_gb_per_s"] == pytest.approx(algbw * factor)
 
 
 def test_gloo_straggler_is_the_data_loading_rank(gloo: pt.Trace) -> None:
@@ -129,7 +129,7 @@ def test_kernels_with_process_group_args() -> None:
     inst = tr.ranks.collective_instances()
     row = inst.filter(pl.col("collective") == "allgather").row(0, named=True)
     assert row["bytes"] == row["out_nelems"] * DTYPE_BYTES[row["dtype"].lower()]
-    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * (row["group_size"] - 1) / row["group_size"])
+    assert row["busbw_gb_per_s"] == pytest.approx(row["algbw_gb_per_s"] * (row["group_size"] - 1) / row["group_size"])
 
 
 SHARED_GLOO = (ROOT.parent / "shared" / "traces" / "public" / "hta"

@@ -201,7 +201,7 @@ def test_old_categories_and_lowercase_external_id(tmp_path: Path) -> None:
     add = by_id(tr, "aten::add")
     assert set(links(tr).values()) == {("external_id", add)}
     c = tr.device.copies().row(0, named=True)
-    assert (c["direction"], c["bytes"], c["dur_ns"], c["bandwidth_gbs"]) == ("HtoD", 4000, 2000, 2.0)
+    assert (c["direction"], c["bytes"], c["dur_ns"], c["gb_per_s"]) == ("HtoD", 4000, 2000, 2.0)
     b = tr.device.busy().row(0, named=True)  # the string tid "stream 7" is stream 7
     assert (b["device"], b["stream"], b["busy_ns"], b["window_ns"]) == (0, 7, 6000, 27000)
 
@@ -630,7 +630,7 @@ def test_mtia_dma_requests_are_copies(tmp_path: Path) -> None:
           "args": {"correlation": 5}}
     tr = load_events(tmp_path, [op("aten::fc", us(1_900), us(500)), rt, dma, fw])
     c = tr.device.copies().row(0, named=True)
-    assert (c["kind"], c["direction"], c["bytes"], c["bandwidth_gbs"]) == ("memcpy", "HtoD", 1000, 2.0)
+    assert (c["kind"], c["direction"], c["bytes"], c["gb_per_s"]) == ("memcpy", "HtoD", 1000, 2.0)
     lk = links(tr)
     assert lk[by_id(tr, "fc-dtype_Float")] == ("containment", by_id(tr, "aten::fc"))
     assert lk[by_id(tr, "dma_request")] == ("no_launch", None)

@@ -16,7 +16,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "proftab"
 
 #: the bottom layers: what they may import among themselves, nothing above them
 CORE = {"proftab._version", "proftab._heap", "proftab.exceptions", "proftab.codes", "proftab.schema", "proftab.kinds",
-        "proftab.api", "proftab.clock", "proftab.meta", "proftab.nesting", "proftab.trace"}
+        "proftab.calls", "proftab.steps", "proftab.dtypes", "proftab.units", "proftab.api", "proftab.clock",
+        "proftab.meta", "proftab.nesting", "proftab.trace"}
 GENERIC = "proftab.intervals"
 
 

@@ -46,7 +46,7 @@ from proftab.intervals.tree import (
     subtree_sum,
     tree_depth,
 )
-from proftab.torch.aggregate import torch_name_expr
+from proftab.steps import torch_step_name_expr
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -83,7 +83,7 @@ def event_paths(nested: pl.DataFrame, *, device: bool = False, by_thread: bool =
     An event without a name (null) is named ``""``.
     """
     ev = _select(nested, device=device)
-    name = torch_name_expr() if merge_steps else pl.col("name")
+    name = torch_step_name_expr() if merge_steps else pl.col("name")
     ev = ev.with_columns(name.fill_null("").alias("_tname"))
     n = ev.height
     if n == 0:

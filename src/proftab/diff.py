@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import polars as pl
 
 from proftab.exceptions import UsageError
-from proftab.steps import step_windows
+from proftab.steps import DEFAULT_WARMUP_STEPS, step_windows
 from proftab.torch.columns import names, time_columns
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def _side(rows: pl.DataFrame, keys: list[str], scale: float) -> pl.DataFrame:
 
 def diff(a: object, b: object, *, group_by_input_shape: bool = False,
          normalize: Literal["rank", "step"] | None = None,
-         sort: Literal["self", "total", "calls"] = "self", stats: bool = False, warmup: int = 2,
+         sort: Literal["self", "total", "calls"] = "self", stats: bool = False, warmup: int = DEFAULT_WARMUP_STEPS,
          window: str | None = None, alpha: float = 0.01, names: Mapping[str, str] | None = None) -> pl.DataFrame:
     """Per key_averages row: calls, self and total in `a` and `b`, with absolute and relative change.
 

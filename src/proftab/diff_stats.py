@@ -24,7 +24,15 @@ import polars as pl
 
 from proftab import kinds
 from proftab.exceptions import UsageError
-from proftab.steps import STEP_PREFIX, assign_steps, step_windows
+from proftab.steps import (
+    DEFAULT_WARMUP_STEPS,
+    STEP_GROUP_NAME,
+    STEP_PREFIX,
+    after_warmup,
+    assign_steps,
+    named_windows,
+    step_windows,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -73,18 +81,15 @@ def _windows(events: pl.DataFrame, window: str | None) -> pl.DataFrame:
     (numbered per rank in time order)."""
     if window is None:
         return step_windows(events)
-    return (events.filter(kinds.is_user_annotation() & pl.col("name").str.starts_with(window))
-            .sort("rank", "start_ns")
-            .select("rank", pl.int_range(pl.len()).over("rank").cast(pl.Int64).alias("step"), "name", "start_ns",
-                    "end_ns", "dur_ns", "event_id"))
+    return named_windows(events, window, prefix=True, user_annotations_only=True)
 
 
 _EVENTS = ["rank", "event_id", "cat", "name", "start_ns", "end_ns", "dur_ns", "input_dims", "input_type",
            "concrete_inputs"]
 
 
-def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None, unit: Unit | None = None,
-                 names: Mapping[str, str] | None = None) -> tuple[pl.DataFrame, Unit]:
+def step_samples(trace: Trace, *, warmup: int = DEFAULT_WARMUP_STEPS, window: str | None = None,
+                 unit: Unit | None = None, names: Mapping[str, str] | None = None) -> tuple[pl.DataFrame, Unit]:
     """Per key and step of `trace`, the time of the key in that step: the samples `compare` tests.
 
     Parameters
@@ -124,9 +129,7 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None, un
     if window is not None and windows.is_empty():
         msg = f"window={window!r}: no user annotation whose name starts with it in the trace"
         raise UsageError(msg)
-    first = windows.group_by("rank").agg(pl.col("step").sort().head(warmup).alias("_skip"))
-    kept = windows.join(first, on="rank", how="left").filter(
-        ~pl.col("step").is_in(pl.col("_skip")).fill_null(False)).drop("_skip")
+    kept = after_warmup(windows, warmup)
     fewest = kept.group_by("rank").len()["len"].min()
     if unit is None:
         unit = "step" if isinstance(fewest, int) and fewest >= 2 else "event"
@@ -157,7 +160,7 @@ def step_samples(trace: Trace, *, warmup: int = 2, window: str | None = None, un
                                  flops=pl.lit(0, pl.Int64)))
     if unit == "step":
         parts.append(kept.select("rank", "start_ns", "event_id", kind=pl.lit("step"), module=pl.lit(""),
-                                 name=pl.lit(f"{window}*" if window else "ProfilerStep*"), input_shapes=pl.lit("[]"),
+                                 name=pl.lit(f"{window}*" if window else STEP_GROUP_NAME), input_shapes=pl.lit("[]"),
                                  value_ns=pl.col("dur_ns"), flops=pl.lit(0, pl.Int64)))
     rows = pl.concat([p.with_columns(pl.col("value_ns").cast(pl.Int64), pl.col("flops").cast(pl.Int64),
                                      pl.col("rank").cast(windows.schema["rank"])) for p in parts])
@@ -488,8 +491,9 @@ def _with_causes(out: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
-def stats_diff(a: Trace, b: Trace, *, warmup: int = 2, window: str | None = None, alpha: float = 0.01,
-               n_boot: int = 2000, seed: int = 0, names: Mapping[str, str] | None = None) -> pl.DataFrame:
+def stats_diff(a: Trace, b: Trace, *, warmup: int = DEFAULT_WARMUP_STEPS, window: str | None = None,
+               alpha: float = 0.01, n_boot: int = 2000, seed: int = 0,
+               names: Mapping[str, str] | None = None) -> pl.DataFrame:
     """`compare` of the `step_samples` of two traces, plus `unit`.
 
     `unit` is ``"step"``, or ``"event"`` when either trace keeps fewer than two steps per

@@ -73,14 +73,14 @@ def top_ops(tr: Trace, n: int = 5, *, python: bool = False) -> tuple[pl.DataFram
     op above them (`proftab.views.without_python`): a helper thread's sleeping frame does not
     top the list.
     """
-    from proftab.torch.aggregate import torch_name_expr
+    from proftab.steps import torch_step_name_expr
     from proftab.views import without_python
 
     nested = tr.collect("nested")
     nested = nested if python else without_python(nested)
     host = nested.filter(kinds.is_host_op())
     total = int(host["self_ns"].sum() or 0)
-    top_host = (host.group_by(torch_name_expr().alias("name"))
+    top_host = (host.group_by(torch_step_name_expr().alias("name"))
                 .agg(pl.len().alias("calls"), pl.col("self_ns").sum(), pl.col("dur_ns").sum().alias("total_ns"))
                 .with_columns(share=pl.col("self_ns") / total if total else pl.lit(None, pl.Float64))
                 .sort(["self_ns", "name"], descending=[True, False]).head(n))

@@ -36,10 +36,10 @@ KINDS = ("top", "timeline", "tree", "steps", "roofline", "critical-path")
 
 #: one colour per event category, the same in every chart (Tableau 10, then greys)
 CATEGORY_COLORS = {
-    "cpu_op": "#4e79a7", "user_annotation": "#f28e2b", "python_function": "#bab0ac",
-    "cuda_runtime": "#e15759", "cuda_driver": "#ff9d9a", "kernel": "#59a14f", "gpu_memcpy": "#edc948",
-    "gpu_memset": "#b07aa1", "gpu_user_annotation": "#ff9da7", "ac2g": "#9c755f", "fwdbwd": "#76b7b2",
-    "cpu_instant_event": "#d4a6c8", "Trace": "#79706e",
+    kinds.CPU_OP: "#4e79a7", kinds.USER_ANNOTATION: "#f28e2b", kinds.PYTHON_FRAME: "#bab0ac",
+    kinds.CUDA_RUNTIME: "#e15759", kinds.CUDA_DRIVER: "#ff9d9a", kinds.KERNEL: "#59a14f", kinds.GPU_MEMCPY: "#edc948",
+    kinds.GPU_MEMSET: "#b07aa1", kinds.DEVICE_ANNOTATION: "#ff9da7", kinds.AC2G_FLOW: "#9c755f",
+    kinds.FWDBWD_FLOW: "#76b7b2", kinds.CPU_INSTANT_EVENT: "#d4a6c8", kinds.PROFILER_SPAN: "#79706e",
 }
 _OTHER_COLORS = ("#86bcb6", "#8cd17d", "#b6992d", "#499894", "#d37295", "#fabfd2", "#a0cbe8", "#ffbe7d")
 
@@ -246,7 +246,7 @@ def timeline(tr: Trace, step: int | None = None, *, rank: int | None = None, max
     cat = pl.col("cat").cast(pl.String)
     from proftab.intervals import nest
 
-    hidden = list(schema.PROFILER_SPAN_CATEGORIES) + ([] if python else [kinds.PYTHON_FRAME])
+    hidden = list(kinds.PROFILER_SPAN_CATEGORIES) + ([] if python else [kinds.PYTHON_FRAME])
     ev = tr.collect("events").filter((pl.col("rank") == rank) & (pl.col("end_ns") > t0) & (pl.col("start_ns") < t1)
                           & ~cat.is_in(hidden).fill_null(False))
     ev = nest(ev.select(*schema.TRACK_KEYS, "event_id", "name", "cat", "start_ns", "dur_ns",

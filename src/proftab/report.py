@@ -21,6 +21,7 @@ import polars as pl
 from proftab.api import register_trace_method
 from proftab.plot import _alt, _data
 from proftab.render.text import fmt_bytes, fmt_ns, fmt_share
+from proftab.units import unit_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,13 +78,11 @@ def _table(df: pl.DataFrame, fmt: dict[str, Callable[[Any], str]] | None = None)
 
 def _ns_cols(df: pl.DataFrame) -> dict[str, Callable[[Any], str]]:
     out: dict[str, Callable[[Any], str]] = {}
+    fmt = {"ns": fmt_ns, "bytes": fmt_bytes, "share": fmt_share}
     for c in df.columns:
-        if c.endswith("_ns"):
-            out[c] = fmt_ns
-        elif c.endswith("_bytes"):
-            out[c] = fmt_bytes
-        elif c.endswith("share"):
-            out[c] = fmt_share
+        unit = unit_of(c)
+        if unit in fmt and c != "ns":
+            out[c] = fmt[unit]
     return out
 
 

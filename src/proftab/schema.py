@@ -11,6 +11,11 @@ import polars as pl
 
 from proftab.codes import TYPED_ARGS, ArgKind, Flag
 
+# the category sets live in proftab.kinds (one home); re-exported here for code that read them from schema
+from proftab.kinds import DEVICE_CATEGORIES as DEVICE_CATEGORIES
+from proftab.kinds import DEVICE_WORK_CATEGORIES as DEVICE_WORK_CATEGORIES
+from proftab.kinds import PROFILER_SPAN_CATEGORIES as PROFILER_SPAN_CATEGORIES
+
 #: a column dtype as the tables declare it (a dtype class such as `pl.Int64`, or an instance)
 DType = pl.DataType | type[pl.DataType]
 
@@ -125,17 +130,6 @@ def empty(columns: dict[str, DType]) -> pl.DataFrame:
     """An empty frame with these columns."""
     return pl.DataFrame(schema=columns)
 
-#: categories recorded on the device side (pid = device, tid = stream)
-DEVICE_CATEGORIES = frozenset({
-    "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync",
-    "Kernel", "Memcpy", "Memset",  # 2021 tb_plugin-era names
-    "mtia_ccp_events", "hpu_op", "xpu_sync",
-})
-#: device categories whose time is the device's own work (not annotations or syncs)
-DEVICE_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset",
-                                    "mtia_ccp_events", "hpu_op"})
-#: spans that describe the profiler itself, not work
-PROFILER_SPAN_CATEGORIES = frozenset({"Trace"})
 #: names torch's key_averages drops before building its tree (their time is their parent's)
 TORCH_FILTERED_NAMES = frozenset({
     "[memory]", "[OutOfMemory]", "profiler::_record_function_enter", "profiler::_record_function_enter_new",
@@ -193,7 +187,9 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "perf.lost": {"roofline_pct": "roofline_share"},
     "memory.peak": {"reserved_at_peak": "reserved_at_peak_bytes", "max_reserved": "max_reserved_bytes",
                     "blocks_at_peak": "n_blocks_at_peak", "events": "n_events"},
-    "ranks.collective_instances": {"arrival_skew_ns": "start_skew_ns"},
+    "ranks.collective_instances": {"arrival_skew_ns": "start_skew_ns",
+                                   # one spelling of a rate: <unit>_per_s (proftab.units, issue 36)
+                                   "algbw_gbps": "algbw_gb_per_s", "busbw_gbps": "busbw_gb_per_s"},
     # counts are n_* (torch's key_averages keeps torch's `calls`)
     "modules.modules": {"calls": "n_calls", "bwd_calls": "n_bwd_calls", "recompute_calls": "n_recompute_calls",
                         "ops": "n_ops"},
@@ -206,7 +202,8 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "device.ops": {"activities": "n_activities", "total_activities": "n_total_activities"},
     "device.launch_delay": {"activities": "n_activities", "negative": "n_negative"},
     "device.idle_breakdown": {"gaps": "n_gaps"},
-    "device.copy_summary": {"count": "n_copies"},
+    "device.copies": {"bandwidth_gbs": "gb_per_s"},
+    "device.copy_summary": {"count": "n_copies", "bandwidth_gbs": "gb_per_s", "max_bandwidth_gbs": "max_gb_per_s"},
     "device.margins": {"annotations": "n_annotations", "margin_evidence": "n_margin_evidence"},
     "device.diagnostics": {c: f"n_{c}" for c in ("activities", "external_id", "containment", "annotation",
                                                  "device_external_id", "graph_capture", "graph_launch", "no_launch",

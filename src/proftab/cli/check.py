@@ -201,10 +201,11 @@ def _blocks(rep: dict[str, Any], strict_kinds: list[str]) -> list[Block | str]:
 
 def _cell(key: str, value: object) -> str:
     from proftab.render.text import fmt_ns
+    from proftab.units import NS_SUFFIX
 
     if value is None:
         return ""
-    if key.endswith("_ns") and isinstance(value, int):
+    if key.endswith(NS_SUFFIX) and isinstance(value, int):
         return fmt_ns(value)
     text = str(value).replace("\n", " ")
     return text if len(text) <= 70 else text[:67] + "..."

@@ -49,6 +49,7 @@ def _table(tr: object, by: str) -> pl.DataFrame:
 
 def _text(df: pl.DataFrame) -> str:
     from proftab.render.text import fmt_ns, fmt_share, plain_table
+    from proftab.units import NS_SUFFIX
 
     headers = list(df.columns)
     rows = []
@@ -57,7 +58,7 @@ def _text(df: pl.DataFrame) -> str:
         for name, v in zip(headers, r, strict=True):
             if v is None:
                 cells.append("")
-            elif name.endswith("_ns") and isinstance(v, int):
+            elif name.endswith(NS_SUFFIX) and isinstance(v, int):
                 cells.append(fmt_ns(v))
             elif name == "share" and isinstance(v, float):
                 cells.append(fmt_share(v))

@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
+from proftab.calls import EVENT_SYNC, LAUNCH
 from proftab.critical_path._segments import (
     BACKWARD_CALLS,
     EDGE_LAUNCH,
@@ -39,7 +40,6 @@ from proftab.critical_path._segments import (
     QUEUE_BLOCK_FACTOR,
     WAIT_CALLS,
 )
-from proftab.torch.aggregate import EVALUATE_FUNCTION_PREFIX
 
 if TYPE_CHECKING:
     from proftab.critical_path._chains import DeviceChains, HostChains
@@ -65,7 +65,7 @@ def sync_frame(events: pl.DataFrame) -> pl.DataFrame:
     """The ``cuda_sync`` rows' awaited stream and the start of the event record they wait on:
     ``rank``, ``event_id``, ``wait_on_stream``, ``record_corr``, ``record_start_ns``.
     """
-    s = events.filter(pl.col("cat").cast(pl.String).is_in(["cuda_sync", "xpu_sync"])).select(
+    s = events.filter(pl.col("cat").cast(pl.String).is_in(sorted(kinds.SYNC_CATEGORIES))).select(
         "rank", "event_id",
         pl.col("args").str.json_path_match("$.wait_on_stream").cast(pl.Int64, strict=False).alias("wait_on_stream"),
         pl.col("args").str.json_path_match("$.wait_on_cuda_event_record_corr_id").cast(pl.Int64, strict=False)
@@ -114,8 +114,8 @@ def _launch_edges(rows: WindowRows, hc: HostChains, dc: DeviceChains, launch_row
 def _copy_sync_edges(rows: WindowRows, hc: HostChains, dc: DeviceChains, launch_row: np.ndarray) -> Edges:
     """Synchronous memcpy / memset calls wait on their own copy: copy end -> call end."""
     dev = rows.dev
-    mem = (launch_row >= 0) & np.isin(dev["kind"].to_numpy(), ["memcpy", "memset"]) & ~dev["launch_name"].fill_null(
-        "").str.contains("Launch").to_numpy()
+    mem = (launch_row >= 0) & np.isin(dev["kind"].to_numpy(), kinds.COPY_KINDS) & ~dev.select(
+        LAUNCH.expr("launch_name")).to_series().to_numpy()
     return _edges(dc.end_node[mem], hc.end_node[launch_row[mem]], launch_row[mem], EDGE_SYNC)
 
 
@@ -168,12 +168,12 @@ def _host_sync_edges(rows: WindowRows, hc: HostChains, dc: DeviceChains, work: p
                          work, hc.track, by_device=True)
     q_str = sync_host.filter(kind_name == "Stream Sync").select("hrow", "stream", "call_start")
     ev_sync = sync_host.filter((kind_name == "Event Sync") & (pl.col("wait_on_stream") >= 0)
-                               & pl.col("call_name").str.contains("EventSynchronize"))
+                               & EVENT_SYNC.expr("call_name"))
     q_ev = ev_sync.select("hrow", pl.col("wait_on_stream").alias("stream"),
                           pl.col("record_start_ns").fill_null(pl.col("call_start")).alias("call_start"))
     # sync calls without a cuda_sync row: every stream of the rank
     bare = rows.host.with_row_index("hrow").with_columns(pl.col("hrow").cast(pl.Int64)).filter(
-        pl.col("is_sync") & pl.Series(~has_row) & ~pl.col("name").str.contains("Event"))
+        pl.col("is_sync") & pl.Series(~has_row) & ~EVENT_SYNC.expr())
     q_bare = _device_wide(bare.select("hrow", "win", pl.col("start_ns").alias("call_start")), work, hc.track,
                           by_device=False)
     q = pl.concat([x.select("hrow", "stream", pl.col("call_start").alias("at")) for x in (q_ctx, q_str, q_ev, q_bare)])
@@ -190,7 +190,7 @@ def _queue_edges(rows: WindowRows, hc: HostChains, dc: DeviceChains, dev_i: pl.D
     if not (rows.host.height and rows.dev.height):
         return Edges(none, none, none, none)
     calls = rows.host.with_row_index("hrow").with_columns(pl.col("hrow").cast(pl.Int64)).filter(
-        pl.col("name").str.contains("Launch") & (pl.col("kind") == "runtime"))
+        LAUNCH.expr() & (pl.col("kind") == "runtime"))
     took = pl.col("end_eff") - pl.col("start_ns")
     calls = calls.filter(took > QUEUE_BLOCK_FACTOR * took.median().over("win", "name"))
     ends = dev_i.select("win", pl.col("end_ns").alias("at"), "row").sort("at")
@@ -276,7 +276,7 @@ def _thread_join(rows: WindowRows, hc: HostChains) -> tuple[tuple[np.ndarray, np
     host, track, hs, he = rows.host, hc.track, hc.start, hc.end
     none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     names = host["name"]
-    is_eval = names.str.starts_with(EVALUATE_FUNCTION_PREFIX).fill_null(False).to_numpy()
+    is_eval = names.str.starts_with(kinds.BACKWARD_OP_PREFIX).fill_null(False).to_numpy()
     if not is_eval.any():
         return none, none
     callers = np.flatnonzero(names.str.contains(BACKWARD_CALLS).fill_null(False).to_numpy())

@@ -8,6 +8,8 @@ matched by the patterns below.
 
 from __future__ import annotations
 
+from proftab.calls import CUDA_HIP, STREAM_WAIT, SYNC
+
 __all__ = ["BACKWARD_CALLS", "BOUND_BY", "BOUND_CODE", "EDGE_LAUNCH", "EDGE_SYNC", "EDGE_THREAD", "EDGE_XSTREAM",
            "KINDS", "KIND_CODE", "N_EDGE_CLASSES", "QUEUE_BLOCK_FACTOR", "SYNC_CALLS", "WAIT_CALLS"]
 
@@ -16,10 +18,10 @@ KINDS = ("cpu_op", "runtime", "sync_wait", "idle", "kernel", "memcpy", "memset",
 #: what a segment's time is bound by (codes are positions)
 BOUND_BY = ("cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_memcpy_bound", "launch_overhead",
             "sync")
-#: host calls that block until device work finishes
-SYNC_CALLS = r"(?:cuda|hip)(?:Device|Stream|Event)Synchronize"
-#: host calls that make a stream wait on an event recorded on another stream
-WAIT_CALLS = r"^(?:cuda|hip)StreamWaitEvent$"
+#: host calls that block until device work finishes (`proftab.calls.SYNC`, CUDA's and HIP's)
+SYNC_CALLS = SYNC.pattern(CUDA_HIP)
+#: host calls that make a stream wait on an event recorded on another stream (`proftab.calls.STREAM_WAIT`)
+WAIT_CALLS = STREAM_WAIT.pattern(CUDA_HIP)
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 BOUND_CODE = {b: i for i, b in enumerate(BOUND_BY)}
 #: host ops that wait while autograd's device threads run the backward (the Python frame of

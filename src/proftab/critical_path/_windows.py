@@ -13,10 +13,11 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
-from proftab.critical_path._segments import BOUND_CODE, SYNC_CALLS
+from proftab.calls import CUDA_HIP, LAUNCH, MEMCPY, MEMSET, SYNC, any_call
+from proftab.critical_path._segments import BOUND_CODE
 from proftab.exceptions import ProftabError, UsageError
 from proftab.intervals.tree import row_positions
-from proftab.steps import step_windows
+from proftab.steps import named_windows, step_windows
 
 __all__ = ["MAX_ROWS", "Step", "WindowRows", "window_rows", "windows"]
 
@@ -48,8 +49,7 @@ def windows(events: pl.DataFrame, step: Step = None, rank: int | None = None) ->
         return ranks.with_columns(step=pl.lit(None, pl.Int64), start_ns=pl.lit(int(step[0]), pl.Int64),
                                   end_ns=pl.lit(int(step[1]), pl.Int64), event_id=pl.lit(None, pl.Int64))
     if isinstance(step, str):
-        w = (ev.filter((pl.col("name") == step) & kinds.is_host_op()).sort("rank", "start_ns")
-             .with_columns(step=pl.int_range(pl.len()).over("rank").cast(pl.Int64)))
+        w = named_windows(ev, step)
         if w.is_empty():
             msg = f"no host annotation named {step!r}"
             raise ProftabError(msg)
@@ -186,7 +186,7 @@ def _host_rows(nested: pl.DataFrame) -> pl.DataFrame:
     """The host ops of each window (`nested` rows already taken per window: ``win``, ``_w0``, ``_w1``)."""
     end = pl.col("end_ns") - pl.col("overrun_ns").fill_null(0)
     rt = kinds.is_runtime()
-    sync = rt & pl.col("name").str.contains(f"^{SYNC_CALLS}$")
+    sync = rt & SYNC.expr(apis=CUDA_HIP)
     return (
         nested.filter(kinds.is_host_op() & (pl.col("ph").cast(pl.String) == "X")
                       & (pl.col("start_ns") >= pl.col("_w0")) & (end <= pl.col("_w1")))
@@ -197,7 +197,7 @@ def _host_rows(nested: pl.DataFrame) -> pl.DataFrame:
             kind=pl.when(sync).then(pl.lit("sync_wait")).when(rt).then(pl.lit("runtime"))
             .otherwise(pl.lit("cpu_op")),
             bound=pl.when(sync).then(pl.lit(BOUND_CODE["sync"]))
-            .when(rt & pl.col("name").str.contains("(?i)launch|memcpy|memset")).then(
+            .when(rt & any_call(LAUNCH, MEMCPY, MEMSET)).then(
                 pl.lit(BOUND_CODE["launch_overhead"]))
             .otherwise(pl.lit(BOUND_CODE["cpu_bound"])).cast(pl.Int8),
             is_sync=sync, category=pl.lit(None, pl.String))

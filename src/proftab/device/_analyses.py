@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
+from proftab.calls import STREAM_WAIT, SYNC, any_pattern
 from proftab.device._events import event_frame
 from proftab.device._rules import LINKS, is_launch
 from proftab.exceptions import ProftabError
@@ -30,8 +31,8 @@ __all__ = [
 ]
 
 By = Literal["device", "stream"]
-#: host runtime calls that block or make a stream wait (used for the `sync` idle cause)
-SYNC_CALL_PATTERN = r"(?i)synchroni[sz]e|waitevent|waitonevent"
+#: host runtime calls that block or make a stream wait (used for the `sync` idle cause; `proftab.calls`)
+SYNC_CALL_PATTERN = any_pattern(SYNC, STREAM_WAIT)
 
 
 def _keys(by: str) -> list[str]:
@@ -269,11 +270,11 @@ def copies(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
     pl.DataFrame
         `rank`, `event_id`, `device`, `stream`, `name`, `kind`, `direction` (`HtoD`,
         `DtoH`, `DtoD`, `PtoP`, ... from the name; MTIA `dma_request` from its args; null
-        for memset), `bytes` (MTIA: the `size` arg), `start_ns`, `dur_ns`, `bandwidth_gbs`
+        for memset), `bytes` (MTIA: the `size` arg), `start_ns`, `dur_ns`, `gb_per_s`
         (`bytes / dur_ns`, i.e. 1e9 bytes per second; null when either is missing or 0),
         `op_id`, `op_name`.
     """
-    acts = activities.filter(pl.col("kind").is_in(["memcpy", "memset"]))
+    acts = activities.filter(pl.col("kind").is_in(kinds.COPY_KINDS))
     # MTIA dma_request: direction and size are in the args (parsed for those rows only)
     dma = acts.filter(pl.col("name") == "dma_request").select("rank", "event_id").join(
         device_events.select("rank", "event_id", "args"), on=["rank", "event_id"], how="left")
@@ -282,12 +283,12 @@ def copies(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.DataFram
                      pl.col("args").str.json_path_match("$.size").cast(pl.Int64, strict=False).alias("_size"))
     acts = acts.join(dma, on=["rank", "event_id"], how="left", maintain_order="left")
     direction = pl.coalesce("_dir", pl.when(pl.col("kind") == "memcpy").then(
-        pl.col("name").str.extract(r"^Memcpy (\w+)")))
+        pl.col("name").str.extract(kinds.MEMCPY_DIRECTION_PATTERN)))
     acts = acts.with_columns(direction=direction, bytes=pl.coalesce("bytes", "_size"))
     return acts.select(
         "rank", "event_id", "device", "stream", "name", "kind", "direction", "bytes", "start_ns", "dur_ns",
         pl.when((pl.col("dur_ns") > 0) & pl.col("bytes").is_not_null())
-        .then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None).alias("bandwidth_gbs"),
+        .then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None).alias("gb_per_s"),
         "op_id", "op_name",
     )
 
@@ -303,16 +304,16 @@ def copy_summary(activities: pl.DataFrame, device_events: pl.DataFrame) -> pl.Da
     Returns
     -------
     pl.DataFrame
-        keys, `n_copies`, `bytes`, `dur_ns`, `bandwidth_gbs` (Σ bytes / Σ dur),
-        `max_bandwidth_gbs` (the fastest single copy).
+        keys, `n_copies`, `bytes`, `dur_ns`, `gb_per_s` (Σ bytes / Σ dur),
+        `max_gb_per_s` (the fastest single copy).
     """
     keys = ["rank", "device", "kind", "direction"]
     return copies(activities, device_events).group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("n_copies"), pl.col("bytes").sum(), pl.col("dur_ns").sum(),
-        pl.col("bandwidth_gbs").max().alias("max_bandwidth_gbs"),
+        pl.col("gb_per_s").max().alias("max_gb_per_s"),
     ).with_columns(
-        bandwidth_gbs=pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None)
-    ).select(*keys, "n_copies", "bytes", "dur_ns", "bandwidth_gbs", "max_bandwidth_gbs").sort(keys, nulls_last=True)
+        gb_per_s=pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / pl.col("dur_ns")).otherwise(None)
+    ).select(*keys, "n_copies", "bytes", "dur_ns", "gb_per_s", "max_gb_per_s").sort(keys, nulls_last=True)
 
 
 def kernel_categories(activities: pl.DataFrame, *, by: Sequence[str] = ("rank", "device")) -> pl.DataFrame:

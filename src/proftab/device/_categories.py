@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from proftab import kinds
+from proftab.calls import C10D_PREFIX, collective_words
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -24,8 +27,8 @@ CATEGORIES = ("communication", "memory", "sync", "attention", "gemm", "convoluti
 #: (category, case-insensitive regex on the name), first match wins; memcpy/memset/sync
 #: activities are `memory`/`sync` before any rule is tried
 DEFAULT_RULES: list[tuple[str, str]] = [
-    ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv|multimem"
-                      r"|cross_device|c10d::|\bmscclpp"),
+    # the collective libraries and operations (`proftab.calls`), and the kernels of other collective libraries
+    ("communication", collective_words("sendrecv", "multimem", "cross_device", C10D_PREFIX, r"\bmscclpp")),
     # Triton names say what the fused kernel is: poi(ntwise), red(uction), per(sistent reduction), tem(plate mm)
     ("elementwise", r"^triton_poi_"),
     ("reduction", r"^triton_(?:red|per)_"),
@@ -62,7 +65,7 @@ def category_expr(name: str = "name", kind: str = "kind",
     """
     k = pl.col(kind).cast(pl.String)
     n = pl.col(name)
-    expr = pl.when(k.is_in(["memcpy", "memset"])).then(pl.lit("memory")).when(k == "sync").then(pl.lit("sync"))
+    expr = pl.when(k.is_in(kinds.COPY_KINDS)).then(pl.lit("memory")).when(k == "sync").then(pl.lit("sync"))
     for cat, pattern in (DEFAULT_RULES if rules is None else rules):
         expr = expr.when(n.str.contains(f"(?i){pattern}")).then(pl.lit(cat))
     return expr.otherwise(pl.lit("other")).alias("category")

@@ -98,7 +98,7 @@ def _ac2g_check(flows: pl.DataFrame, events: pl.DataFrame, acts: pl.DataFrame) -
     id (any phase: graph launches write the host side as `f`), one sits on the activity
     (device, stream, start) and one on the launch (thread, start).
     """
-    fl = flows.filter((pl.col("cat").cast(pl.String) == "ac2g") & pl.col("id").is_not_null())
+    fl = flows.filter((pl.col("cat").cast(pl.String) == kinds.AC2G_FLOW) & pl.col("id").is_not_null())
     if fl.is_empty():
         return pl.DataFrame(schema={"rank": pl.Int32, "ac2g_checked": pl.Int64, "ac2g_agree": pl.Int64})
     ends = fl.select("rank", pl.col("id").alias("correlation"), "pid", "tid", pl.col("start_ns").alias("_t")).unique()

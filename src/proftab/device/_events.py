@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import kinds, schema
-from proftab.device._rules import ANNOTATION_CATEGORY, KIND_DTYPE, MARGINS, SYNC_CATEGORIES
+from proftab.device._rules import ANNOTATION_CATEGORY, MARGINS
 from proftab.exceptions import ProftabError
 
 if TYPE_CHECKING:
@@ -71,18 +71,6 @@ def _stream_col() -> pl.Expr:
 
 def _cat() -> pl.Expr:
     return pl.col("cat").cast(pl.String)
-
-
-def _kind() -> pl.Expr:
-    c = _cat()
-    return (
-        pl.when(c.is_in(["gpu_memcpy", "Memcpy"]) | ((c == "mtia_ccp_events") & (pl.col("name") == "dma_request")))
-        .then(pl.lit("memcpy"))
-        .when(c.is_in(["gpu_memset", "Memset"])).then(pl.lit("memset"))
-        .when(c.is_in(list(SYNC_CATEGORIES))).then(pl.lit("sync"))
-        .otherwise(pl.lit("kernel"))
-        .cast(KIND_DTYPE)
-    )
 
 
 def annotation_margins(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:
@@ -178,7 +166,7 @@ def device_events(events: pl.DataFrame, margins: pl.DataFrame) -> pl.DataFrame:
     dur = pl.max_horizontal(pl.col("dur_ns") - add, pl.lit(0, pl.Int64))
     return ev.select(
         "rank", "event_id", _device_col(), _stream_col(), "cat", "name",
-        pl.when(is_ann).then(None).otherwise(_kind()).alias("kind"),
+        pl.when(is_ann).then(None).otherwise(kinds.activity_kind()).alias("kind"),
         is_ann.alias("is_annotation"),
         (pl.col("start_ns") + shift).alias("start_ns"),
         (pl.col("start_ns") + shift + dur).alias("end_ns"),

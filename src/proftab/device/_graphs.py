@@ -34,9 +34,20 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds, schema
+from proftab.calls import (
+    CAPTURE_BEGIN,
+    CAPTURE_END,
+    GRAPH_LAUNCH,
+    HOST_FUNC_LAUNCH,
+    KERNEL_LAUNCH,
+    MEMCPY,
+    MEMSET,
+    Calls,
+    any_call,
+)
 from proftab.device._events import event_frame
 from proftab.device._link import activities
-from proftab.device._rules import GRAPH_LAUNCH_PATTERN, is_launch
+from proftab.device._rules import is_launch
 from proftab.exceptions import TraceError
 from proftab.trace import Trace
 
@@ -180,12 +191,13 @@ def capture_calls(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     rt = ev.filter(is_launch(ev))
     keys = list(_TRACK)
 
-    def marks(word: str, col: str) -> pl.DataFrame:
-        return (rt.filter(pl.col("name").str.contains(word, literal=True)).sort([*keys, "start_ns"])
+    def marks(word: str, calls: Calls, col: str) -> pl.DataFrame:
+        return (rt.filter(calls.expr()).sort([*keys, "start_ns"])
                 .select(*keys, pl.col(col).alias(f"_{word}"),
                         pl.int_range(pl.len()).over(keys).alias("_k")))
 
-    begin, end = marks("StreamBeginCapture", "end_ns"), marks("StreamEndCapture", "start_ns")
+    begin = marks("StreamBeginCapture", CAPTURE_BEGIN, "end_ns")
+    end = marks("StreamEndCapture", CAPTURE_END, "start_ns")
     windows = (begin.join(end, on=[*keys, "_k"], how="inner", nulls_equal=True)
                .filter(pl.col("_StreamEndCapture") >= pl.col("_StreamBeginCapture"))
                .sort("_StreamBeginCapture")
@@ -193,17 +205,17 @@ def capture_calls(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
                        pl.col("_StreamBeginCapture").alias("window_start_ns"),
                        pl.col("_StreamEndCapture").alias("window_end_ns")))
     name = pl.col("name")
-    rec = rt.filter(name.str.contains("Launch|Memcpy|Memset") & ~name.str.contains("GraphLaunch|Capture"))
+    rec = rt.filter(any_call(KERNEL_LAUNCH, HOST_FUNC_LAUNCH, MEMCPY, MEMSET))
     calls = _in_windows(rec, windows).with_columns(
-        token=pl.when(name.str.contains("Memcpy")).then(pl.lit(_MEMCPY))
-        .when(name.str.contains("Memset")).then(pl.lit(_MEMSET))
+        token=pl.when(MEMCPY.expr()).then(pl.lit(_MEMCPY))
+        .when(MEMSET.expr()).then(pl.lit(_MEMSET))
         .otherwise(pl.coalesce(pl.col("args").str.json_path_match("$.kernel"), pl.lit("\x00launch ") + name)),
     ).sort("window", "start_ns", "event_id").with_columns(
         position=pl.int_range(pl.len(), dtype=pl.Int64).over("window"))
     # the op of each call: the device linking rules, run on one stand-in activity per call
     stand_in = calls.select(
         "rank", (-1 - pl.col("event_id")).alias("event_id"), pl.lit(0, pl.Int64).alias("device"),
-        pl.lit(0, pl.Int64).alias("stream"), pl.lit("kernel").cast(pl.Categorical).alias("cat"), "name",
+        pl.lit(0, pl.Int64).alias("stream"), pl.lit(kinds.KERNEL).cast(pl.Categorical).alias("cat"), "name",
         pl.lit("kernel").alias("kind"), pl.lit(False).alias("is_annotation"), "start_ns",
         pl.col("start_ns").alias("end_ns"), pl.lit(0, pl.Int64).alias("dur_ns"), "correlation",
         pl.lit(None, pl.Int64).alias("external_id"), pl.lit(None, pl.Int64).alias("bytes"))
@@ -363,7 +375,7 @@ def _build(trace: Trace, r: pl.DataFrame, match: np.ndarray, chosen: dict[tuple[
     lrow = events.select(pl.col("rank").cast(pl.Int32), pl.col("event_id").alias("graph_launch_id"),
                          pl.col("start_ns").alias("_ls"), pl.col("dur_ns").clip(0).alias("_ld"), *_TRACK[1:])
     launches = launches.join(lrow, on=["rank", "graph_launch_id"], how="left").sort("rank", "_ls", "graph_launch_id")
-    graph_launch = pl.col("name").str.contains(GRAPH_LAUNCH_PATTERN)
+    graph_launch = GRAPH_LAUNCH.expr()
     replay_no = events.filter(graph_launch).sort("rank", "start_ns", "event_id").select(
         pl.col("rank").cast(pl.Int32), pl.col("event_id").alias("graph_launch_id"),
         pl.int_range(pl.len(), dtype=pl.Int64).over("rank").alias("graph_replay"))

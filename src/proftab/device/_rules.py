@@ -33,23 +33,18 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from proftab import kinds, schema
+from proftab import kinds
+from proftab.calls import GRAPH_LAUNCH
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["ACTIVITY_CATEGORIES", "ANNOTATION_CATEGORY", "GRAPH_LAUNCH_PATTERN", "KIND_DTYPE", "LAUNCH_CATEGORIES",
-           "LINKS", "LINK_DTYPE", "MARGINS", "OP_CATEGORIES", "REGION_CATEGORIES", "SYNC_CATEGORIES", "is_launch",
-           "launch_categories"]
+__all__ = ["ACTIVITY_CATEGORIES", "ANNOTATION_CATEGORY", "GRAPH_LAUNCH_PATTERN", "LINKS", "LINK_DTYPE", "MARGINS",
+           "OP_CATEGORIES", "REGION_CATEGORIES", "is_launch", "launch_categories"]
 
-ANNOTATION_CATEGORY = "gpu_user_annotation"
-#: device categories that are synchronisation records, not work
-SYNC_CATEGORIES = frozenset({"cuda_sync", "xpu_sync"})
+ANNOTATION_CATEGORY = kinds.DEVICE_ANNOTATION
 #: device categories attributed to launching ops (all device rows of key_averages but annotations)
-ACTIVITY_CATEGORIES = schema.DEVICE_CATEGORIES - {ANNOTATION_CATEGORY}
-#: host categories that launch device work (any other `*_runtime` / `*_driver` too)
-LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "xpu_runtime", "xpu_driver",
-                               "mtia_runtime", "privateuse1_runtime", "privateuse1_driver"})
+ACTIVITY_CATEGORIES = kinds.DEVICE_CATEGORIES - {ANNOTATION_CATEGORY}
 #: host ops that own launches (torch links kernels to these); user annotations are the fallback
 OP_CATEGORIES = kinds.OP_CATEGORIES
 REGION_CATEGORIES = frozenset({kinds.USER_ANNOTATION})
@@ -57,19 +52,17 @@ REGION_CATEGORIES = frozenset({kinds.USER_ANNOTATION})
 #: values of the `link` column: how an activity reached its op, or why it did not
 LINKS = ("external_id", "containment", "annotation", "device_external_id", "graph_capture", "graph_launch",
          "no_launch", "no_op")
-#: names of the runtime / driver calls that replay a CUDA / HIP graph (`cudaGraphLaunch`, `hipGraphLaunch`,
-#: `cuGraphLaunch`, versioned `_v10000` suffixes)
-GRAPH_LAUNCH_PATTERN = r"(?i)^(cuda|hip|cu)GraphLaunch(_v\d+)?$"
+#: names of the runtime / driver calls that replay a CUDA / HIP graph (`proftab.calls.GRAPH_LAUNCH`)
+GRAPH_LAUNCH_PATTERN = GRAPH_LAUNCH.pattern()
 LINK_DTYPE = pl.Enum(LINKS)
-KIND_DTYPE = pl.Enum(["kernel", "memcpy", "memset", "sync"])
 #: (start shift, duration added) by which Kineto widened gpu_user_annotation spans, per era:
 #: >= 2024-06, 2024-04..06, 2024-03..04 (ns traces with the old rule), integer-µs traces
 MARGINS = ((1, 2), (1000, 1500), (1, 1), (1000, 1000))
 
 
 def launch_categories(categories: Iterable[str]) -> set[str]:
-    """Those of `categories` that launch device work: `LAUNCH_CATEGORIES`, `*_runtime`, `*_driver`."""
-    return {c for c in categories if c in LAUNCH_CATEGORIES or c.endswith(("_runtime", "_driver"))}
+    """Those of `categories` that launch device work: the runtime / driver ones (`kinds.runtime_categories`)."""
+    return kinds.runtime_categories(categories)
 
 
 def is_launch(events: pl.DataFrame) -> pl.Expr:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proftab import kinds
-from proftab.steps import STEP_PREFIX, step_windows
+from proftab.steps import step_threads
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from proftab.trace import Trace
 
 __all__ = ["FINDING_SCHEMA", "SEVERITIES", "Rule", "empty", "finding", "format_value", "frame", "register_rule",
-           "rules", "scope_text", "step_threads", "trace_steps", "unregister_rule", "user_frame"]
+           "rules", "scope_text", "trace_steps", "unregister_rule", "user_frame"]
 
 #: severities, most urgent first
 SEVERITIES = ("high", "medium", "low", "info")
@@ -88,15 +88,6 @@ def frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
 def empty() -> pl.DataFrame:
     """A findings frame without rows."""
     return pl.DataFrame(schema=FINDING_SCHEMA)
-
-
-def step_threads(events: pl.DataFrame) -> pl.DataFrame:
-    """`steps.step_windows` plus the `pid` / `tid` of the thread that drives each step (its
-    `ProfilerStep#N` event's thread). One pass over `events` (the step rows are picked first)."""
-    rows = events.filter(pl.col("name").str.starts_with(STEP_PREFIX)).select(
-        "rank", "cat", "name", "start_ns", "end_ns", "dur_ns", "event_id", "pid", "tid")
-    w = step_windows(rows.drop("pid", "tid"))
-    return w.join(rows.select("rank", "event_id", "pid", "tid"), on=["rank", "event_id"], how="left")
 
 
 def trace_steps(trace: Trace) -> pl.DataFrame:

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import kinds
+from proftab.calls import GLOO_PREFIX, is_collective_range
 from proftab.findings._base import finding, frame, register_rule
 from proftab.intervals.overlap import overlap_join
 from proftab.ranks import collective_instances, match_calls, rank_calls, rank_comm, rank_step_comm, slowest_ranks
 from proftab.render.text import fmt_ns, fmt_share
-from proftab.steps import step_windows
+from proftab.steps import STEP_PREFIX, step_windows
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -60,7 +61,7 @@ def late_cause(calls: pl.DataFrame, events: pl.DataFrame, rank: int) -> tuple[st
         return None, 0, 0
     name = pl.col("name")
     host = events.filter((kinds.is_host_op() | kinds.is_user_annotation()) & ~kinds.is_python_frame()
-                         & ~name.str.starts_with("ProfilerStep#") & ~name.str.contains(r"^gloo:|^c10d::|^nccl:")
+                         & ~name.str.starts_with(STEP_PREFIX) & ~is_collective_range()
                          & (pl.col("end_ns") > pl.col("start_ns"))).select("rank", "name", "start_ns", "end_ns")
     pairs = overlap_join(host, win, by=["rank"], right_on=("w0", "w1"))
     per = pairs.group_by("rank", "name").agg(pl.col("overlap_ns").sum())
@@ -174,6 +175,6 @@ def _slowest(events: pl.DataFrame, files: pl.DataFrame, windows: pl.DataFrame,
 def _run(trace: Trace) -> pl.DataFrame:
     events = trace.collect("events")
     if not kinds.has_device_rows(trace.categories) and trace.files.height < 2 \
-            and events.filter(pl.col("name").str.starts_with("gloo:")).is_empty():
+            and events.filter(pl.col("name").str.starts_with(GLOO_PREFIX)).is_empty():
         return frame([])
     return communication(events, trace.files)

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import kinds
-from proftab.findings._base import finding, frame, host_work, register_rule, step_threads, trace_steps
+from proftab.calls import GLOO_PREFIX
+from proftab.findings._base import finding, frame, host_work, register_rule, trace_steps
 from proftab.intervals import merge_intervals
 from proftab.intervals.overlap import overlap_join
 from proftab.render.text import fmt_ns, fmt_share
+from proftab.steps import step_threads
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -46,7 +48,7 @@ def step_idle(nested: pl.DataFrame, steps: pl.DataFrame, *, min_gap_ns: int = MI
     nested
         `Trace.nested` (`rank`, `pid`, `tid`, `cat`, `start_ns`, `end_ns`).
     steps
-        `findings._base.step_threads(events)`: the steps with their thread.
+        `steps.step_threads(events)`: the steps with their thread.
     min_gap_ns
         Shorter gaps are left out.
     """
@@ -57,7 +59,7 @@ def step_idle(nested: pl.DataFrame, steps: pl.DataFrame, *, min_gap_ns: int = MI
     # union of the clipped rows is the clipped union, and the blocks are far fewer than the rows
     positive = pl.col("end_ns") > pl.col("start_ns")
     rows = nested.lazy().select(*_KEYS, "start_ns", "end_ns", positive.alias("_pos"), host_work().alias("_work"),
-                                pl.col("name").str.starts_with("gloo:").alias("_gloo")).filter(
+                                pl.col("name").str.starts_with(GLOO_PREFIX).alias("_gloo")).filter(
         pl.col("_pos") & (pl.col("_work") | pl.col("_gloo"))).collect()
     work = merge_intervals(rows.filter(pl.col("_work")), by=_KEYS)
     clipped = overlap_join(work, win, by=_KEYS, right_on=("w0", "w1")).select(*clip)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import kinds
+from proftab.calls import GRAPH_LAUNCH as GRAPH_LAUNCH_CALLS
+from proftab.calls import KERNEL_LAUNCH
 from proftab.critical_path._graph import QUEUE_BLOCK_FACTOR
 from proftab.findings._base import finding, frame, register_rule
 from proftab.render.text import fmt_ns, fmt_share
@@ -36,11 +38,10 @@ MIN_KERNELS = 100
 SHORT_KERNEL_NS = 10_000
 #: host-caused idle over all device idle time
 MIN_HOST_IDLE_SHARE = 0.2
-#: runtime calls that launch one kernel
-LAUNCH_CALL = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC|ExtModuleLaunchKernel|ModuleLaunchKernel)(_v\d+)?$"
-               r"|^cuLaunchKernel")
-#: runtime calls that launch a captured graph
-GRAPH_LAUNCH = r"^(cuda|hip)GraphLaunch"
+#: runtime calls that launch one kernel (`proftab.calls.KERNEL_LAUNCH`)
+LAUNCH_CALL = KERNEL_LAUNCH.pattern()
+#: runtime calls that launch a captured graph (`proftab.calls.GRAPH_LAUNCH`)
+GRAPH_LAUNCH = GRAPH_LAUNCH_CALLS.pattern()
 
 
 def _stepped(rows: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:

@@ -15,11 +15,12 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
-from proftab.findings._base import finding, frame, register_rule, step_threads, trace_steps
+from proftab.findings._base import finding, frame, register_rule, trace_steps
 from proftab.intervals import merge_intervals
 from proftab.intervals.overlap import overlap_join
 from proftab.intervals.tree import nearest_ancestor, row_positions
 from proftab.render.text import fmt_ns, fmt_share
+from proftab.steps import step_threads
 
 if TYPE_CHECKING:
     from proftab.trace import Trace

@@ -1,8 +1,8 @@
 """Rule `synchronisation`: the host blocks on the device inside the step.
 
-Blocking calls are `critical_path.SYNC_CALLS` (`cudaDeviceSynchronize`, `cudaStreamSynchronize`,
-`cudaEventSynchronize`, the hip ones) and synchronous copies (`cudaMemcpy` / `hipMemcpy`, not
-`*Async`), and `cudaMemcpyAsync` / `hipMemcpyAsync` calls whose copy is `Device -> Pageable`
+Blocking calls are `calls.SYNC` (`cudaDeviceSynchronize`, `cudaStreamSynchronize`,
+`cudaEventSynchronize`, the hip ones) and synchronous copies (`calls.BLOCKING_COPY`: `cudaMemcpy` /
+`hipMemcpy`, not `*Async`), and `cudaMemcpyAsync` / `hipMemcpyAsync` calls whose copy is `Device -> Pageable`
 (CUDA returns from those only once the copy is done: a `.item()`, `.cpu()` or `.tolist()` of a
 device tensor). Per rank: their time per step
 on the host (`value`), and who issued most of it: the op (the outermost `cpu_op` around the call,
@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
-from proftab.critical_path._graph import SYNC_CALLS
+from proftab.calls import BLOCKING_COPY, CUDA_HIP, MEMCPY_ASYNC, SYNC, any_pattern
 from proftab.findings._base import LIBRARY_FRAME, finding, frame, register_rule
 from proftab.intervals.tree import nearest_ancestor, row_positions
 from proftab.render.text import fmt_ns, fmt_share
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["BLOCKING_CALLS", "MIN_SHARE", "synchronisation"]
 
 #: host calls that wait for the device
-BLOCKING_CALLS = rf"^(?:{SYNC_CALLS}|(?:cuda|hip)Memcpy(?:2D)?)$"
+BLOCKING_CALLS = any_pattern(SYNC, BLOCKING_COPY, apis=CUDA_HIP)
 #: the calls take at least this share of step time
 MIN_SHARE = 0.01
 
@@ -131,6 +131,6 @@ def _run(trace: Trace) -> pl.DataFrame:
         path = None
     act = trace.device.activities()
     dtoh = (pl.col("kind").cast(pl.String) == "memcpy") & pl.col("name").str.contains("Device -> Pageable")
-    pageable = act.filter(dtoh & pl.col("launch_name").str.contains(r"^(?:cuda|hip)MemcpyAsync$")).select(
+    pageable = act.filter(dtoh & MEMCPY_ASYNC.expr("launch_name")).select(
         "rank", pl.col("launch_id").alias("event_id")).drop_nulls()
     return synchronisation(trace.collect("nested"), trace.collect("events"), path, pageable=pageable)

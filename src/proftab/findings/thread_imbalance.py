@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import kinds
-from proftab.findings._base import finding, frame, host_work, register_rule, step_threads, trace_steps
+from proftab.findings._base import finding, frame, host_work, register_rule, trace_steps
 from proftab.intervals import merge_intervals
 from proftab.intervals.overlap import overlap_join
 from proftab.render.text import fmt_ns, fmt_share
-from proftab.steps import STEP_PREFIX
+from proftab.steps import STEP_PREFIX, step_threads
 
 if TYPE_CHECKING:
     from proftab.trace import Trace

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from proftab import kinds
-from proftab.findings._base import finding, frame, register_rule, step_threads, trace_steps
+from proftab.calls import GRAPH_LAUNCH, KERNEL_LAUNCH, MEMCPY_ASYNC, any_pattern
+from proftab.findings._base import finding, frame, register_rule, trace_steps
 from proftab.render.text import fmt_ns, fmt_share
+from proftab.steps import step_threads
 
 if TYPE_CHECKING:
     from proftab.trace import Trace
@@ -31,9 +33,8 @@ HELPER_SHARE = 0.25
 HELPER_WAIT_SHARE = 0.5
 #: Python frames / calls that wait
 WAIT_FRAMES = r"(?i)(\bwait\b|sleep|select|poll|acquire|\bjoin\b|: wait|\): wait)"
-#: runtime calls that launch device work
-LAUNCH_CALLS = (r"^(cuda|hip)(LaunchKernel|LaunchKernelExC?|GraphLaunch|MemcpyAsync|ExtModuleLaunchKernel)"
-                r"|^cuLaunchKernel")
+#: runtime calls that launch device work: kernels, graphs, async copies (`proftab.calls`)
+LAUNCH_CALLS = any_pattern(KERNEL_LAUNCH, GRAPH_LAUNCH, MEMCPY_ASYNC)
 
 
 def trace_health(nested: pl.DataFrame, events: pl.DataFrame, anomalies: pl.DataFrame, rejected: pl.DataFrame,

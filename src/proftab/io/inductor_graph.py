@@ -25,13 +25,13 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from proftab.dtypes import FX_DTYPE_NAMES, bytes_of
+
 __all__ = ["DTYPE_BYTES", "FX_NODE_LINE", "Graph", "GraphNode", "fits_int64", "kernel_bytes", "node_flops",
            "parse_graph", "value_bytes"]
 
 #: bytes per element of the dtype prefixes FX prints in a value type (`f32[...]`)
-DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "u16": 2,
-               "u32": 4, "u64": 8, "b8": 1, "c32": 4, "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1,
-               "f8e4m3fnuz": 1, "f8e5m2fnuz": 1, "f8e8m0fnu": 1}
+DTYPE_BYTES = bytes_of(FX_DTYPE_NAMES)
 #: aten ops whose result views its first argument's buffer (no memory of its own)
 VIEW_OPS = frozenset({"view", "reshape", "_unsafe_view", "permute", "expand", "squeeze", "unsqueeze", "t",
                       "transpose", "as_strided", "slice", "select", "alias", "_reshape_alias", "unfold",

@@ -21,13 +21,11 @@ from proftab.steps import STEP_PREFIX
 __all__ = ["FRAME_COLUMNS", "MODULE_PREFIX", "SOURCES", "assign", "backward_links", "frame_mask", "module_frames",
            "row_parents"]
 
-#: name prefix of the python tracer's module-call frames (`with_stack` / `with_modules`)
 #: where module frames come from: the python tracer's `nn.Module` frames, else user annotations
 SOURCES = ("nn.Module", "user_annotation")
 Source = Literal["auto", "nn.Module", "user_annotation"]
-#: the name prefix of the profiler step annotation (never a module)
 #: the name prefix autograd's engine gives the op that runs one backward node
-EVALUATE_PREFIX = "autograd::engine::evaluate_function: "
+EVALUATE_PREFIX = kinds.BACKWARD_OP_PREFIX
 
 FRAME_COLUMNS = ["rank", "frame_id", "parent_frame", "depth", "path", "instance", "type", "phase", "pid", "tid",
                  "start_ns", "end_ns", "dur_ns", "self_ns"]

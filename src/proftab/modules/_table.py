@@ -16,6 +16,7 @@ from proftab.exceptions import ProftabError
 from proftab.intervals.merge import union_ns
 from proftab.intervals.tree import root_first_paths, row_positions, tree_depth
 from proftab.steps import assign_steps
+from proftab.units import NS_SUFFIX, is_count
 
 __all__ = ["MODULE_COLUMNS", "frame_ancestors", "modules"]
 
@@ -153,7 +154,7 @@ def modules(frames: pl.DataFrame, assigned: pl.DataFrame, links: pl.DataFrame, a
         out = out.join(part, on=["rank", key], how="left")
     out = out.with_columns(
         [pl.col(c).fill_null(0).cast(pl.Int64) for c in MODULE_COLUMNS if c in out.columns and (
-            c.endswith("_ns") or c.startswith("n_"))]
+            c.endswith(NS_SUFFIX) or is_count(c))]
         + [pl.col(f"{p}_{s}").alias(f"{p}_{s}_ns").fill_null(0).cast(pl.Int64)
            for p in ("device", "bwd_host", "bwd_device") for s in ("self", "total") if f"{p}_{s}" in out.columns])
     out = out.drop([f"{p}_{s}" for p in ("device", "bwd_host", "bwd_device") for s in ("self", "total")])

@@ -39,6 +39,7 @@ import polars as pl
 
 from proftab import kinds
 from proftab.api import register_trace_namespace
+from proftab.dtypes import PRECISIONS
 from proftab.exceptions import ProftabError
 from proftab.intervals.tree import nearest_ancestor, row_positions
 from proftab.perf.models import (
@@ -64,7 +65,7 @@ __all__ = ["FAMILIES", "HOST_COLUMNS", "PerfNamespace", "coverage", "lost", "mod
 HOST_COLUMNS = ("rank", "event_id", "cat", "name", "parent_id", "start_ns", "input_dims", "input_type",
                 "input_strides", "concrete_inputs", "in_msg_nelems", "dtype")
 _ACT_COLUMNS = ("rank", "kind", "dur_ns", "op_id", "name")
-_DTYPE_KEYS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+_DTYPE_KEYS = PRECISIONS
 _RATE_KEYS = (*_DTYPE_KEYS, "hbm_tb_s", "host_link_tb_s")
 
 
@@ -125,7 +126,7 @@ def ops(nested: pl.DataFrame, activities: pl.DataFrame, peaks: dict[str, Any] | 
     cols = [c for c in HOST_COLUMNS if c in nested.columns]
     host = nested.select(cols).filter(kinds.is_host())
     act = activities.select(_ACT_COLUMNS).filter(pl.col("op_id").is_not_null() & pl.col("kind").cast(pl.String).is_in(
-        ["kernel", "memcpy", "memset"]))
+        kinds.WORK_KINDS))
     owned = _owners(host, act) if not act.is_empty() and not host.is_empty() else act.with_columns(
         _owner=pl.lit(0, pl.Int64)).clear()
     per = owned.group_by("_owner").agg(device_ns=pl.col("dur_ns").sum(), n_kernels=pl.len().cast(pl.Int64))

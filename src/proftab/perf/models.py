@@ -23,26 +23,31 @@ from __future__ import annotations
 
 import polars as pl
 
+from proftab.calls import C10D_PREFIX, RECORD_PARAM_COMMS, collective_words
+from proftab.dtypes import (
+    COLLECTIVE_DTYPE_NAMES,
+    INPUT_TYPE_NAMES,
+    LOW_PRECISION_PREFIXES,
+    PEAK_CLASS,
+    SCALAR_TYPE_CODES,
+    bytes_of,
+)
+
 __all__ = ["FAMILIES", "KERNEL_MATH_PATTERNS", "MATRIX_FAMILIES", "OP_FAMILY", "inductor_rows", "kernel_math",
            "model_ops"]
 
 FAMILIES = ("gemm", "attention", "conv", "elementwise", "normalization", "reduction", "softmax", "embedding",
             "copy", "collective", "inductor", "other")
 
-#: bytes per element of torch's dtype names (`Input type`) and the normalized dtype name
-_DTYPES: dict[str, tuple[int, str]] = {
-    "float": (4, "float32"), "double": (8, "float64"), "c10::Half": (2, "float16"),
-    "c10::BFloat16": (2, "bfloat16"), "long int": (8, "int64"), "int": (4, "int32"), "short int": (2, "int16"),
-    "signed char": (1, "int8"), "unsigned char": (1, "uint8"), "bool": (1, "bool"),
-    "c10::Float8_e4m3fn": (1, "float8_e4m3fn"), "c10::Float8_e5m2": (1, "float8_e5m2"),
-    "c10::Float8_e4m3fnuz": (1, "float8_e4m3fnuz"), "c10::Float8_e5m2fnuz": (1, "float8_e5m2fnuz"),
-    "c10::Float8_e8m0fnu": (1, "float8_e8m0fnu"), "c10::Float4_e2m1fn_x2": (1, "float4_e2m1fn_x2"),
-    "c10::complex<float>": (8, "complex64"), "c10::complex<double>": (16, "complex128"),
-    "c10::complex<c10::Half>": (4, "complex32"),
-}
+#: bytes per element of the type names of `Input type` (`proftab.dtypes.INPUT_TYPE_NAMES`)
+_INPUT_TYPE_BYTES = bytes_of(INPUT_TYPE_NAMES)
 #: torch ScalarType codes (an `out_dtype` in `Concrete Inputs`) -> bytes per element
-_SCALAR_TYPE_BYTES = {"5": 2, "6": 4, "7": 8, "15": 2, "23": 1, "24": 1, "25": 1, "26": 1}
-_PEAK_OF = {"float32": "fp32", "float64": "fp64", "float16": "fp16", "bfloat16": "bf16"}
+_SCALAR_TYPE_BYTES = bytes_of(SCALAR_TYPE_CODES)
+#: the collective `dtype` spellings the collective model sizes: narrower than
+#: `proftab.dtypes.COLLECTIVE_DTYPE_NAMES` (which `ranks.collective_instances` reads) as it was written:
+#: `float64`, `short` / `int16`, the float8 and complex names give no bytes here (widened by issue 40)
+COLLECTIVE_MODEL_DTYPES = ("float", "float32", "bfloat16", "half", "float16", "double", "int", "int64", "long",
+                           "byte", "char", "bool", "int32", "uint8", "int8")
 
 # GEMM: name -> (A, B, bias input index or -1, kind)
 _GEMM = {
@@ -136,8 +141,9 @@ _CONC_RE = r'^\[\s*("([^"\\]|\\.)*"\s*,?\s*)*\]$'
 #: why an op of a modelled family has no FLOPs/bytes (`model_error`)
 MODEL_ERRORS = ("malformed Input Dims / Input type", "negative dimension", "malformed Concrete Inputs",
                 "FLOPs or bytes overflow int64", "negative FLOPs or bytes (inconsistent shapes)")
-_COLLECTIVE_RE = (r"(?i)nccl|rccl|c10d::|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_"
-                  r"|record_param_comms")
+#: an op that is a collective call (`proftab.calls`): a library or operation word, c10d's ops, torch's
+#: `record_param_comms`
+_COLLECTIVE_RE = "(?i)" + collective_words(C10D_PREFIX, "broadcast_", RECORD_PARAM_COMMS)
 
 
 # ----------------------------------------------------------------------------- expression helpers
@@ -167,11 +173,11 @@ def _is_tensor(i: int) -> pl.Expr:
 
 
 def _bpe(i: int) -> pl.Expr:
-    return _type(i).replace_strict({k: v[0] for k, v in _DTYPES.items()}, default=None, return_dtype=pl.Int64)
+    return _type(i).replace_strict(_INPUT_TYPE_BYTES, default=None, return_dtype=pl.Int64)
 
 
 def _dtype(i: int) -> pl.Expr:
-    return _type(i).replace_strict({k: v[1] for k, v in _DTYPES.items()}, default=None, return_dtype=pl.String)
+    return _type(i).replace_strict(INPUT_TYPE_NAMES, default=None, return_dtype=pl.String)
 
 
 def _tensor_bytes(i: int) -> pl.Expr:
@@ -272,8 +278,11 @@ def _peak_dtype(col: str, *, matrix: bool, conv: bool) -> pl.Expr:
     dt = pl.col(col)
     if not matrix:
         return pl.when(dt == "float64").then(pl.lit("fp64")).otherwise(pl.lit("fp32"))
-    mapped = dt.replace_strict(_PEAK_OF, default=None, return_dtype=pl.String)
-    mapped = pl.when(dt.str.starts_with("float8") | dt.str.starts_with("float4")).then(pl.lit("fp8")).otherwise(mapped)
+    mapped = dt.replace_strict(PEAK_CLASS, default=None, return_dtype=pl.String)
+    low = pl.lit(False)
+    for prefix in LOW_PRECISION_PREFIXES:
+        low = low | dt.str.starts_with(prefix)
+    mapped = pl.when(low).then(pl.lit("fp8")).otherwise(mapped)
     if conv:  # cuDNN/MIOpen convolutions use TF32 for float32 by default (torch.backends.cudnn.allow_tf32)
         mapped = pl.when(dt == "float32").then(pl.lit("tf32")).otherwise(mapped)
     return mapped
@@ -481,9 +490,7 @@ def _collective(df: pl.DataFrame) -> pl.DataFrame:
     nbytes = pl.lit(None, pl.Int64)
     if "in_msg_nelems" in cols and "dtype" in cols:
         size = pl.col("dtype").cast(pl.String).str.to_lowercase().replace_strict(
-            {"float": 4, "float32": 4, "bfloat16": 2, "half": 2, "float16": 2, "double": 8, "int": 4, "int64": 8,
-             "long": 8, "byte": 1, "char": 1, "bool": 1, "int32": 4, "uint8": 1, "int8": 1},
-            default=None, return_dtype=pl.Int64)
+            bytes_of(COLLECTIVE_DTYPE_NAMES, only=COLLECTIVE_MODEL_DTYPES), default=None, return_dtype=pl.Int64)
         nbytes = pl.col("in_msg_nelems").cast(pl.Int64, strict=False) * size
     return df.with_columns(flops=pl.lit(None, pl.Int64), bytes=nbytes)
 
@@ -509,7 +516,7 @@ def inductor_rows(out: pl.DataFrame, generated: pl.DataFrame) -> pl.DataFrame:
     first = (pl.col("input_type").cast(pl.String).str.extract_all(r'"([^"]*)"').list.eval(
         pl.element().str.strip_chars('"')).list.eval(pl.element().filter(pl.element() != "Scalar")).list.first()
         if "input_type" in out.columns else pl.lit(None, pl.String))
-    dtype = first.replace_strict({k: v[1] for k, v in _DTYPES.items()}, default=None, return_dtype=pl.String)
+    dtype = first.replace_strict(INPUT_TYPE_NAMES, default=None, return_dtype=pl.String)
     out = out.with_columns(_dt=dtype).with_columns(
         family=pl.when(is_gen).then(pl.lit("inductor")).otherwise("family"),
         flops=pl.when(is_gen).then("_gf").otherwise("flops"),

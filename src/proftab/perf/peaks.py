@@ -25,9 +25,11 @@ from typing import Any
 
 import polars as pl
 
+from proftab.dtypes import PRECISIONS
+
 __all__ = ["PEAKS", "PEAK_COLUMNS", "match_peaks", "peaks_frame"]
 
-PEAK_COLUMNS = ("device", "fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "hbm_tb_s", "host_link_tb_s", "source")
+PEAK_COLUMNS = ("device", *PRECISIONS, "hbm_tb_s", "host_link_tb_s", "source")
 
 _NV = "https://www.nvidia.com/"
 _AMD = "https://www.amd.com/en/products/accelerators/instinct/"

@@ -43,7 +43,7 @@ __all__ = ["COLLECTIVE_PATTERN", "RanksNamespace", "collective_instances", "coll
            "collective_times", "match_calls", "rank_calls", "rank_comm", "rank_step_comm", "slowest_ranks",
            "step_times"]
 
-_KERNEL_CATS = ["kernel", "Kernel"]
+_KERNEL_CATS = sorted(kinds.KERNEL_CATEGORIES)
 
 
 def _absolute(df: pl.DataFrame, files: pl.DataFrame, offsets_ns: Mapping[int, int] | None) -> pl.DataFrame:

@@ -23,7 +23,7 @@ Per instance (nccl-tests' definitions, docs/scale.md): ``transfer_ns`` = the sho
 over the ranks (the time the collective needs once every rank has arrived), each rank's
 ``wait_ns`` = its duration minus ``transfer_ns``, ``start_skew_ns`` = last start - first start,
 ``bytes`` = the larger of the per-rank in/out message sizes (nccl-tests' ``size``),
-``algbw_gbps`` = ``bytes / transfer_ns`` (1e9 B/s) and ``busbw_gbps`` = ``algbw`` times the
+``algbw_gb_per_s`` = ``bytes / transfer_ns`` (1e9 B/s) and ``busbw_gb_per_s`` = ``algbw`` times the
 collective's bus factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
 broadcast, reduce, send/recv 1.
 """
@@ -37,7 +37,9 @@ import numpy as np
 import polars as pl
 
 from proftab import kinds
+from proftab.calls import C10D_PREFIX, COLLECTIVE_KERNEL_PATTERN, GLOO_PREFIX, is_collective_range
 from proftab.clock import with_utc_frame
+from proftab.dtypes import COLLECTIVE_DTYPE_NAMES, bytes_of
 from proftab.steps import assign_steps, step_windows
 
 if TYPE_CHECKING:
@@ -46,19 +48,14 @@ if TYPE_CHECKING:
 __all__ = ["COLLECTIVE_PATTERN", "DATA_PATTERN", "DTYPE_BYTES", "collective_instances", "collective_ranks",
            "match_calls", "rank_calls", "rank_comm", "rank_step_comm"]
 
-#: regex (case-insensitive) of collective kernel names
-COLLECTIVE_PATTERN = r"(?i)nccl|rccl"
+#: regex (case-insensitive) of collective kernel names (`proftab.calls.COLLECTIVE_KERNEL_PATTERN`)
+COLLECTIVE_PATTERN = COLLECTIVE_KERNEL_PATTERN
 #: regex of host ranges that are data loading (the straggler's visible cause)
 DATA_PATTERN = r"(?i)dataloader|data_?load|data_wait|next_data"
-_KERNEL_CATS = ["kernel", "Kernel"]
-_GLOO_PREFIX = "gloo:"
-#: bytes per element of the dtype names torch writes (``dtype`` arg, ``Input type``), lower-cased
-DTYPE_BYTES = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
-    "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1,
-    "byte": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
-    "float8_e5m2fnuz": 1, "complexfloat": 8, "complexdouble": 16,
-}
+_KERNEL_CATS = sorted(kinds.KERNEL_CATEGORIES)
+_GLOO_PREFIX = GLOO_PREFIX
+#: bytes per element of the dtype names a collective's ``dtype`` arg writes, lower-cased (`proftab.dtypes`)
+DTYPE_BYTES = bytes_of(COLLECTIVE_DTYPE_NAMES)
 #: collective name (normalized: lower-case, no underscores, no "_base"/"_coalesced") -> (kind, bus factor kind)
 _KINDS = {
     "allreduce": "allreduce", "allgather": "allgather", "allgatherintocoalesced": "allgather",
@@ -300,7 +297,7 @@ def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
         ``out_nelems``, ``bytes``, ``step`` (of the lowest rank), ``first_start_ns`` /
         ``last_start_ns`` (absolute epoch ns), ``start_skew_ns``, ``end_skew_ns``,
         ``first_rank``, ``last_rank`` (the straggler of this instance), ``transfer_ns``,
-        ``max_dur_ns``, ``wait_ns`` (sum over ranks), ``algbw_gbps``, ``busbw_gbps``,
+        ``max_dur_ns``, ``wait_ns`` (sum over ranks), ``algbw_gb_per_s``, ``busbw_gb_per_s``,
         ``pre_excess_ns`` (how much longer the last rank's ``pre_ns`` was than the other
         ranks' median), ``data_excess_ns`` (the same for ``data_ns``), ``cause`` (``"data
         loading"`` when ``data_excess_ns`` is at least half the arrival skew, else ``"compute
@@ -333,8 +330,8 @@ def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
                       group_size=pl.col("group_size").fill_null(pl.col("n_ranks")))
     )
     algbw = pl.when(pl.col("transfer_ns") > 0).then(pl.col("bytes") / pl.col("transfer_ns"))
-    inst = inst.with_columns(algbw_gbps=algbw).with_columns(
-        busbw_gbps=pl.col("algbw_gbps") * _bus_factor(pl.col("collective"), pl.col("group_size")))
+    inst = inst.with_columns(algbw_gb_per_s=algbw).with_columns(
+        busbw_gb_per_s=pl.col("algbw_gb_per_s") * _bus_factor(pl.col("collective"), pl.col("group_size")))
     skew = pl.col("start_skew_ns")
     cause = (pl.when((pl.col("data_excess_ns") > 0) & (2 * pl.col("data_excess_ns") >= skew))
              .then(pl.lit("data loading"))
@@ -344,7 +341,7 @@ def collective_instances(ranks: pl.DataFrame) -> pl.DataFrame:
     return inst.select(
         "group", "seq", "collective", "consistent", "n_ranks", "group_size", "dtype", "in_nelems", "out_nelems",
         "bytes", "step", "first_start_ns", "last_start_ns", "start_skew_ns", "end_skew_ns", "first_rank",
-        "last_rank", "transfer_ns", "max_dur_ns", "wait_ns", "algbw_gbps", "busbw_gbps", "pre_excess_ns",
+        "last_rank", "transfer_ns", "max_dur_ns", "wait_ns", "algbw_gb_per_s", "busbw_gb_per_s", "pre_excess_ns",
         "data_excess_ns", "cause").sort("first_start_ns", "group", "seq")
 
 
@@ -379,7 +376,8 @@ def rank_comm(calls: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     dev = events.filter(kinds.is_device_work() & pl.col("rank").is_in(kern_ranks)
                         & ~pl.col("name").str.contains(COLLECTIVE_PATTERN))
     host = events.filter((pl.col("cat").cast(pl.String) == kinds.CPU_OP) & ~pl.col("rank").is_in(kern_ranks)).join(
-        comm_tids, on=["rank", "tid"], how="anti").filter(~pl.col("name").str.contains(r"^c10d::|^gloo:|wait"))
+        comm_tids, on=["rank", "tid"], how="anti").filter(
+        ~is_collective_range(prefixes=(C10D_PREFIX, GLOO_PREFIX)) & ~pl.col("name").str.contains("wait"))
     comp = pl.concat([dev.select("rank", "start_ns", "end_ns"), host.select("rank", "start_ns", "end_ns")])
     comp = assign_steps(comp, step_windows(events))
     uc = merge_intervals(calls.select("rank", "step", "start_ns", "end_ns"), by=keys)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from proftab.render.sanitize import sanitize_text
 from proftab.render.text import distinct_cuts, fmt_bytes, fmt_ns, fmt_share, middle_cut
+from proftab.units import BYTES_SUFFIX, NS_SUFFIX, UNIT_HEADERS, is_count, unit_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -38,9 +39,8 @@ __all__ = ["KINDS", "Col", "fit", "format_cell", "plain_text", "render_frame", "
 KINDS = ("ns", "ns_signed", "bytes", "bytes_signed", "share", "share_signed", "pct", "count", "int", "float",
          "sci", "text")
 
-#: headers with the unit the bare numbers are in
-_UNIT_HEADERS = {"tflops_per_s": "TFLOP/s", "tb_per_s": "TB/s", "peak_tflops": "peak TFLOP/s",
-                 "peak_tb_per_s": "peak TB/s", "gflops": "GFLOP", "flops": "FLOP"}
+#: headers with the unit the bare numbers are in (`proftab.units.UNIT_HEADERS`)
+_UNIT_HEADERS = UNIT_HEADERS
 _MIN_CUT = 44  # the name width worth dropping columns for
 
 
@@ -77,15 +77,12 @@ class Col:
 
 def _kind(name: str, dtype: pl.DataType) -> str:
     """The cell format of a column named `name` of type `dtype` (the vocabulary of docs/schema.md)."""
-    if name.endswith("_ns") or name == "ns":
+    unit = unit_of(name)
+    if unit == "ns":
         return "ns" if dtype.is_numeric() else "text"
-    if name.endswith("_bytes") and dtype.is_numeric():
-        return "bytes"
-    if (name == "share" or name.endswith("_share")) and dtype.is_numeric():
-        return "share"
-    if name.endswith("_pct") and dtype.is_numeric():
-        return "pct"
-    if name.startswith("n_") and dtype.is_integer():
+    if unit in ("bytes", "share", "pct") and dtype.is_numeric():
+        return unit
+    if is_count(name) and dtype.is_integer():
         return "count"
     if name in ("flops", "bytes") and dtype.is_integer():
         return "sci"
@@ -100,9 +97,9 @@ def _header(name: str, kind: str) -> str:
     if name in _UNIT_HEADERS:
         return _UNIT_HEADERS[name]
     if kind in ("ns", "ns_signed") and name != "ns":
-        return name.removesuffix("_ns")
-    if kind in ("bytes", "bytes_signed") and name.endswith("_bytes"):
-        return name.removesuffix("_bytes")
+        return name.removesuffix(NS_SUFFIX)
+    if kind in ("bytes", "bytes_signed") and name.endswith(BYTES_SUFFIX):
+        return name.removesuffix(BYTES_SUFFIX)
     return name
 
 

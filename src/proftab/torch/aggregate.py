@@ -246,7 +246,7 @@ def _device_rows(nested: pl.DataFrame, device_self: pl.DataFrame | None, *, torc
     dev_rows = dev.select(
         "rank", "event_id", "start_ns", "end_ns",
         torch_name_expr().alias("name"),
-        (pl.col("cat") == "gpu_user_annotation").alias("is_user_annotation"),
+        (pl.col("cat") == kinds.DEVICE_ANNOTATION).alias("is_user_annotation"),
         *device_measures(),
         pl.lit(True).alias("top_level"),
         pl.col("dur_ns").alias(CALL_NS),

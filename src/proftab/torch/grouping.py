@@ -19,6 +19,7 @@ import polars as pl
 
 from proftab import kinds, schema
 from proftab.intervals.tree import containing_ancestor, depth_levels, row_positions, tree_depth
+from proftab.steps import torch_step_name, torch_step_name_expr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -48,10 +49,8 @@ def input_shapes_list_expr(col: str = "input_shapes") -> pl.Expr:
     return pl.col(col).str.json_decode(pl.List(pl.List(pl.Int64)))
 
 
-def torch_name_expr() -> pl.Expr:
-    """torch's grouping name: `ProfilerStep#N` -> `ProfilerStep*`."""
-    return pl.when(pl.col("name").str.starts_with("ProfilerStep#")).then(pl.lit("ProfilerStep*")).otherwise(
-        pl.col("name"))
+#: torch's grouping name: `ProfilerStep#N` -> `ProfilerStep*` (the rule is `proftab.steps`')
+torch_name_expr = torch_step_name_expr
 
 
 
@@ -95,8 +94,7 @@ def _name_codes(names: pl.Series, is_op: np.ndarray | None = None
     overload_re = re.compile(OVERLOAD_NAME_RE)
 
     def code(s: str | None) -> int:
-        return table.setdefault("ProfilerStep*" if s is not None and s.startswith("ProfilerStep#") else s,
-                                len(table))
+        return table.setdefault(torch_step_name(s), len(table))
 
     code_of = [code(s) for s in u_str]
     bases = [None if s is None else overload_re.match(s) for s in u_str]

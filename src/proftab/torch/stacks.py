@@ -26,7 +26,7 @@ TORCH_FILTERED_STACK_ENTRIES = (
     ("_internal/common_utils", "prof_meth_call"),
 )
 #: the engine's span around a backward node: `autograd::engine::evaluate_function: MulBackward0` > `MulBackward0`
-EVALUATE_FUNCTION_PREFIX = "autograd::engine::evaluate_function: "
+EVALUATE_FUNCTION_PREFIX = kinds.BACKWARD_OP_PREFIX
 
 
 def _filtered_entry(e: pl.Expr) -> pl.Expr:

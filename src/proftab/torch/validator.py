@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from proftab import kinds
 from proftab.api import register_trace_method
+from proftab.calls import EVENT_RECORD, KERNEL_LAUNCH, RECORD_PARAM_COMMS
 from proftab.intervals.overlap import overlap_join
 
 if TYPE_CHECKING:
@@ -53,11 +55,14 @@ VALIDATOR_EVENT_COLUMNS = ("rank", "event_id", "cat", "name", "start_ns", "end_n
 _SCHEMA = {"rule": pl.String, "rank": pl.Int32, "event_id": pl.Int64, "name": pl.String, "start_ns": pl.Int64,
            "other_event_id": pl.Int64, "other_name": pl.String, "other_start_ns": pl.Int64, "gap_ns": pl.Int64,
            "detail": pl.String}
-_EVENT_RECORDS = ("cudaEventRecord", "cudaEventRecord_ptsz", "cudaEventRecordWithFlags",
-                  "cudaEventRecordWithFlags_ptsz")
+#: torch's rule names CUDA's event records and their `_ptsz` variants exactly (`proftab.calls.EVENT_RECORD`)
+_EVENT_RECORDS = tuple(n + s for n in EVENT_RECORD.spellings(("cuda",)) for s in ("", "_ptsz"))
+#: torch's causality rule names the one launch call (not the whole `proftab.calls.KERNEL_LAUNCH` family)
+_LAUNCH_KERNEL = KERNEL_LAUNCH.spellings(("cuda",))[0]
 _NCCL_FIELDS = {"collective_name": "Collective name", "dtype": "dtype", "in_msg_nelems": "In msg nelems",
                 "out_msg_nelems": "Out msg nelems", "group_size": "Group size"}
-_EVALUATE = "autograd::engine::evaluate_function:"
+#: torch's rule tests the backward op's prefix without its trailing space (`kinds.BACKWARD_OP_PREFIX`)
+_EVALUATE = kinds.BACKWARD_OP_PREFIX.rstrip()
 
 
 def _rows(frame: pl.DataFrame, rule: str, **exprs: pl.Expr) -> pl.DataFrame:
@@ -73,9 +78,9 @@ def _earliest(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 def _causality(ev: pl.DataFrame) -> pl.DataFrame:
     ids = ev.filter(pl.col("external_id").is_not_null())
-    launch = _earliest(ids.filter((pl.col("cat") == "cuda_runtime") & (pl.col("name") == "cudaLaunchKernel")),
+    launch = _earliest(ids.filter((pl.col("cat") == kinds.CUDA_RUNTIME) & (pl.col("name") == _LAUNCH_KERNEL)),
                        ["rank", "external_id"])
-    kernel = _earliest(ids.filter(pl.col("cat") == "kernel"), ["rank", "external_id"])
+    kernel = _earliest(ids.filter(pl.col("cat") == kinds.KERNEL), ["rank", "external_id"])
     bad = kernel.join(launch.select("rank", "external_id", pl.col("event_id").alias("l_id"),
                                     pl.col("name").alias("l_name"), pl.col("start_ns").alias("l_start")),
                       on=["rank", "external_id"]).filter(pl.col("start_ns") < pl.col("l_start"))
@@ -103,10 +108,10 @@ def _wait_populated(sync: pl.DataFrame) -> pl.DataFrame:
 
 
 def _sync_overlap(ev: pl.DataFrame, sync: pl.DataFrame) -> pl.DataFrame:
-    syncs = sync.filter((pl.col("cat") == "cuda_sync") & (pl.col("_kind") == "Stream Sync")).select(
+    syncs = sync.filter((pl.col("cat") == kinds.CUDA_SYNC) & (pl.col("_kind") == "Stream Sync")).select(
         "rank", "event_id", "name", "start_ns", pl.col("start_ns").alias("_at"), pl.col("start_ns").alias("_at_end"),
         "device", "stream")
-    kernels = ev.filter(pl.col("cat") == "kernel").select(
+    kernels = ev.filter(pl.col("cat") == kinds.KERNEL).select(
         "rank", "device", "stream", pl.col("event_id").alias("k_id"), pl.col("name").alias("k_name"),
         pl.col("start_ns").alias("k_start"), pl.col("end_ns").alias("k_end"))
     if syncs.is_empty() or kernels.is_empty():
@@ -121,7 +126,8 @@ def _sync_overlap(ev: pl.DataFrame, sync: pl.DataFrame) -> pl.DataFrame:
 
 
 def _wait_in_past(ev: pl.DataFrame, sync: pl.DataFrame) -> pl.DataFrame:
-    records = ev.filter(pl.col("cat").is_in(["cuda_runtime", "cuda_driver"]) & pl.col("name").is_in(_EVENT_RECORDS))
+    records = ev.filter(pl.col("cat").is_in([kinds.CUDA_RUNTIME, kinds.CUDA_DRIVER])
+                        & pl.col("name").is_in(_EVENT_RECORDS))
     ids = pl.concat([records.select("rank", pl.col(c).alias("_ref"), "event_id", "name", "start_ns")
                      for c in ("external_id", "correlation")]).drop_nulls("_ref")
     first = _earliest(ids, ["rank", "_ref"]).select(
@@ -138,7 +144,7 @@ def _wait_in_past(ev: pl.DataFrame, sync: pl.DataFrame) -> pl.DataFrame:
 
 
 def _nccl(ev: pl.DataFrame) -> pl.DataFrame:
-    comms = ev.filter(pl.col("name") == "record_param_comms")
+    comms = ev.filter(pl.col("name") == RECORD_PARAM_COMMS)
     missing = pl.concat_list([pl.when(pl.col(c).is_null()).then(pl.lit(arg)) for c, arg in _NCCL_FIELDS.items()]
                              ).list.drop_nulls()
     bad = comms.with_columns(missing.alias("_missing")).filter(pl.col("_missing").list.len() > 0)
