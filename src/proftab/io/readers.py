@@ -25,7 +25,6 @@ Importing this module imports neither Polars nor numpy.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from proftab.exceptions import TraceError
@@ -33,6 +32,7 @@ from proftab.io.dataset.layout import dataset_root, not_a_trace_file
 from proftab.io.dataset.remote import is_remote
 from proftab.io.files import TRACE_SUFFIXES
 from proftab.io.kineto.reader import read_traces  # Polars-free: the scanner is ready when `load` starts
+from proftab.io.tables import ReadOptions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,36 +44,6 @@ __all__ = ["KINDS", "Kind", "ReadOptions", "Reader", "kind_of", "open_trace", "r
 Kind = Literal["kineto", "dataset", "profiler"]
 #: every kind of input, with the public function that reads it (named in messages)
 KINDS: dict[Kind, str] = {"kineto": "pt.load", "dataset": "pt.scan", "profiler": "pt.from_profiler"}
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """How to read an input; each reader uses the options that apply to its kind.
-
-    Attributes
-    ----------
-    salvage
-        kineto: keep the complete events of a damaged or truncated file (with a warning).
-    ranks
-        kineto: the rank of each file, in the sorted file order.
-    first_position
-        kineto: the position of the first file, when a file's rank falls back to its position
-        (a conversion reads its files one by one).
-    storage_options
-        dataset: fsspec options for a URL.
-    json_path
-        profiler: where to keep the JSON Kineto writes.
-    prefetch
-        kineto: modules to import on a helper thread while the C scanner reads (what the
-        caller runs next).
-    """
-
-    salvage: bool = False
-    ranks: Sequence[int] | None = None
-    first_position: int = 0
-    storage_options: dict[str, Any] | None = None
-    json_path: str | os.PathLike[str] | None = None
-    prefetch: tuple[str, ...] = ()
 
 
 class Reader(Protocol):

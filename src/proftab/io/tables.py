@@ -1,4 +1,4 @@
-"""The frames every file reader returns: `FileTables` (one file, one rank), and one `Trace` of several.
+"""What every reader takes and returns: `ReadOptions`, `FileTables` (one file, one rank), and one `Trace` of several.
 
 A reader of a file format (Kineto JSON: `proftab.io.kineto`; a live profiler:
 `proftab.io.torch_live`) builds one `FileTables` per input file, with the columns of
@@ -12,13 +12,45 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Sequence
 
     import polars as pl
 
     from proftab.trace import Trace
 
-__all__ = ["FileTables", "trace_from_files"]
+__all__ = ["FileTables", "ReadOptions", "trace_from_files"]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read an input; each reader uses the options that apply to its kind.
+
+    Attributes
+    ----------
+    salvage
+        kineto: keep the complete events of a damaged or truncated file (with a warning).
+    ranks
+        kineto: the rank of each file, in the sorted file order.
+    first_position
+        kineto: the position of the first file, when a file's rank falls back to its position
+        (a conversion reads its files one by one).
+    storage_options
+        dataset: fsspec options for a URL.
+    json_path
+        profiler: where to keep the JSON Kineto writes.
+    prefetch
+        kineto: modules to import on a helper thread while the C scanner reads (what the
+        caller runs next).
+    """
+
+    salvage: bool = False
+    ranks: Sequence[int] | None = None
+    first_position: int = 0
+    storage_options: dict[str, Any] | None = None
+    json_path: str | os.PathLike[str] | None = None
+    prefetch: tuple[str, ...] = ()
+
 
 
 @dataclass

@@ -27,7 +27,7 @@ from proftab.io.kineto.tables import read_kineto
 from proftab.io.tables import trace_from_files
 
 if TYPE_CHECKING:
-    from proftab.io.readers import ReadOptions
+    from proftab.io.tables import ReadOptions
     from proftab.trace import Trace
 
 __all__ = ["from_profiler", "read_profiler"]

@@ -32,7 +32,7 @@ from proftab.trace import Trace
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from proftab.io.readers import ReadOptions
+    from proftab.io.tables import ReadOptions
 
 __all__ = ["DONE_MARKER", "MANIFEST", "SCHEMA_VERSION", "STATUS", "TABLES", "read_dataset", "read_manifest",
            "read_parquet", "scan"]

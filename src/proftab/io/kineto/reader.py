@@ -21,8 +21,7 @@ from proftab.io.tables import trace_from_files
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from proftab.io.readers import ReadOptions
-    from proftab.io.tables import FileTables
+    from proftab.io.tables import FileTables, ReadOptions
     from proftab.trace import Trace
 
 __all__ = ["read_files", "read_traces"]
