@@ -6,8 +6,11 @@ execution-trace item; see README.md)::
 
     python freeze_hta.py --traces ../shared/traces/public/hta --out tests/data/hta
 
-Every file under the output folder except README.md, this script and the recorded
-traces is rewritten.  HTA is used as shipped: the only changes to it are that
+Every file under the output folder except README.md, this script, ``peer/`` and
+``recorded/`` is rewritten; with ``--only ITEM...`` just those items' files, and the
+entries of crashes.json, meta.json and timings.json they produce.  No file here ends
+in ``.json.gz`` (gzip-compressed JSON is named ``*.gz``): the restructuring guard,
+benchmarks/guard.py, digests every ``tests/data/**/*.json.gz`` as a trace.  HTA is used as shipped: the only changes to it are that
 plotly's ``Figure.show`` does nothing (HTA calls it unconditionally in
 ``get_aten_op_kernels_and_delay``) and that ``Trace.write_raw_trace`` hands the
 written trace back instead of writing it next to the input (HTA's own tests mock
@@ -129,6 +132,12 @@ CUPTI_TRACES = [
     "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
 ]
 MEMORY_TIMELINES = ["memory_analysis__memory_timeline.raw.gz"]
+
+
+ITEMS = ["queue_length", "counters", "aten_op_kernels", "annotations", "kernel_sequences", "cupti",
+         "memory_timeline", "execution_trace"]
+# crashes.json keys an item writes (default: the item's own name).
+ITEM_CRASH_KEYS = {"annotations": ("gpu_annotations", "cpu_annotations_via_callgraph")}
 
 
 def short(trace: str) -> str:
@@ -271,7 +280,7 @@ class Freezer:
                "sha256_of_counter_events": hashlib.sha256(canonical.encode()).hexdigest()}
         self.write_json(f"counters/{name}.counters_summary.json", doc)
         if trace in FULL_COUNTER_EVENTS:
-            self.write_json(f"counters/{name}.counter_events.json.gz", {"counter_events": events})
+            self.write_json(f"counters/{name}.counter_events.gz", {"counter_events": events})
         bw = ta.get_memory_bw_summary(ranks=[0])
         if bw is not None:
             bw = bw.copy()
@@ -352,7 +361,7 @@ class Freezer:
                 for e in WRITTEN["trace"]["traceEvents"]
                 if isinstance(e.get("args"), dict) and "Patterns" in e["args"]
             ]
-            self.write_json(f"kernel_sequences/{key}.overlay_marked_events.json.gz",
+            self.write_json(f"kernel_sequences/{key}.overlay_marked_events.gz",
                             {"output_file": WRITTEN["file"], "marked_events": marked})
 
     # -- 5. CUPTI counters on ops -------------------------------------------------
@@ -455,23 +464,45 @@ class Freezer:
         if want("memory_timeline"):
             for raw in MEMORY_TIMELINES:
                 self.guarded("memory_timeline", raw, self.memory, short(raw), self.path(raw))
-            rec = os.path.join(self.recordings, "memory_timeline_train.raw.json.gz")
+            rec = os.path.join(self.recordings, "memory_timeline_train.raw.gz")
             if os.path.exists(rec):
                 self.guarded("memory_timeline", "recorded", self.memory, "recorded_train", rec)
         if want("execution_trace"):
             peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer")
             pairs = [
-                ("hta_simple_add", os.path.join(peer, "execution_trace__benchmark_simple_add_trace.json.gz"),
-                 os.path.join(peer, "execution_trace__benchmark_simple_add_et.json.gz")),
-                ("recorded_train", os.path.join(self.recordings, "et_train.pt.trace.json.gz"),
-                 os.path.join(self.recordings, "et_train.et.json.gz")),
+                ("hta_simple_add", os.path.join(peer, "execution_trace__benchmark_simple_add_trace.gz"),
+                 os.path.join(peer, "execution_trace__benchmark_simple_add_et.gz")),
+                ("recorded_train", os.path.join(self.recordings, "et_train.pt.trace.gz"),
+                 os.path.join(self.recordings, "et_train.et.gz")),
             ]
             for label, kp, ep in pairs:
                 if os.path.exists(kp) and os.path.exists(ep):
                     self.guarded("execution_trace", label, self.execution_trace, label, kp, ep)
 
-        self.write_json(f"crashes{'_' + '_'.join(only) if only else ''}.json", self.crashes)
-        self.write_json(f"meta{'_' + '_'.join(only) if only else ''}.json", self.meta)
+        self.write_records(only)
+
+    def write_records(self, only: list[str]) -> None:
+        """Write crashes.json, meta.json and timings.json; with ``only``, update the existing ones."""
+        crashes, meta, timings = self.crashes, self.meta, self.timings
+        if only:
+            old_crashes, meta, timings = (self.read_json(n) for n in ("crashes.json", "meta.json", "timings.json"))
+            for item in only:
+                for key in ITEM_CRASH_KEYS.get(item, (item,)):
+                    old_crashes.pop(key, None)
+            crashes = {**old_crashes, **self.crashes}
+            meta.update(self.meta)
+            for key, value in self.timings.items():
+                timings.setdefault(key, {}).update(value)
+        self.write_json("crashes.json", crashes)
+        self.write_json("meta.json", meta)
+        self.write_json("timings.json", timings)
+
+    def read_json(self, rel: str) -> dict[str, Any]:
+        path = os.path.join(self.out, rel)
+        if not os.path.exists(path):
+            return {}
+        with open(path) as fh:
+            return json.load(fh)
 
 
 def _plain(x: Any) -> Any:
@@ -489,18 +520,17 @@ def main() -> None:
     ap.add_argument("--traces", required=True, help="folder of HTA's test traces (shared corpus)")
     ap.add_argument("--out", required=True, help="output folder (tests/data/hta)")
     ap.add_argument("--recordings", default=None, help="folder with the recorded traces (default: --out/recorded)")
-    ap.add_argument("--only", nargs="*", default=[], help="items to run (default: all)")
+    ap.add_argument("--only", nargs="*", default=[], choices=ITEMS,
+                    help="rerun these items only, updating crashes.json, meta.json and timings.json (default: all)")
     args = ap.parse_args()
     recordings = args.recordings or os.path.join(args.out, "recorded")
     fr = Freezer(args.traces, args.out, recordings)
     fr.run(args.only)
-    if not args.only:
-        fr.write_json("versions.json", {
-            "traceinsight": version("traceinsight"), "pandas": pd.__version__, "numpy": np.__version__,
-            "python": platform.python_version(), "plotly": version("plotly"),
-            "et_replay": "param@1e115ffc62c6d048405d9b963191736c13811b1d et_replay/execution_trace.py",
-        })
-        fr.write_json("timings.json", fr.timings)
+    fr.write_json("versions.json", {
+        "traceinsight": version("traceinsight"), "pandas": pd.__version__, "numpy": np.__version__,
+        "python": platform.python_version(), "plotly": version("plotly"),
+        "et_replay": "param@1e115ffc62c6d048405d9b963191736c13811b1d et_replay/execution_trace.py",
+    })
 
 
 if __name__ == "__main__":
