@@ -10,9 +10,10 @@ Every file under the output folder except README.md, this script, ``peer/`` and
 ``recorded/`` is rewritten; with ``--only ITEM...`` just those items' files, and the
 entries of crashes.json, meta.json and timings.json they produce.  No file here ends
 in ``.json.gz`` (gzip-compressed JSON is named ``*.gz``): the restructuring guard,
-benchmarks/guard.py, digests every ``tests/data/**/*.json.gz`` as a trace.  HTA is used as shipped: the only changes to it are that
-plotly's ``Figure.show`` does nothing (HTA calls it unconditionally in
-``get_aten_op_kernels_and_delay``) and that ``Trace.write_raw_trace`` hands the
+benchmarks/guard.py, digests every ``tests/data/**/*.json.gz`` as a trace.
+
+HTA is used as shipped: the only changes to it are that plotly's ``Figure.show`` does
+nothing (HTA calls it unconditionally in ``get_aten_op_kernels_and_delay``) and that ``Trace.write_raw_trace`` hands the
 written trace back instead of writing it next to the input (HTA's own tests mock
 it the same way).  Failures are caught and written to ``crashes.json`` with the
 exception and the HTA line that raised it.
