@@ -13,9 +13,9 @@ in ``.json.gz`` (gzip-compressed JSON is named ``*.gz``): the restructuring guar
 benchmarks/guard.py, digests every ``tests/data/**/*.json.gz`` as a trace.
 
 HTA is used as shipped: the only changes to it are that plotly's ``Figure.show`` does
-nothing (HTA calls it unconditionally in ``get_aten_op_kernels_and_delay``) and that ``Trace.write_raw_trace`` hands the
-written trace back instead of writing it next to the input (HTA's own tests mock
-it the same way).  Failures are caught and written to ``crashes.json`` with the
+nothing (HTA calls it unconditionally in ``get_aten_op_kernels_and_delay``) and that
+``Trace.write_raw_trace`` hands the written trace back instead of writing it next to
+the input (HTA's own tests mock it the same way).  Failures are caught and written to ``crashes.json`` with the
 exception and the HTA line that raised it.
 
 All times in the outputs are HTA's: integer microseconds after its rounding
